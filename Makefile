@@ -1,0 +1,57 @@
+# reprocess: `make demo` runs the main job end to end, `make test` runs every test.
+# Both create .venv on first use (about 2 minutes) and skip the install when it is current.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYSPARK_VERSION := 4.3.0
+
+export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test test-unit test-slow demo lint typecheck lock bench clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	@command -v $(PY) >/dev/null || { echo "need $(PY) (Python 3.11) on PATH"; exit 1; }
+	@command -v java >/dev/null || { echo "need java (JDK 17) on PATH for Spark"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[airflow,dev]'
+	@# STACK.md trap 1: the Spark provider's pyspark-client overwrites pyspark's files; reinstall pyspark last.
+	$(BIN)/pip install -q --disable-pip-version-check --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create or update .venv (pinned stack from requirements/constraints.txt)
+
+test: $(STAMP) lint typecheck ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+	$(BIN)/python -m pytest -m "not bench and not slow" $(PYTEST_ARGS)
+
+test-unit: $(STAMP) ## only the pure-Python tests (seconds)
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+test-slow: $(STAMP) ## the slow suites
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+demo: $(STAMP) ## run the main job end to end on embedded defaults
+	$(BIN)/python -m reprocess.demo
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check spark tests dags plugins bench
+
+typecheck: $(STAMP) ## mypy on the core package
+	$(BIN)/mypy
+
+lock: ## regenerate requirements/constraints.txt from a fresh install
+	rm -rf /tmp/reprocess-lock && $(PY) -m venv /tmp/reprocess-lock
+	/tmp/reprocess-lock/bin/pip install -q -e '.[airflow,dev]'
+	/tmp/reprocess-lock/bin/pip install -q --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
+	{ sed -n '1,3p' requirements/constraints.txt; /tmp/reprocess-lock/bin/pip freeze --exclude-editable | grep -v '^-e'; } > requirements/constraints.new
+	mv requirements/constraints.new requirements/constraints.txt
+
+clean: ## remove .venv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-out

@@ -1,0 +1,77 @@
+"""The one exception tree of reprocess.
+
+    ReprocessError                 code="error"          exit 2
+     +-- ConfigError               code="config"         exit 3   bad policy file, bad CLI value
+     +-- ContractError             code="contract"       exit 4   landing data breaks the contract
+     +-- ConservationError         code="conservation"   exit 5   a run would lose or double a message
+     +-- TargetUnavailableError    code="target_down"    exit 6   the re-drive target itself is failing
+     +-- CommitConflictError       code="conflict"       exit 7   another run holds the warehouse
+
+Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
+it maps to. Messages carry the evidence: the file, the policy, the key, the record.
+"""
+
+from __future__ import annotations
+
+
+class ReprocessError(Exception):
+    """Base of every error reprocess raises on purpose."""
+
+    code = "error"
+    exit_code = 2
+
+
+class ConfigError(ReprocessError):
+    """A policy file or an option is invalid; raised before any work starts."""
+
+    code = "config"
+    exit_code = 3
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        policy: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.file = file
+        self.policy = policy
+        self.key = key
+        where = []
+        if file is not None:
+            where.append(f"file={file}")
+        if policy is not None:
+            where.append(f"policy={policy!r}")
+        if key is not None:
+            where.append(f"key={key!r}")
+        prefix = f"[{' '.join(where)}] " if where else ""
+        super().__init__(prefix + message)
+
+
+class ContractError(ReprocessError):
+    """Landing data that cannot be processed at all (not a single bad record: those are quarantined)."""
+
+    code = "contract"
+    exit_code = 4
+
+
+class ConservationError(ReprocessError):
+    """The books do not balance: committing would lose or double a message."""
+
+    code = "conservation"
+    exit_code = 5
+
+
+class TargetUnavailableError(ReprocessError):
+    """The re-drive target is failing as a whole (connection refused, timeouts, broker errors)."""
+
+    code = "target_down"
+    exit_code = 6
+
+
+class CommitConflictError(ReprocessError):
+    """Another run holds the warehouse lock or committed first."""
+
+    code = "conflict"
+    exit_code = 7

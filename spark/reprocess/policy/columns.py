@@ -1,0 +1,167 @@
+"""The schedules as built-in Spark column expressions (no Python UDF).
+
+Every function here mirrors one in :mod:`reprocess.policy.reference`, operation for operation,
+so that doubles round the same way on the JVM as in CPython; tests/test_policy_agreement.py
+checks the two agree on generated inputs. Long arithmetic saturates where Java's ``(long)``
+cast of a double saturates, and never wraps (Spark runs with ANSI mode on).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from reprocess.policy.durations import LONG_MAX, LONG_MIN
+from reprocess.policy.reference import ACTIVEMQ_MAX_STEPS, activemq_next, max_deliveries
+from reprocess.policy.settings import (
+    ActiveMQSettings,
+    ArtemisSettings,
+    ExponentialSettings,
+    Jitter,
+    RocketMQSettings,
+    SteppedSettings,
+)
+from reprocess.policy.wildcard import to_regex
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from reprocess.policy.config import Policy, PolicySet
+
+_TWO_POW_53 = float(1 << 53)
+
+
+def d2l(x: Column) -> Column:
+    """Java's ``(long) x`` for a double column: NaN -> 0, saturating, truncating toward zero."""
+    return (
+        F.when(F.isnan(x), F.lit(0).cast("long"))
+        .when(x >= F.lit(9.223372036854775807e18), F.lit(LONG_MAX).cast("long"))
+        .when(x <= F.lit(-9.223372036854775808e18), F.lit(LONG_MIN).cast("long"))
+        .otherwise(x.cast("long"))
+    )
+
+
+def _hash(message_id: Column, k: Column) -> Column:
+    return F.xxhash64(F.concat(message_id, F.lit("#"), k.cast("string")))
+
+
+def _unit(h: Column) -> Column:
+    """``(h >>> 11) / 2**53``: a double in [0, 1), exactly as :func:`reprocess.policy.jitter.draw`."""
+    return F.shiftrightunsigned(h, 11).cast("double") / F.lit(_TWO_POW_53)
+
+
+def _positive(h: Column) -> Column:
+    return h.bitwiseAND(F.lit(1).cast("long")) == F.lit(1).cast("long")
+
+
+def _long_array(values: list[int] | tuple[int, ...]) -> Column:
+    return F.array(*[F.lit(v).cast("long") for v in values])
+
+
+def _table(values: list[int] | tuple[int, ...], index: Column) -> Column:
+    """``values[min(index, len)]`` (1-based); the last entry repeats."""
+    if len(values) == 1:
+        return F.lit(values[0]).cast("long")
+    return F.element_at(_long_array(values), F.least(index, F.lit(len(values)).cast("long")).cast("int"))
+
+
+def activemq_table(s: ActiveMQSettings) -> list[int]:
+    """The un-jittered ActiveMQ delays after failed deliveries 1..T, T where the sequence settles."""
+    table = [s.initial_redelivery_delay]
+    while len(table) < ACTIVEMQ_MAX_STEPS:
+        nxt = activemq_next(s, table[-1])
+        if nxt == table[-1]:
+            break
+        table.append(nxt)
+    return table
+
+
+def _collision_avoidance(delay: Column, factor: float, message_id: Column, k: Column) -> Column:
+    h = _hash(message_id, k)
+    variance = F.when(_positive(h), F.lit(factor)).otherwise(F.lit(-factor)) * _unit(h)
+    d = delay.cast("double")
+    return d2l(d + d * variance)
+
+
+def _jitter(base: Column, jitter: Jitter, factor: float | None, message_id: Column, k: Column) -> Column:
+    if jitter is Jitter.NONE:
+        return base
+    u = _unit(_hash(message_id, k))
+    d = base.cast("double")
+    if jitter is Jitter.FULL:
+        return d2l(d * u)
+    if jitter is Jitter.EQUAL:
+        return d2l(d * F.lit(0.5) + d * F.lit(0.5) * u)
+    assert factor is not None
+    return d2l(d + d * (F.lit(factor) * (F.lit(2.0) * u - F.lit(1.0))))
+
+
+def delay_column(policy: Policy, k: Column, message_id: Column) -> Column:
+    """Delay in ms after failed delivery ``k`` under ``policy`` (before the never-negative clamp)."""
+    s = policy.settings
+    k = k.cast("long")
+    if isinstance(s, ActiveMQSettings):
+        base = _table(activemq_table(s), k)
+        if not s.use_collision_avoidance:
+            return base
+        return F.when(k == 1, base).otherwise(_collision_avoidance(base, s.collision_avoidance_factor, message_id, k))
+    if isinstance(s, ArtemisSettings):
+        if s.redelivery_delay <= 0:
+            return F.lit(0).cast("long")
+        exponent = F.greatest(k - 1, F.lit(0).cast("long")).cast("double")
+        delay = d2l(F.lit(float(s.redelivery_delay)) * F.pow(F.lit(s.redelivery_delay_multiplier), exponent))
+        if s.redelivery_collision_avoidance_factor > 0:
+            delay = _collision_avoidance(delay, s.redelivery_collision_avoidance_factor, message_id, k)
+        return F.least(delay, F.lit(s.effective_max_redelivery_delay).cast("long"))
+    if isinstance(s, RocketMQSettings):
+        if s.consume_message_orderly:
+            return F.lit(s.orderly_interval_ms).cast("long")
+        return _table(s.message_delay_level, k + 2)
+    if isinstance(s, SteppedSettings):
+        return _jitter(_table(s.delays, k), s.jitter, s.jitter_factor, message_id, k)
+    assert isinstance(s, ExponentialSettings)
+    cap = F.lit(s.max_delay).cast("long")
+    raw = F.lit(float(s.initial_delay)) * F.pow(F.lit(s.multiplier), (k - 1).cast("double"))
+    base = F.least(d2l(raw), cap)
+    if s.jitter is Jitter.NONE:
+        return base
+    return F.least(_jitter(base, s.jitter, s.jitter_factor, message_id, k), cap)
+
+
+def exhausted_column(policy: Policy, k: Column) -> Column:
+    """True when failed delivery ``k`` is the last one the policy allows."""
+    limit = max_deliveries(policy)
+    if limit is None:
+        return F.lit(False)
+    return k.cast("long") >= F.lit(limit).cast("long")
+
+
+def policy_index_column(policies: PolicySet, address: Column) -> Column:
+    """Index of the most specific policy matching ``address``; null when none matches."""
+    probe = F.concat(address, F.lit("."))
+    out = None
+    for i in policies.precedence:
+        cond = probe.rlike(to_regex(policies.policies[i].match))
+        out = F.when(cond, F.lit(i)) if out is None else out.when(cond, F.lit(i))
+    assert out is not None
+    return out
+
+
+def _by_policy(policies: PolicySet, index: Column, build) -> Column:  # type: ignore[no-untyped-def]
+    out = None
+    for i, policy in enumerate(policies.policies):
+        expr = build(policy)
+        out = F.when(index == i, expr) if out is None else out.when(index == i, expr)
+    assert out is not None
+    return out
+
+
+def decision_columns(policies: PolicySet, index: Column, k: Column, message_id: Column) -> tuple[Column, Column]:
+    """``(exhausted, delay_ms)`` for failed delivery ``k`` of each row under its policy ``index``.
+
+    ``delay_ms`` is clamped at 0 (a delay is never negative); it is meaningful when not exhausted.
+    """
+    exhausted = _by_policy(policies, index, lambda p: exhausted_column(p, k))
+    delay = _by_policy(policies, index, lambda p: F.greatest(delay_column(p, k, message_id), F.lit(0).cast("long")))
+    return exhausted, delay

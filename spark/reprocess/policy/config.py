@@ -1,0 +1,220 @@
+"""The policy file: YAML in, a validated :class:`PolicySet` out, or a ConfigError naming file, policy, key.
+
+.. code-block:: yaml
+
+    default_dead_letter_address: DLQ      # where Artemis would drop a message; we never do
+    non_retryable:                        # global rules: straight to the DLQ, reason NON_RETRYABLE
+      - error_class: "com\\.acme\\.ValidationError"
+    policies:
+      - match: "orders.#"                 # Artemis wildcards: '*' one word, '#' any words
+        profile: activemq                 # activemq | artemis | rocketmq | stepped | exponential
+        settings: {initialRedeliveryDelay: 1000, useExponentialBackOff: true}
+        ordered: false                    # hold back later messages of the same ordering_key
+        non_retryable:                    # rules for this policy only
+          - message: "schema .* invalid"
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reprocess.errors import ConfigError
+from reprocess.policy import wildcard
+from reprocess.policy.settings import SETTINGS_BY_PROFILE, AnySettings, ArtemisSettings, Profile, _Bad
+
+_TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
+_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address"}
+_RULE_KEYS = {"error_class", "message"}
+_PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
+
+
+@dataclass(frozen=True)
+class NonRetryableRule:
+    """Fails straight to the DLQ when the error class matches (whole) and the message matches (anywhere).
+
+    Patterns are regular expressions in the subset Python and Java agree on: the Spark cycle
+    evaluates them with ``rlike`` (Java), the reference with ``re`` (Python).
+    """
+
+    error_class: str | None = None
+    message: str | None = None
+
+    def matches(self, error_class: str | None, error_message: str | None) -> bool:
+        if self.error_class is not None and (
+            error_class is None or re.fullmatch(self.error_class, error_class) is None
+        ):
+            return False
+        if self.message is not None and (error_message is None or re.search(self.message, error_message) is None):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One entry of ``policies``: which addresses, which profile, its settings."""
+
+    match: str
+    profile: Profile
+    settings: AnySettings
+    ordered: bool = False
+    non_retryable: tuple[NonRetryableRule, ...] = ()
+    dead_letter_address: str | None = None
+
+    @property
+    def drops_without_dla(self) -> bool:
+        """Artemis drops an exhausted message when no dead-letter-address is set (we never do)."""
+        return isinstance(self.settings, ArtemisSettings) and self.settings.dead_letter_address is None
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """All policies of a file, with Artemis's most-specific-match resolution."""
+
+    policies: tuple[Policy, ...]
+    non_retryable: tuple[NonRetryableRule, ...] = ()
+    default_dead_letter_address: str = "DLQ"
+    source: str = "<inline>"
+
+    @property
+    def precedence(self) -> list[int]:
+        """Policy indexes, most specific first: the first that matches an address applies."""
+        return wildcard.precedence([p.match for p in self.policies])
+
+    def resolve_index(self, address: str) -> int | None:
+        return wildcard.most_specific([p.match for p in self.policies], address)
+
+    def resolve(self, address: str) -> Policy | None:
+        """The policy for ``address``, or ``None`` when no pattern matches (no ``#`` default)."""
+        i = self.resolve_index(address)
+        return None if i is None else self.policies[i]
+
+    def is_non_retryable(self, policy: Policy, error_class: str | None, error_message: str | None) -> bool:
+        return any(r.matches(error_class, error_message) for r in (*self.non_retryable, *policy.non_retryable))
+
+    def dead_letter_address_for(self, policy: Policy, address: str) -> str:
+        """The DLQ partition: the policy's dead-letter address, Artemis's DLA, else the original address.
+
+        An Artemis policy without ``dead-letter-address`` goes to ``default_dead_letter_address``
+        (Artemis would drop the message: reason ``NO_DEAD_LETTER_ADDRESS``).
+        """
+        if isinstance(policy.settings, ArtemisSettings):
+            return policy.settings.dead_letter_address or self.default_dead_letter_address
+        return policy.dead_letter_address or address
+
+
+def load_policies(path: str | Path) -> PolicySet:
+    """Read and validate a policy file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy file: {exc.strerror}", file=str(path)) from exc
+    return parse_policies(text, source=str(path))
+
+
+def parse_policies(text: str, source: str = "<inline>") -> PolicySet:
+    """Validate YAML text into a :class:`PolicySet`."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", file=source) from exc
+    return policies_from_mapping(doc, source=source)
+
+
+def policies_from_mapping(doc: Any, source: str = "<inline>") -> PolicySet:
+    if not isinstance(doc, Mapping):
+        raise ConfigError("the top level must be a mapping with a 'policies' list", file=source)
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {sorted(map(str, unknown))}; allowed: {sorted(_TOP_KEYS)}",
+                          file=source, key=str(sorted(map(str, unknown))[0]))
+    raw_policies = doc.get("policies")
+    if not isinstance(raw_policies, list) or not raw_policies:
+        raise ConfigError("'policies' must be a non-empty list", file=source, key="policies")
+    dla = doc.get("default_dead_letter_address", "DLQ")
+    if not isinstance(dla, str) or not dla.strip():
+        raise ConfigError("must be a non-empty address", file=source, key="default_dead_letter_address")
+    global_rules = _rules(doc.get("non_retryable"), source, None)
+    policies = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_policies):
+        policy = _policy(raw, i, source)
+        if policy.match in seen:
+            raise ConfigError(f"duplicate match; policy #{seen[policy.match]} already has it",
+                              file=source, policy=policy.match, key="match")
+        seen[policy.match] = i
+        policies.append(policy)
+    return PolicySet(tuple(policies), global_rules, dla, source)
+
+
+def _policy(raw: Any, index: int, source: str) -> Policy:
+    label = f"#{index}"
+    if not isinstance(raw, Mapping):
+        raise ConfigError("each policy must be a mapping", file=source, policy=label)
+    match = raw.get("match")
+    if isinstance(match, str):
+        label = match
+    unknown = set(raw) - _POLICY_KEYS
+    if unknown:
+        key = sorted(map(str, unknown))[0]
+        raise ConfigError(f"unknown key; allowed: {sorted(_POLICY_KEYS)}", file=source, policy=label, key=key)
+    why = wildcard.validate_pattern(match) if isinstance(match, str) else "'match' is required and must be a string"
+    if why:
+        raise ConfigError(f"bad wildcard: {why}", file=source, policy=label, key="match")
+    try:
+        profile = Profile(str(raw.get("profile")))
+    except ValueError:
+        raise ConfigError(f"must be one of {[p.value for p in Profile]}, got {raw.get('profile')!r}",
+                          file=source, policy=label, key="profile") from None
+    settings_raw = raw.get("settings") or {}
+    if not isinstance(settings_raw, Mapping):
+        raise ConfigError("'settings' must be a mapping", file=source, policy=label, key="settings")
+    try:
+        settings = SETTINGS_BY_PROFILE[profile].parse(settings_raw)
+    except _Bad as exc:
+        raise ConfigError(str(exc), file=source, policy=label, key=f"settings.{exc.key}") from exc
+    ordered = raw.get("ordered", False)
+    if not isinstance(ordered, bool):
+        raise ConfigError(f"must be true or false, got {ordered!r}", file=source, policy=label, key="ordered")
+    dla = raw.get("dead_letter_address")
+    if dla is not None and (not isinstance(dla, str) or not dla.strip()):
+        raise ConfigError("must be a non-empty address", file=source, policy=label, key="dead_letter_address")
+    if dla is not None and profile is Profile.ARTEMIS:
+        raise ConfigError("artemis policies name their DLA in settings as 'dead-letter-address'",
+                          file=source, policy=label, key="dead_letter_address")
+    rules = _rules(raw.get("non_retryable"), source, label)
+    return Policy(match, profile, settings, ordered, rules, dla)  # type: ignore[arg-type]
+
+
+def _rules(raw: Any, source: str, policy: str | None) -> tuple[NonRetryableRule, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError("'non_retryable' must be a list of rules", file=source, policy=policy, key="non_retryable")
+    rules = []
+    for i, rule in enumerate(raw):
+        key = f"non_retryable[{i}]"
+        if not isinstance(rule, Mapping) or not rule or set(rule) - _RULE_KEYS:
+            raise ConfigError(f"a rule is a mapping with 'error_class' and/or 'message', got {rule!r}",
+                              file=source, policy=policy, key=key)
+        for field_name in rule:
+            pattern = rule[field_name]
+            if not isinstance(pattern, str) or not pattern:
+                raise ConfigError("must be a non-empty regular expression", file=source, policy=policy,
+                                  key=f"{key}.{field_name}")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"bad regular expression: {exc}", file=source, policy=policy,
+                                  key=f"{key}.{field_name}") from exc
+            if _PYTHON_ONLY_REGEX.search(pattern):
+                raise ConfigError("use only regex syntax Java and Python share ((?P<..>), (?#..), \\Z are Python-only)",
+                                  file=source, policy=policy, key=f"{key}.{field_name}")
+        rules.append(NonRetryableRule(rule.get("error_class"), rule.get("message")))
+    return tuple(rules)

@@ -1,0 +1,112 @@
+"""Artemis address wildcards: words split on ``.``, ``*`` is one word, ``#`` is any number of words.
+
+Precedence is Artemis's ``HierarchicalObjectRepository.MatchComparator`` (read from Artemis's
+source): a pattern without ``#`` beats one with ``#``; between two ``#`` patterns the longer
+string wins; a pattern without ``*`` beats one with ``*``; between two ``*`` patterns, walking
+word by word, the first word where only one of them has ``*`` decides (the literal word wins);
+otherwise the shorter string sorts first. Ties keep the order of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cmp_to_key
+
+ANY_WORDS = "#"
+SINGLE_WORD = "*"
+DELIMITER = "."
+
+
+def validate_pattern(pattern: str) -> str | None:
+    """Return why ``pattern`` is not a valid match expression, or ``None`` when it is."""
+    if not isinstance(pattern, str) or pattern == "":
+        return "a match must be a non-empty string"
+    if pattern != pattern.strip():
+        return "a match must not start or end with whitespace"
+    for word in pattern.split(DELIMITER):
+        if word == "":
+            return f"empty word in {pattern!r} (two dots, or a leading/trailing dot)"
+        if word not in (ANY_WORDS, SINGLE_WORD) and (ANY_WORDS in word or SINGLE_WORD in word):
+            return f"wildcard mixed with text in word {word!r} of {pattern!r}; '#' and '*' must be whole words"
+    return None
+
+
+def matches(pattern: str, address: str) -> bool:
+    """True when ``address`` matches the Artemis wildcard ``pattern``."""
+    return _match_words(pattern.split(DELIMITER), address.split(DELIMITER))
+
+
+def _match_words(pat: list[str], words: list[str]) -> bool:
+    # Iterative DP over (pattern index, word index); '#' may consume zero or more words.
+    reachable = {0}
+    for p in pat:
+        nxt: set[int] = set()
+        for i in reachable:
+            if p == ANY_WORDS:
+                nxt.update(range(i, len(words) + 1))
+            elif i < len(words) and ((p == SINGLE_WORD and words[i] != "") or p == words[i]):
+                nxt.add(i + 1)
+        if not nxt:
+            return False
+        reachable = nxt
+    return len(words) in reachable
+
+
+def _compare(a: str, b: str) -> int:
+    """Artemis's ``MatchComparator``: negative when ``a`` is more specific than ``b``."""
+    a_any, b_any = ANY_WORDS in a, ANY_WORDS in b
+    if a_any and not b_any:
+        return 1
+    if not a_any and b_any:
+        return -1
+    if a_any and b_any:
+        return len(b) - len(a)
+    a_one, b_one = SINGLE_WORD in a, SINGLE_WORD in b
+    if a_one and not b_one:
+        return 1
+    if not a_one and b_one:
+        return -1
+    if a_one and b_one:
+        left, right = a.split(DELIMITER), b.split(DELIMITER)
+        for i, word in enumerate(left):
+            if i >= len(right):
+                return -1
+            if word == SINGLE_WORD and right[i] != SINGLE_WORD:
+                return 1
+            if word != SINGLE_WORD and right[i] == SINGLE_WORD:
+                return -1
+    return len(a) - len(b)
+
+
+def precedence(patterns: list[str]) -> list[int]:
+    """Indexes of ``patterns``, most specific first (ties keep file order).
+
+    Resolving an address is "the first pattern in this order that matches", which is what
+    Artemis's repository does and what the Spark expression does with a ``when`` chain.
+    """
+
+    def order(x: int, y: int) -> int:
+        return _compare(patterns[x], patterns[y]) or (x - y)
+
+    return sorted(range(len(patterns)), key=cmp_to_key(order))
+
+
+def most_specific(patterns: list[str], address: str) -> int | None:
+    """Index in ``patterns`` of the most specific pattern matching ``address``, or ``None``."""
+    for i in precedence(patterns):
+        if matches(patterns[i], address):
+            return i
+    return None
+
+
+def to_regex(pattern: str) -> str:
+    """A regex (valid in Java and Python) matching ``address + "."`` exactly when ``pattern`` matches."""
+    parts = []
+    for word in pattern.split(DELIMITER):
+        if word == ANY_WORDS:
+            parts.append(r"(?:[^.]+\.)*")
+        elif word == SINGLE_WORD:
+            parts.append(r"[^.]+\.")
+        else:
+            parts.append(re.escape(word).replace("/", "\\/") + r"\.")
+    return "^" + "".join(parts) + "$"

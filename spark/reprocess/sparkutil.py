@@ -1,0 +1,45 @@
+"""Building the SparkSession: the one place that knows Spark's start-up settings.
+
+Only a job's ``main`` (and the test fixture) calls :func:`build_session`; transforms take and
+return DataFrames.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def build_session(app_name: str, master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
+    """A session in UTC with ANSI on; ``master`` defaults to ``$SPARK_MASTER`` or ``local[*]``.
+
+    Python workers run the driver's interpreter (STACK.md trap 4), not ``python3`` from PATH.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.ansi.enabled", "true")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+    )
+    master = master or os.environ.get("SPARK_MASTER")
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit, which sets the master
+        builder = builder.master("local[*]")
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

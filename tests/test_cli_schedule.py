@@ -1,0 +1,76 @@
+"""`reprocess schedule`: the documented JSON shape, the table, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reprocess.cli import main
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "policies.yaml"
+
+
+def _json(capsys, *args: str) -> dict:
+    assert main(["schedule", "--config", str(SAMPLE), "--format", "json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_is_keyed_by_address_with_one_entry_per_failed_delivery_up_to_the_dead_letter(capsys):
+    out = _json(capsys, "--address", "orders.created", "--address", "billing.eu")
+    orders = out["orders.created"]
+    assert orders["policy"] == "orders.#"
+    assert orders["profile"] == "activemq"
+    assert orders["schedule"][0] == {"failed_delivery": 1, "action": "retry", "delay_ms": 1000,
+                                     "cumulative_ms": 1000}
+    assert orders["schedule"][-1] == {"failed_delivery": 7, "action": "dead_letter", "delay_ms": None,
+                                      "cumulative_ms": None}
+    assert [s["delay_ms"] for s in orders["schedule"][:6]] == [1000, 5000, 25000, 125000, 625000, 3125000]
+    assert [s["cumulative_ms"] for s in orders["schedule"][:3]] == [1000, 6000, 31000]
+    billing = out["billing.eu"]
+    assert [s["action"] for s in billing["schedule"]] == ["retry", "retry", "dead_letter"]
+    assert billing["dead_letter_address"] == "billing.dlq"
+
+
+def test_deliveries_limits_the_schedule(capsys):
+    out = _json(capsys, "--address", "x.y", "--deliveries", "5")
+    assert [s["failed_delivery"] for s in out["x.y"]["schedule"]] == [1, 2, 3, 4, 5]
+
+
+def test_message_id_makes_jitter_exact_and_repeatable(capsys):
+    a = _json(capsys, "--address", "payments.card", "--message-id", "m-1")
+    b = _json(capsys, "--address", "payments.card", "--message-id", "m-1")
+    c = _json(capsys, "--address", "payments.card", "--message-id", "m-2")
+    assert a == b
+    assert a["payments.card"]["schedule"] != c["payments.card"]["schedule"]
+
+
+def test_table_is_readable(capsys):
+    assert main(["schedule", "--config", str(SAMPLE), "--address", "orders.created"]) == 0
+    out = capsys.readouterr().out
+    assert "policy='orders.#'" in out
+    assert "52m 5s" in out  # 3125000 ms
+    assert "dead_letter" in out
+
+
+def test_bad_config_exits_with_the_config_code_and_names_the_key(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("policies: [{match: '#', profile: activemq, settings: {maximumRedeliveries: x}}]")
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "schedule", "--config", str(bad), "--address", "a"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert "maximumRedeliveries" in proc.stderr
+    assert str(bad) in proc.stderr
+
+
+def test_help_describes_every_option():
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "schedule", "--help"], capture_output=True,
+                          text=True, check=True)
+    for option in ("--config", "--address", "--deliveries", "--message-id", "--format"):
+        assert option in proc.stdout

@@ -1,0 +1,134 @@
+"""The policy file: wildcard precedence and ConfigErrors that name file, policy and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from reprocess.errors import ConfigError
+from reprocess.policy import load_policies, parse_policies
+from reprocess.policy.wildcard import matches, most_specific
+
+pytestmark = pytest.mark.unit
+
+SAMPLE = """
+policies:
+  - match: "orders.#"
+    profile: activemq
+    settings: {initialRedeliveryDelay: 1000, useExponentialBackOff: true, maximumRedeliveries: 6}
+  - match: "billing.*"
+    profile: artemis
+    settings: {redelivery-delay: 5000, redelivery-delay-multiplier: 2.0, max-delivery-attempts: 3,
+               dead-letter-address: billing.dlq}
+  - match: "#"
+    profile: rocketmq
+    settings: {maxReconsumeTimes: 16}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "address", "expected"),
+    [
+        ("orders.#", "orders", True),
+        ("orders.#", "orders.created", True),
+        ("orders.#", "orders.eu.created", True),
+        ("orders.*", "orders", False),
+        ("orders.*", "orders.created", True),
+        ("orders.*", "orders.eu.created", False),
+        ("#", "anything.at.all", True),
+        ("*.created", "orders.created", True),
+        ("a.#.z", "a.z", True),
+        ("a.#.z", "a.b.c.z", True),
+        ("a.#.z", "a.b.c", False),
+        ("orders.created", "orders.created", True),
+        ("orders.created", "orders.createdx", False),
+    ],
+)
+def test_artemis_wildcards(pattern, address, expected):
+    assert matches(pattern, address) is expected
+
+
+def test_most_specific_match_wins_exact_then_star_then_hash():
+    pats = ["#", "orders.#", "orders.*", "orders.created", "orders.eu.#"]
+    assert pats[most_specific(pats, "orders.created")] == "orders.created"
+    assert pats[most_specific(pats, "orders.updated")] == "orders.*"
+    assert pats[most_specific(pats, "orders.eu.x")] == "orders.eu.#"  # the longer '#' pattern wins
+    assert pats[most_specific(pats, "orders.us.x")] == "orders.#"
+    assert pats[most_specific(pats, "billing")] == "#"
+
+
+def test_literal_word_beats_star_at_the_first_differing_word():
+    pats = ["*.created", "orders.*"]
+    assert pats[most_specific(pats, "orders.created")] == "orders.*"
+
+
+def test_sample_config_resolves_each_address():
+    ps = parse_policies(SAMPLE)
+    assert ps.resolve("orders.created").profile.value == "activemq"
+    assert ps.resolve("billing.eu").profile.value == "artemis"
+    assert ps.resolve("billing.eu.x").profile.value == "rocketmq"
+
+
+def test_no_match_without_a_default_policy():
+    ps = parse_policies("policies: [{match: 'orders.#', profile: stepped}]")
+    assert ps.resolve("billing.x") is None
+
+
+def _error(text: str, tmp_path) -> ConfigError:
+    f = tmp_path / "policies.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_policies(f)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "policy", "key"),
+    [
+        ("policies: [{match: 'a.#', profile: activemq, settings: {maximumRedeliverys: 3}}]", "a.#",
+         "settings.maximumRedeliverys"),
+        ("policies: [{match: 'a.#', profile: activemq, settings: {maximumRedeliveries: 'six'}}]", "a.#",
+         "settings.maximumRedeliveries"),
+        ("policies: [{match: 'a.#', profile: activemq, settings: {initialRedeliveryDelay: -5}}]", "a.#",
+         "settings.initialRedeliveryDelay"),
+        ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-delay: -1}}]", "a.#",
+         "settings.redelivery-delay"),
+        ("policies: [{match: 'a.#', profile: exponential, settings: {multiplier: 0.5}}]", "a.#",
+         "settings.multiplier"),
+        ("policies: [{match: 'a.#', profile: exponential, settings: {initial_delay: '-3s'}}]", "a.#",
+         "settings.initial_delay"),
+        ("policies: [{match: 'a.#', profile: stepped, settings: {max_deliveries: 0}}]", "a.#",
+         "settings.max_deliveries"),
+        ("policies: [{match: 'a.#', profile: stepped, settings: {jitter: proportional}}]", "a.#",
+         "settings.jitter_factor"),
+        ("policies: [{match: 'a.#', profile: rocketmq, settings: {messageDelayLevel: '1x 2s'}}]", "a.#",
+         "settings.messageDelayLevel"),
+        ("policies: [{match: 'a.b#', profile: stepped}]", "a.b#", "match"),
+        ("policies: [{match: 'a..b', profile: stepped}]", "a..b", "match"),
+        ("policies: [{match: 'a.#', profile: kafka}]", "a.#", "profile"),
+        ("policies: [{match: 'a.#', profile: stepped, retries: 3}]", "a.#", "retries"),
+        ("policies: [{match: 'a.#', profile: stepped}, {match: 'a.#', profile: stepped}]", "a.#", "match"),
+        ("policies: [{match: 'a.#', profile: stepped, non_retryable: [{error_class: '('}]}]", "a.#",
+         "non_retryable[0].error_class"),
+    ],
+)
+def test_invalid_config_names_file_policy_and_key(text, policy, key, tmp_path):
+    err = _error(text, tmp_path)
+    assert err.file == str(tmp_path / "policies.yaml")
+    assert err.policy == policy
+    assert err.key == key
+    assert str(tmp_path / "policies.yaml") in str(err)
+    assert key in str(err)
+
+
+def test_activemq_accepts_every_value_activemq_accepts():
+    ps = parse_policies("policies: [{match: '#', profile: activemq, settings: {backOffMultiplier: 0.5, "
+                        "maximumRedeliveries: -1, maximumRedeliveryDelay: -1, collisionAvoidanceFactor: 0.9}}]")
+    assert ps.policies[0].settings.back_off_multiplier == 0.5
+
+
+def test_unreadable_and_non_yaml_files_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_policies(tmp_path / "missing.yaml")
+    err = _error("policies: [unclosed", tmp_path)
+    assert "YAML" in str(err)
+    assert "policies" in str(_error("policies: []", tmp_path))

@@ -1,0 +1,158 @@
+"""The Spark column expressions agree with the pure-Python reference on every generated input."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reprocess.policy.columns import decision_columns, policy_index_column
+from reprocess.policy.config import policies_from_mapping
+from reprocess.policy.durations import LONG_MAX
+from reprocess.policy.jitter import SPARK_HASH_SEED, seed_text, to_signed, xxh64
+from reprocess.policy.reference import delay_ms as ref_delay
+from reprocess.policy.reference import exhausted
+
+if TYPE_CHECKING:
+    from reprocess.policy import PolicySet
+
+pytestmark = pytest.mark.spark
+
+longs = st.one_of(st.integers(0, 5000), st.integers(0, 10**7), st.integers(0, LONG_MAX), st.sampled_from([0, 1]))
+factors = st.one_of(st.floats(0, 1), st.sampled_from([0.0, 0.15, 1.0]))
+multipliers = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0]), st.floats(1.01, 20), st.floats(0, 1))
+
+activemq = st.fixed_dictionaries(
+    {},
+    optional={
+        "collisionAvoidanceFactor": factors,
+        "maximumRedeliveries": st.integers(-3, 40),
+        "maximumRedeliveryDelay": st.one_of(st.just(-1), longs),
+        "initialRedeliveryDelay": longs,
+        "redeliveryDelay": longs,
+        "useCollisionAvoidance": st.booleans(),
+        "useExponentialBackOff": st.booleans(),
+        "backOffMultiplier": multipliers,
+    },
+).map(lambda s: {"profile": "activemq", "settings": s})
+
+artemis = st.fixed_dictionaries(
+    {},
+    optional={
+        "redelivery-delay": longs,
+        "redelivery-delay-multiplier": multipliers,
+        "max-redelivery-delay": longs,
+        "redelivery-collision-avoidance-factor": factors,
+        "max-delivery-attempts": st.integers(-2, 40),
+    },
+).map(lambda s: {"profile": "artemis", "settings": s})
+
+levels = st.lists(st.sampled_from(["1s", "5s", "10s", "30s", "1m", "2m", "1h", "2h", "1d"]), min_size=1, max_size=20)
+rocketmq = st.fixed_dictionaries(
+    {},
+    optional={
+        "maxReconsumeTimes": st.integers(-1, 40),
+        "messageDelayLevel": levels.map(" ".join),
+        "consumeMessageOrderly": st.booleans(),
+        "suspendCurrentQueueTimeMillis": st.integers(0, 100_000),
+    },
+).map(lambda s: {"profile": "rocketmq", "settings": s})
+
+jitters = st.one_of(
+    st.fixed_dictionaries({"jitter": st.sampled_from(["none", "full", "equal"])}),
+    st.fixed_dictionaries({"jitter": st.just("proportional"), "jitter_factor": factors}),
+)
+max_deliveries = st.one_of(st.just("unlimited"), st.integers(1, 40))
+stepped = st.builds(
+    lambda delays, md, j: {"profile": "stepped", "settings": {"delays": delays, "max_deliveries": md, **j}},
+    st.lists(st.integers(0, 10**12), min_size=1, max_size=12), max_deliveries, jitters,
+)
+
+
+def _exp(initial, extra, mult, md, j):
+    return {"profile": "exponential", "settings": {"initial_delay": initial, "max_delay": initial + extra,
+                                                   "multiplier": mult, "max_deliveries": md, **j}}
+
+
+exponential = st.builds(_exp, st.integers(0, 10**9), longs.map(lambda x: x // 2), st.floats(1, 50),
+                        max_deliveries, jitters)
+
+any_policy = st.one_of(activemq, artemis, rocketmq, stepped, exponential)
+deliveries = st.one_of(st.integers(1, 40), st.integers(1, 200), st.integers(1, LONG_MAX // 2), st.just(LONG_MAX - 1))
+rows = st.lists(st.tuples(deliveries, st.text(max_size=40)), min_size=1, max_size=25)
+
+
+def _policy_set(raw_policies: list[dict]) -> PolicySet:
+    return policies_from_mapping({"policies": [{"match": f"p{i}.#", **p} for i, p in enumerate(raw_policies)]})
+
+
+def _spark_decisions(spark, ps: PolicySet, data: list[tuple[int, int, str]]):
+    schema = T.StructType([T.StructField("idx", T.IntegerType()), T.StructField("k", T.LongType()),
+                           T.StructField("message_id", T.StringType())])
+    df = spark.createDataFrame(data, schema)
+    ex, delay = decision_columns(ps, F.col("idx"), F.col("k"), F.col("message_id"))
+    out = df.select("idx", "k", "message_id", ex.alias("exhausted"), delay.alias("delay")).collect()
+    return {(r.idx, r.k, r.message_id): (r.exhausted, r.delay) for r in out}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(policies=st.lists(any_policy, min_size=1, max_size=4), data=st.data())
+def test_spark_expressions_agree_with_the_reference_on_generated_policies(spark, policies, data):
+    ps = _policy_set(policies)
+    picked = data.draw(st.lists(st.tuples(st.integers(0, len(policies) - 1), deliveries, st.text(max_size=30)),
+                                min_size=1, max_size=30))
+    got = _spark_decisions(spark, ps, picked)
+    for idx, k, mid in picked:
+        policy = ps.policies[idx]
+        want_ex = exhausted(policy, k)
+        want_delay = max(0, ref_delay(policy, k, mid))
+        spark_ex, spark_delay = got[(idx, k, mid)]
+        assert spark_ex == want_ex, (policy, k, mid)
+        assert spark_delay == want_delay, (policy, k, mid, spark_delay, want_delay)
+        assert spark_delay >= 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(texts=st.lists(st.text(max_size=200), min_size=1, max_size=40), k=st.integers(1, LONG_MAX))
+def test_pure_python_xxhash64_equals_spark_xxhash64(spark, texts, k):
+    seeds = [seed_text(t, k) for t in texts]
+    df = spark.createDataFrame([(s,) for s in seeds], "s string")
+    got = [r.h for r in df.select(F.xxhash64("s").alias("h")).collect()]
+    assert got == [to_signed(xxh64(s.encode("utf-8"), SPARK_HASH_SEED)) for s in seeds]
+
+
+def test_policy_resolution_in_spark_matches_python(spark):
+    ps = policies_from_mapping({"policies": [
+        {"match": "#", "profile": "rocketmq"}, {"match": "orders.#", "profile": "stepped"},
+        {"match": "orders.*", "profile": "stepped"}, {"match": "orders.created", "profile": "stepped"},
+        {"match": "*.created", "profile": "stepped"}, {"match": "a.#.z", "profile": "stepped"},
+        {"match": "we(ird).[x]+", "profile": "stepped"},
+    ]})
+    addresses = ["orders.created", "orders.updated", "orders", "orders.eu.x", "billing.created", "a.z", "a.b.c.z",
+                 "a.b.c", "we(ird).[x]+", "weird.xx", "x", "ünï.cødé", "with space.x"]
+    df = spark.createDataFrame([(a,) for a in addresses], "address string")
+    got = {r.address: r.idx for r in df.select("address", policy_index_column(ps, F.col("address")).alias("idx"))
+           .collect()}
+    assert got == {a: ps.resolve_index(a) for a in addresses}
+
+
+def test_huge_delivery_counts_never_overflow_in_spark(spark):
+    ps = _policy_set([
+        {"profile": "activemq", "settings": {"useExponentialBackOff": True, "maximumRedeliveries": -1,
+                                             "useCollisionAvoidance": True}},
+        {"profile": "artemis", "settings": {"redelivery-delay": 10**15, "redelivery-delay-multiplier": 10,
+                                            "max-redelivery-delay": LONG_MAX, "max-delivery-attempts": -1,
+                                            "redelivery-collision-avoidance-factor": 0.9}},
+        {"profile": "exponential", "settings": {"initial_delay": "1d", "multiplier": 50, "max_delay": LONG_MAX,
+                                                "max_deliveries": "unlimited", "jitter": "full"}},
+    ])
+    data = [(i, k, "m") for i in range(3) for k in (1, 64, 10**6, 2**40, LONG_MAX - 1)]
+    got = _spark_decisions(spark, ps, data)
+    for (idx, k, mid), (ex, delay) in got.items():
+        assert not ex
+        assert 0 <= delay <= LONG_MAX
+        assert delay == max(0, ref_delay(ps.policies[idx], k, mid))
