@@ -149,10 +149,13 @@ def test_huge_delivery_counts_never_overflow_in_spark(spark):
                                             "redelivery-collision-avoidance-factor": 0.9}},
         {"profile": "exponential", "settings": {"initial_delay": "1d", "multiplier": 50, "max_delay": LONG_MAX,
                                                 "max_deliveries": "unlimited", "jitter": "full"}},
+        {"profile": "rocketmq", "settings": {"maxReconsumeTimes": 16}},
+        {"profile": "stepped", "settings": {"delays": ["1s", "2s"], "max_deliveries": "unlimited",
+                                            "jitter": "proportional", "jitter_factor": 1.0}},
     ])
-    data = [(i, k, "m") for i in range(3) for k in (1, 64, 10**6, 2**40, LONG_MAX - 1)]
+    data = [(i, k, "m") for i in range(5) for k in (1, 64, 10**6, 2**40, LONG_MAX - 1)]
     got = _spark_decisions(spark, ps, data)
     for (idx, k, mid), (ex, delay) in got.items():
-        assert not ex
+        assert ex == exhausted(ps.policies[idx], k)
         assert 0 <= delay <= LONG_MAX
         assert delay == max(0, ref_delay(ps.policies[idx], k, mid))

@@ -32,14 +32,18 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
     master = master or os.environ.get("SPARK_MASTER")
     if master:
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit, which sets the master
         builder = builder.master("local[*]")
-    if shuffle_partitions is not None:
-        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    # Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs.
+    partitions = shuffle_partitions or int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
+    builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -117,7 +117,7 @@ def delay_column(policy: Policy, k: Column, message_id: Column) -> Column:
     if isinstance(s, RocketMQSettings):
         if s.consume_message_orderly:
             return F.lit(s.orderly_interval_ms).cast("long")
-        return _table(s.message_delay_level, k + 2)
+        return _table(s.message_delay_level, F.least(k, F.lit(len(s.message_delay_level)).cast("long")) + 2)
     if isinstance(s, SteppedSettings):
         return _jitter(_table(s.delays, k), s.jitter, s.jitter_factor, message_id, k)
     assert isinstance(s, ExponentialSettings)

@@ -103,9 +103,13 @@ class PolicySet:
         An Artemis policy without ``dead-letter-address`` goes to ``default_dead_letter_address``
         (Artemis would drop the message: reason ``NO_DEAD_LETTER_ADDRESS``).
         """
+        return self.fixed_dead_letter_address(policy) or address
+
+    def fixed_dead_letter_address(self, policy: Policy) -> str | None:
+        """The policy's dead-letter address when it does not depend on the message's address."""
         if isinstance(policy.settings, ArtemisSettings):
             return policy.settings.dead_letter_address or self.default_dead_letter_address
-        return policy.dead_letter_address or address
+        return policy.dead_letter_address
 
 
 def load_policies(path: str | Path) -> PolicySet:

@@ -1,0 +1,100 @@
+"""Reading one run's landing batch: files -> parsed records, with the manifest window applied."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reprocess.landing.contract import (
+    one_file_per_partition,
+    parse_records,
+    read_parquet_records,
+    read_text_records,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from reprocess.landing.manifest import LandingFile, ManifestEntry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    records: DataFrame  # parsed records of the files read, with window columns
+    corrupt: list[tuple[str, str]]  # (path, reason) of files that could not be read at all
+    file_keys: dict[str, str]  # Spark's file URI -> local path
+
+
+def spark_file_uri(spark: SparkSession, path: str) -> str:
+    """The string Spark puts in ``_metadata.file_path`` for a local ``path``."""
+    jvm: Any = spark.sparkContext._jvm
+    return "file:" + jvm.org.apache.hadoop.fs.Path(path).toUri().toString()
+
+
+def _gzip_problem(path: str) -> str | None:
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as exc:
+        return f"cannot decompress: {exc}"
+    return None
+
+
+def _parquet_problem(path: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    try:
+        pq.ParquetFile(path).metadata  # noqa: B018 - reading the footer is the check
+    except Exception as exc:  # noqa: BLE001 - any unreadable parquet file is corrupt
+        return f"not a readable Parquet file: {exc}"
+    return None
+
+
+def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
+               max_payload_bytes: int, max_future_ms: int) -> Batch:
+    """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest."""
+    corrupt: list[tuple[str, str]] = []
+    readable = []
+    for f in files:
+        if f.size == 0:
+            readable.append(f)
+            continue
+        problem = _gzip_problem(f.path) if f.path.endswith(".gz") else (
+            _parquet_problem(f.path) if f.fmt == "parquet" else None)
+        if problem:
+            log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
+            corrupt.append((f.path, problem))
+        else:
+            readable.append(f)
+    texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
+    parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
+    largest = max((f.size for f in readable), default=0)
+    one_file_per_partition(spark, largest)
+    parts = []
+    if texts:
+        parts.append(read_text_records(spark, texts))
+    if parquets:
+        parts.append(read_parquet_records(spark, parquets))
+    schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
+                           T.StructField("raw", T.StringType())])
+    raw = parts[0] if parts else spark.createDataFrame([], schema)
+    for p in parts[1:]:
+        raw = raw.unionByName(p)
+    file_keys = {spark_file_uri(spark, f.path): f.path for f in readable}
+    window = spark.createDataFrame(
+        [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest)
+         for uri, path in file_keys.items()],
+        "uri string, path string, prev_through_ms bigint, is_new_file boolean")
+    parsed = parse_records(raw, as_of_ms, max_payload_bytes, max_future_ms)
+    records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
+               .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
+    return Batch(records, corrupt, file_keys)

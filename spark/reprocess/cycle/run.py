@@ -1,0 +1,466 @@
+"""One reprocessing cycle as of a point in time: landing -> ledger -> re-drive -> DLQ, committed atomically.
+
+The steps (docs/adr/0003-commit-protocol.md):
+
+1. take the warehouse lock; finish any prepared-but-uncommitted run first;
+2. pick the landing files (or the prepared run's files), parse them, quarantine bad records;
+3. merge the new failures into the ledger files they touch plus the due buckets;
+4. select the due messages, persist their delivery numbers (``prepared.json`` + ``inflight``);
+5. re-drive them through the target, once, and stage the outcomes;
+6. apply outcomes, write ledger/DLQ/outbox/quarantine/manifest to the run's stage;
+7. check conservation, publish the staged files, create the next snapshot (the commit point).
+
+Inside a cycle "now" is the as-of: failures of re-drives happen "at" the as-of.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from reprocess.cycle.landing_batch import read_batch
+from reprocess.errors import ConservationError, ReprocessError
+from reprocess.landing import contract
+from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, pending, read_manifest, write_manifest
+from reprocess.ledger.merge import apply_outcomes, merge_failures, non_retryable_column, with_bucket
+from reprocess.ledger.model import (
+    DEAD_LETTERED,
+    DELIVERED,
+    LEDGER_COLUMNS,
+    LEDGER_FILE_SCHEMA,
+    REASON_CODES,
+    STATES,
+    WAITING,
+    bucket_of,
+    waiting_bucket,
+)
+from reprocess.policy.columns import policy_index_column
+from reprocess.policy.wildcard import matches, to_regex
+from reprocess.routing.dlq import dlq_records
+from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.targets.base import RunContext, parse_target
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from reprocess.policy.config import PolicySet
+
+log = logging.getLogger(__name__)
+
+
+class OutOfOrderError(ReprocessError):
+    """A run's as-of is before the warehouse's last committed as-of."""
+
+    code = "out_of_order"
+    exit_code = 8
+
+
+@dataclass
+class CycleOptions:
+    landing: str
+    warehouse: str
+    policies: PolicySet
+    as_of_ms: int
+    target: str = "outbox"
+    dry_run: bool = False
+    address_filter: str | None = None  # only re-drive due messages whose address matches (wildcards)
+    max_payload_bytes: int = contract.DEFAULT_MAX_PAYLOAD_BYTES
+    max_future_ms: int = contract.DEFAULT_MAX_FUTURE_MS
+    lock_wait_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Steps:
+    """Logs each step of a cycle with its duration (progress on long runs)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.t = time.monotonic()
+        self.timings: dict[str, float] = {}
+
+    def done(self, step: str, **facts: Any) -> None:
+        now = time.monotonic()
+        self.timings[step] = round(now - self.t, 3)
+        self.t = now
+        extra = " ".join(f"{k}={v}" for k, v in facts.items())
+        log.info("step=%s run_id=%s seconds=%.2f %s", step, self.run_id, self.timings[step], extra)
+
+
+def run_id_for(as_of_ms: int) -> str:
+    """``run-20261121T101500Z`` (milliseconds appended when not zero): one run per as-of."""
+    dt = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC)
+    ms = as_of_ms % 1000
+    return "run-" + dt.strftime("%Y%m%dT%H%M%S") + (f"{ms:03d}" if ms else "") + "Z"
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
+    """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
+    wh = Warehouse(opts.warehouse)
+    run_id = run_id_for(opts.as_of_ms)
+    if opts.dry_run:
+        return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)
+    with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
+        for prep in wh.prepared_runs():
+            log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
+            resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": prep["target"],
+                                      "address_filter": prep.get("address_filter")})
+            _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
+        snap = wh.latest()
+        done = snap.run(run_id)
+        if done is not None:
+            log.info("run already committed, nothing to do run_id=%s", run_id)
+            return {**done["summary"], "already_committed": True}
+        if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
+            raise OutOfOrderError(
+                f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "
+                f"{opts.warehouse}; runs must move forward in time (backfill into a fresh warehouse)")
+        return _execute(spark, wh, snap, opts, run_id, prepared=None)
+
+
+def _landing_files(opts: CycleOptions, manifest: dict[str, ManifestEntry],
+                   prepared: dict[str, Any] | None) -> tuple[list[LandingFile], list[str]]:
+    if prepared is not None:
+        return [LandingFile(**f) for f in prepared["files"]], []
+    return pending(list_landing(opts.landing, opts.as_of_ms), manifest)
+
+
+def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
+             prepared: dict[str, Any] | None) -> dict[str, Any]:
+    t0 = time.monotonic()
+    steps = _Steps(run_id)
+    policies = opts.policies
+    as_of = opts.as_of_ms
+    stage = wh.stage_dir(run_id)
+    if not opts.dry_run:
+        # A crashed attempt may have left staged files: start the stage afresh (the inflight list stays).
+        import shutil
+
+        shutil.rmtree(stage, ignore_errors=True)
+    manifest = read_manifest(wh.live_files("manifest", snap))
+    files, changed = _landing_files(opts, manifest, prepared)
+    log.info("cycle start run_id=%s as_of=%s landing_files=%s snapshot=%s dry_run=%s", run_id, iso(as_of),
+             len(files), snap.version, opts.dry_run)
+
+    # -- 1. landing -------------------------------------------------------------------------------
+    batch = read_batch(spark, files, manifest, as_of, opts.max_payload_bytes, opts.max_future_ms)
+    rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
+    rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),
+                                           F.lit(contract.UNKNOWN_ADDRESS)).otherwise(F.col("problem")))
+    rec = rec.withColumn("problem_detail", F.when(
+        F.col("problem") == contract.UNKNOWN_ADDRESS,
+        F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
+                 F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
+    rec = rec.persist()
+    bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
+    good = rec.filter(F.col("problem").isNull())
+    in_window = (F.col("failed_ms") <= F.lit(as_of)) & (
+        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
+    fresh = good.filter(in_window)
+    fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
+                    F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
+                    F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
+    fresh = fresh.withColumn("fp", fp).withColumn(
+        "non_retryable", non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
+                                              F.col("error_message")))
+    deduped = fresh.dropDuplicates(["fp"])
+
+    steps.done("landing", files=len(files))
+    # -- 2. the ledger files this run touches ----------------------------------------------------
+    ledger_files = wh.live_files("ledger", snap)
+    due_limit = waiting_bucket(as_of)
+    due_files = [f for f in ledger_files if (b := bucket_of(f) or "").startswith("w") and b <= due_limit]
+    hit_files: list[str] = []
+    if ledger_files:
+        ids = deduped.select("message_id").distinct()
+        located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
+            "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
+        uris = {r.uri for r in located.select("uri").distinct().collect()}
+        to_local = {_file_uri(spark, f): f for f in ledger_files}
+        hit_files = sorted(to_local[u] for u in uris if u in to_local)
+    touched = sorted(set(due_files) | set(hit_files))
+    if touched:
+        existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched)
+    else:
+        existing = spark.createDataFrame([], LEDGER_FILE_SCHEMA)
+    merged = merge_failures(existing, deduped, policies, run_id, as_of).persist()
+    steps.done("locate", ledger_files=len(ledger_files), touched=len(touched))
+
+    # -- 3. due selection ------------------------------------------------------------------------
+    due = merged.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= F.lit(as_of)))
+    if opts.address_filter:
+        due = due.filter(F.concat(F.col("address"), F.lit(".")).rlike(to_regex(opts.address_filter)))
+    due = _hold_back_ordered(spark, due, merged, policies, wh, snap, touched)
+    due = due.withColumn("delivery", F.col("deliveries") + F.lit(1)).withColumn(
+        "lateness_ms", F.lit(as_of) - F.col("next_attempt_ms"))
+    if prepared is not None:
+        inflight = spark.read.parquet(str(wh.run_dir(run_id) / "inflight"))
+        due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
+            .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
+    due = due.persist()
+    due_count = due.count()
+    steps.done("merge_and_select_due", due=due_count)
+
+    if opts.dry_run:
+        summary = _dry_summary(rec, bad, fresh, deduped, merged, due_count, run_id, as_of, files)
+        for df in (rec, merged, due):
+            df.unpersist()
+        return summary
+
+    # -- 4. persist deliveries before re-driving them --------------------------------------------
+    if prepared is None:
+        due.select("message_id", "delivery").write.mode("overwrite").parquet(str(wh.run_dir(run_id) / "inflight"))
+        wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": opts.target,
+                                   "address_filter": opts.address_filter, "due": due_count,
+                                   "files": [f.__dict__ for f in files], "snapshot": snap.version})
+    elif due_count != prepared["due"]:
+        raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
+
+    # -- 5. re-drive -----------------------------------------------------------------------------
+    ctx = RunContext(run_id, as_of, str(stage))
+    target = parse_target(opts.target)
+    outcomes_path = str(stage / "_outcomes")
+    if due_count:
+        log.info("re-driving due=%s target=%s", due_count, opts.target)
+        target.redrive(due, ctx).write.mode("overwrite").parquet(outcomes_path)
+        outcomes = spark.read.parquet(outcomes_path)
+    else:
+        outcomes = spark.createDataFrame([], "message_id string, delivery bigint, ok boolean, error_class string, "
+                                             "error_message string")
+    steps.done("redrive", due=due_count)
+    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of)).persist()
+
+    # -- 6. stage outputs ------------------------------------------------------------------------
+    final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket").parquet(str(stage / "ledger"))
+    dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of)
+    dlq.write.mode("overwrite").partitionBy("address", "dt").parquet(str(stage / "dlq"))
+    quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of)
+    quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))
+    entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
+    write_manifest(stage / "manifest" / "manifest.parquet", list(entries.values()))
+
+    steps.done("stage_outputs")
+    # -- 7. count, check, publish, commit ---------------------------------------------------------
+    summary = _summary(spark, rec, fresh, deduped, final, due, quarantine, run_id, as_of, files, changed,
+                       batch.corrupt, opts.target, snap, touched, due_count)
+    steps.done("summary")
+    summary["elapsed_s"] = round(time.monotonic() - t0, 3)
+    summary["step_seconds"] = steps.timings
+    _check_conservation(summary)
+    new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
+                   as_of_ms=max(as_of, snap.as_of_ms or as_of))
+    touched_rel = {str(Path(f).relative_to(wh.root)) for f in touched}
+    new.files["ledger"] = [f for f in new.files["ledger"] if f not in touched_rel]
+    new.files["ledger"] += wh.publish(run_id, "ledger", stage / "ledger")
+    new.files["dlq"] += wh.publish(run_id, "dlq", stage / "dlq")
+    new.files["outbox"] += wh.publish(run_id, "outbox", stage / "outbox")
+    new.files["quarantine"] += wh.publish(run_id, "quarantine", stage / "quarantine")
+    new.files["manifest"] = wh.publish(run_id, "manifest", stage / "manifest")
+    summary_path = wh.root / "runs" / run_id / "summary.json"
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary})
+    wh.commit(snap, new)
+    for df in (rec, merged, due, final):
+        df.unpersist()
+    wh.vacuum(new, keep_previous=snap)
+    wh.clear_run(run_id)
+    log.info("cycle committed run_id=%s due=%s delivered=%s rescheduled=%s dead_lettered=%s elapsed_s=%s", run_id,
+             summary["due"], summary["delivered"], summary["rescheduled"], summary["dead_lettered"]["total"],
+             summary["elapsed_s"])
+    return summary
+
+
+def _file_uri(spark: SparkSession, path: str) -> str:
+    from reprocess.cycle.landing_batch import spark_file_uri
+
+    return spark_file_uri(spark, path)
+
+
+def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: Warehouse,
+                       snap: Snapshot, touched: list[str]) -> DataFrame:
+    """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits."""
+    ordered = [p.match for p in policies.policies if p.ordered]
+    if not ordered:
+        return due
+    is_ordered = F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull()
+    keys = due.filter(is_ordered).select("ordering_key").distinct()
+    cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
+    waiting = merged.select(*cols)
+    others = [f for f in wh.live_files("ledger", snap) if f not in set(touched)]
+    if others:
+        waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
+    waiting = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keys, "ordering_key", "left_semi")
+    w = Window.partitionBy("ordering_key").orderBy("first_failed_ms", "message_id")
+    heads = waiting.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1) \
+        .select("ordering_key", F.col("message_id").alias("_head"))
+    joined = due.join(heads, "ordering_key", "left")
+    keep = ~is_ordered | (F.col("_head") == F.col("message_id"))
+    return joined.filter(keep).drop("_head")
+
+
+def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[str, str]], run_id: str,
+                     as_of: int) -> DataFrame:
+    rows = bad.select(
+        "source_file", "record_no", F.col("problem").alias("reason_code"), F.col("problem_detail").alias("reason"),
+        "raw", "message_id", "address")
+    if corrupt:
+        files = spark.createDataFrame(
+            [(p, None, contract.CORRUPT_FILE, r, None, None, None) for p, r in corrupt],
+            "source_file string, record_no bigint, reason_code string, reason string, raw string, "
+            "message_id string, address string")
+        rows = rows.unionByName(files)
+    return rows.withColumns({
+        "run_id": F.lit(run_id),
+        "quarantined_at": F.timestamp_millis(F.lit(as_of)),
+        "dt": F.date_format(F.timestamp_millis(F.lit(as_of)), "yyyy-MM-dd"),
+    })
+
+
+def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[str, ManifestEntry],
+                      corrupt: list[tuple[str, str]], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
+    """The full manifest after this run: old entries, plus this run's files (done when nothing is left)."""
+    pending_files = {
+        r.source_file for r in rec.filter(F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of)))
+        .select("source_file").distinct().collect()}
+    entries = dict(manifest)
+    corrupt_paths = {p for p, _ in corrupt}
+    for f in files:
+        done = f.path in corrupt_paths or f.path not in pending_files
+        entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id)
+    return entries
+
+
+def _count_by(df: DataFrame, col: str) -> dict[str, int]:
+    return {r[0]: r[1] for r in df.groupBy(col).count().collect() if r[0] is not None}
+
+
+def _ints(row: Any) -> dict[str, int]:
+    """An aggregate row as ints (an empty aggregate's nulls are 0)."""
+    return {k: int(v or 0) for k, v in (row.asDict() if row is not None else {}).items()}
+
+
+def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: DataFrame, final: DataFrame,
+             due: DataFrame, quarantine: DataFrame, run_id: str, as_of: int, files: list[LandingFile],
+             changed: list[str], corrupt: list[tuple[str, str]], target: str, snap: Snapshot,
+             touched: list[str], due_count: int) -> dict[str, Any]:
+    a = _ints(final.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct("message_id").alias("distinct_ids"),
+        F.sum(F.col("is_new").cast("int")).alias("new_messages"),
+        F.sum(F.when(~F.col("is_new"), F.col("new_failures")).otherwise(0)).alias("repeat_failures"),
+        F.sum(F.when(F.col("is_new"), F.col("new_failures")).otherwise(0)).alias("new_message_failures"),
+        F.sum("cross_batch_duplicates").alias("cross_batch_duplicates"),
+        F.sum(F.col("delivered_now").cast("int")).alias("delivered"),
+        F.sum((F.col("redriven") & (F.col("state") == WAITING)).cast("int")).alias("rescheduled"),
+        F.sum(F.col("dlq_event").cast("int")).alias("dlq_events"),
+    ).first())
+    states_written = _count_by(final, "state")
+    reasons = _count_by(final.filter(F.col("dlq_event")), "reason_code")
+    c = _ints(rec.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
+        F.sum((F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of))).cast("int")).alias("deferred"),
+    ).first())
+    fresh_n = fresh.count()
+    within_batch_dups = fresh_n - deduped.count()
+    quarantined = quarantine.count()
+    lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first()
+    p50, p99 = (lat.p[0], lat.p[1]) if lat is not None and lat.p else (None, None)
+    prev_states = _prev_states(snap)
+    removed_states = _states_in(spark, touched)
+    states_after = {s: prev_states.get(s, 0) - removed_states.get(s, 0) + states_written.get(s, 0) for s in STATES}
+    total_before = sum(prev_states.values())
+    total_after = sum(states_after.values())
+    duplicates = within_batch_dups + a["cross_batch_duplicates"]
+    return {
+        "run_id": run_id,
+        "as_of": iso(as_of),
+        "target": target,
+        "landing_files": len(files),
+        "changed_files_ignored": changed,
+        "corrupt_files": [{"file": p, "reason": r} for p, r in corrupt],
+        "ingested": fresh_n + c["bad"],
+        "records_read": c["records"],
+        "deferred_until_later_as_of": c["deferred"],
+        "quarantined": quarantined,
+        "duplicates": duplicates,
+        "new_messages": a["new_messages"],
+        "new_message_failures": a["new_message_failures"],
+        "repeat_failures": a["repeat_failures"],
+        "due": due_count,
+        "delivered": a["delivered"],
+        "rescheduled": a["rescheduled"],
+        "dead_lettered": {"total": a["dlq_events"], **{r: reasons.get(r, 0) for r in REASON_CODES}},
+        "waiting": states_after[WAITING],
+        "states": states_after,
+        "messages_before": total_before,
+        "messages_after": total_after,
+        "ledger_files_rewritten": len(touched),
+        "lateness_ms": {"p50": p50, "p99": p99},
+        "conservation": {
+            # every message is in exactly one state: rows written = rows replaced + new messages
+            "messages": total_after == total_before + a["new_messages"],
+            # every ingested record is a new message's failure, a repeat failure, a duplicate or quarantined
+            "ingested": fresh_n + c["bad"] == a["new_message_failures"] + a["repeat_failures"] + duplicates
+            + c["bad"],
+            "quarantine": quarantined == c["bad"] + len(corrupt),
+            "ledger_unique": a["distinct_ids"] == a["rows"],
+            # every due message got exactly one outcome
+            "redriven": due_count == a["delivered"] + a["rescheduled"] + _redrive_dead(final),
+        },
+    }
+
+
+def _redrive_dead(final: DataFrame) -> int:
+    return int(final.filter(F.col("redriven") & (F.col("state") == DEAD_LETTERED)).count())
+
+
+def _prev_states(snap: Snapshot) -> dict[str, int]:
+    for r in reversed(snap.runs):
+        return dict(r["summary"]["states"])
+    return {s: 0 for s in STATES}
+
+
+def _states_in(spark: SparkSession, files: list[str]) -> dict[str, int]:
+    if not files:
+        return {}
+    df = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*files)
+    return {r[0]: r[1] for r in df.groupBy("state").count().collect()}
+
+
+def _check_conservation(summary: dict[str, Any]) -> None:
+    broken = [k for k, ok in summary["conservation"].items() if not ok]
+    if broken:
+        raise ConservationError(
+            f"run {summary['run_id']} does not balance ({', '.join(broken)}): nothing was committed; summary: "
+            + json.dumps({k: summary[k] for k in ('ingested', 'quarantined', 'duplicates', 'new_messages',
+                                                  'repeat_failures', 'messages_before', 'messages_after')}))
+
+
+def _dry_summary(rec: DataFrame, bad: DataFrame, fresh: DataFrame, deduped: DataFrame, merged: DataFrame,
+                 due_count: int, run_id: str, as_of: int, files: list[LandingFile]) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "as_of": iso(as_of), "dry_run": True, "landing_files": len(files),
+        "records_read": rec.count(), "would_quarantine": bad.count(), "would_ingest": fresh.count(),
+        "duplicates": fresh.count() - deduped.count(),
+        "would_dead_letter_on_ingest": merged.filter(F.col("dlq_event")).count(), "due": due_count,
+    }
+
+
+def is_match(pattern: str, address: str) -> bool:
+    return matches(pattern, address)
+
+
+__all__ = ["CycleOptions", "OutOfOrderError", "run_cycle", "run_id_for", "DELIVERED"]

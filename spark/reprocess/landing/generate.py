@@ -1,0 +1,144 @@
+"""``reprocess generate``: realistic landing data for demos, tests and benchmarks.
+
+Many addresses with skewed (Zipf-like) volumes, transient and poison errors, repeated failures of
+the same message, exact duplicate records, ordering keys, unknown fields, and a few malformed
+lines. Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ADDRESSES = (
+    "orders.created", "orders.updated", "orders.eu.cancelled", "billing.invoice", "billing.refund",
+    "payments.card", "payments.wallet", "inventory.eu.stock", "inventory.us.stock", "shipping.label",
+    "shipping.tracking", "notifications.email", "notifications.sms", "search.index", "audit.log",
+)
+TRANSIENT = (("TimeoutError", "downstream timed out after 30s"),
+             ("ConnectionResetError", "connection reset by peer"),
+             ("ServiceUnavailable", "HTTP 503 from inventory-api"))
+POISON = (("com.acme.ValidationError", "field 'amount' is not a number"),
+          ("SchemaError", "unknown schema version 7"))
+MALFORMED = ('{"message_id": "broken-1", "address": "orders.created", "payload": "{\\"a\\": 1}"',
+             "this is not json at all", '{"message_id": 42, "address": "orders.created"}',
+             '{"message_id": "no-ts", "address": "orders.created", "payload": "", "failed_at": "2026-11-21 10:00"}')
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    out: Path
+    messages: int = 1000
+    start: datetime = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
+    hours: int = 3
+    seed: int = 7
+    fmt: str = "jsonl"  # jsonl | jsonl.gz | parquet
+    poison_rate: float = 0.05
+    repeat_rate: float = 0.10
+    duplicate_rate: float = 0.02
+    malformed: int = 4
+    files_per_hour: int = 2
+
+
+def _zipf_weights(n: int, s: float = 1.1) -> list[float]:
+    return [1.0 / (i + 1) ** s for i in range(n)]
+
+
+def _iso(dt: datetime) -> str:
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def generate_records(opts: GenerateOptions) -> list[dict[str, Any]]:
+    rnd = random.Random(opts.seed)
+    weights = _zipf_weights(len(ADDRESSES))
+    span_ms = opts.hours * 3600 * 1000
+    records: list[dict[str, Any]] = []
+    for i in range(opts.messages):
+        address = rnd.choices(ADDRESSES, weights)[0]
+        poison = rnd.random() < opts.poison_rate
+        at = opts.start + timedelta(milliseconds=rnd.randrange(span_ms))
+        error_class, error_message = rnd.choice(POISON if poison else TRANSIENT)
+        rec: dict[str, Any] = {
+            "message_id": f"m-{opts.seed}-{i:08d}",
+            "address": address,
+            "payload": json.dumps({"order": i, "amount": "poison" if poison else round(rnd.random() * 100, 2)}),
+            "failed_at": _iso(at),
+            "headers": {"traceparent": f"00-{rnd.getrandbits(64):016x}-01", "content-type": "application/json"},
+            "delivery_count": 1,
+            "error_class": error_class,
+            "error_message": error_message,
+            "consumer_group": address.split(".")[0] + "-service",
+        }
+        if address.startswith("inventory."):
+            rec["ordering_key"] = f"sku-{rnd.randrange(max(opts.messages // 20, 1))}"
+        if rnd.random() < 0.1:
+            rec["source_partition"] = rnd.randrange(12)  # an unknown field, kept in `extra`
+        records.append(rec)
+        if rnd.random() < opts.repeat_rate:  # the source redelivered it and it failed again
+            again = dict(rec, failed_at=_iso(at + timedelta(seconds=rnd.randrange(5, 600))), delivery_count=2)
+            if again["failed_at"] < _iso(opts.start + timedelta(milliseconds=span_ms)):
+                records.append(again)
+        if rnd.random() < opts.duplicate_rate:  # the consumer wrote the same failure twice
+            records.append(dict(rec))
+    return records
+
+
+def write_landing(opts: GenerateOptions) -> dict[str, Any]:
+    """Write the records under ``opts.out/dt=/hour=/`` and return counts."""
+    records = generate_records(opts)
+    rnd = random.Random(opts.seed + 1)
+    by_hour: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for rec in records:
+        at = datetime.fromisoformat(rec["failed_at"].replace("Z", "+00:00"))
+        by_hour[(at.strftime("%Y-%m-%d"), at.strftime("%H"))].append(json.dumps(rec, separators=(",", ":")))
+    hours = sorted(by_hour)
+    for j in range(opts.malformed):
+        by_hour[hours[j % len(hours)]].append(MALFORMED[j % len(MALFORMED)])
+    files = 0
+    for (day, hour), lines in sorted(by_hour.items()):
+        rnd.shuffle(lines)
+        folder = opts.out / f"dt={day}" / f"hour={hour}"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = max(1, opts.files_per_hour)
+        for k in range(n):
+            chunk = lines[k::n]
+            if not chunk:
+                continue
+            files += 1
+            name = folder / f"part-{opts.seed}-{k:03d}.{opts.fmt}"
+            text = "\n".join(chunk) + "\n"
+            if opts.fmt == "jsonl":
+                name.write_text(text, encoding="utf-8")
+            elif opts.fmt == "jsonl.gz":
+                with gzip.open(name, "wt", encoding="utf-8") as fh:
+                    fh.write(text)
+            else:
+                _write_parquet(name, [c for c in chunk if c.startswith("{")])
+    return {"records": len(records), "malformed": opts.malformed, "files": files,
+            "first_hour": f"{hours[0][0]}T{hours[0][1]}", "last_hour": f"{hours[-1][0]}T{hours[-1][1]}"}
+
+
+def _write_parquet(path: Path, lines: list[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec.get("message_id"), str) and "failed_at" in rec:
+            rows.append({k: rec.get(k) for k in ("message_id", "address", "payload", "failed_at", "headers",
+                                                 "delivery_count", "error_class", "error_message",
+                                                 "consumer_group", "ordering_key")})
+    pq.write_table(pa.Table.from_pylist(rows), path)

@@ -1,0 +1,253 @@
+"""Merging new failures into the ledger, and applying re-drive outcomes. Pure DataFrame functions.
+
+Counting (docs/adr/0001-counting.md): a new message's first failure is delivery ``delivery_count``.
+A known message's failure is the next delivery after the ledger's count (``deliveries + 1``) unless
+the ledger shows it DELIVERED: then the failure reported is that very handed-over delivery
+(``deliveries``). The record's own ``delivery_count`` wins when higher. Several failures of one
+message in one batch count one delivery each, in ``failed_at`` order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from reprocess.ledger.model import (
+    DEAD_LETTERED,
+    DELIVERED,
+    HISTORY_LIMIT,
+    LEDGER_COLUMNS,
+    MAX_DELIVERIES_EXCEEDED,
+    NO_DEAD_LETTER_ADDRESS,
+    NON_RETRYABLE,
+    WAITING,
+    bucket_column,
+)
+from reprocess.policy.columns import decision_columns, policy_index_column
+from reprocess.policy.durations import LONG_MAX
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from reprocess.policy.config import NonRetryableRule, PolicySet
+
+
+def sat_add(a: Column, b: Column) -> Column:
+    """``a + b`` for non-negative longs, saturating at Long.MAX_VALUE (ANSI mode would throw)."""
+    return F.when(b > F.lit(LONG_MAX) - a, F.lit(LONG_MAX).cast("long")).otherwise(a + b)
+
+
+def _rule_column(rule: NonRetryableRule, error_class: Column, error_message: Column) -> Column:
+    cond = F.lit(True)
+    if rule.error_class is not None:
+        cond = cond & F.coalesce(error_class.rlike("^(?:" + rule.error_class + r")\z"), F.lit(False))
+    if rule.message is not None:
+        cond = cond & F.coalesce(error_message.rlike(rule.message), F.lit(False))
+    return cond
+
+
+def non_retryable_column(policies: PolicySet, policy_idx: Column, error_class: Column,
+                         error_message: Column) -> Column:
+    """True when the error matches a global rule or a rule of the row's policy."""
+    glob = F.lit(False)
+    for rule in policies.non_retryable:
+        glob = glob | _rule_column(rule, error_class, error_message)
+    out = glob
+    for i, policy in enumerate(policies.policies):
+        if policy.non_retryable:
+            own = F.lit(False)
+            for rule in policy.non_retryable:
+                own = own | _rule_column(rule, error_class, error_message)
+            out = F.when(policy_idx == i, glob | own).otherwise(out)
+    return out
+
+
+def _by_policy(policies: PolicySet, policy_idx: Column, values: list[Column]) -> Column:
+    out = None
+    for i, value in enumerate(values):
+        out = F.when(policy_idx == i, value) if out is None else out.when(policy_idx == i, value)
+    assert out is not None
+    return out
+
+
+def policy_name_column(policies: PolicySet, policy_idx: Column) -> Column:
+    return _by_policy(policies, policy_idx, [F.lit(p.match) for p in policies.policies])
+
+
+def profile_column(policies: PolicySet, policy_idx: Column) -> Column:
+    return _by_policy(policies, policy_idx, [F.lit(p.profile.value) for p in policies.policies])
+
+
+def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column) -> Column:
+    values = []
+    for p in policies.policies:
+        fixed = policies.fixed_dead_letter_address(p)
+        values.append(address if fixed is None else F.lit(fixed))
+    return _by_policy(policies, policy_idx, values)
+
+
+def exhausted_reason_column(policies: PolicySet, policy_idx: Column) -> Column:
+    """MAX_DELIVERIES_EXCEEDED, or NO_DEAD_LETTER_ADDRESS where Artemis would have dropped the message."""
+    return _by_policy(policies, policy_idx, [
+        F.lit(NO_DEAD_LETTER_ADDRESS if p.drops_without_dla else MAX_DELIVERIES_EXCEEDED)
+        for p in policies.policies])
+
+
+def aggregate_failures(failures: DataFrame) -> DataFrame:
+    """One row per message: its new failures as an array sorted by (failed_ms, fp)."""
+    rec = F.struct(
+        F.col("failed_ms"), F.col("fp"), F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
+        F.col("address"), F.col("payload"), F.col("headers"), F.col("extra"), F.col("consumer_group"),
+        F.col("ordering_key"), F.col("policy_idx"), F.col("non_retryable"),
+    )
+    def order(left: Column, right: Column) -> Column:
+        return (F.when(left["failed_ms"] < right["failed_ms"], -1).when(left["failed_ms"] > right["failed_ms"], 1)
+                .when(left["fp"] < right["fp"], -1).when(left["fp"] > right["fp"], 1).otherwise(0))
+
+    return failures.groupBy("message_id").agg(F.array_sort(F.collect_list(rec), order).alias("new_failures"))
+
+
+def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet, run_id: str,
+                   as_of_ms: int) -> DataFrame:
+    """The ledger rows after applying new failures: ``existing`` rows updated, new messages added.
+
+    ``existing`` has ledger columns (rows of the files being rewritten); ``failures`` has one row
+    per record (contract columns plus ``fp``, ``policy_idx``, ``non_retryable``). Adds ``changed``
+    and ``dlq_event`` (dead-lettered by this merge).
+    """
+    agg = aggregate_failures(failures)
+    e = existing.alias("e")
+    a = agg.alias("a")
+    joined = e.join(a, F.col("e.message_id") == F.col("a.message_id"), "full_outer").select(
+        F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
+        *[F.col(f"e.{c}").alias(f"e_{c}") for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")],
+        F.col("a.new_failures").alias("nf_all"),
+    )
+    # Drop exact duplicates of failures already recorded for this message.
+    known_fps = F.transform(F.coalesce(F.col("e_error_history"), F.array()), lambda h: h["fp"])
+    nf = F.filter(F.col("nf_all"), lambda x: ~F.array_contains(known_fps, x["fp"]))
+    df = joined.withColumn("nf", nf).withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
+    df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
+    has_new = F.col("n") > 0
+    base = F.coalesce(F.col("e_deliveries"), F.lit(0).cast("long"))
+    inc = F.when(F.col("e_state") == DELIVERED, F.lit(0)).otherwise(F.lit(1)).cast("long")
+    # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j
+    cm = F.transform(F.col("nf"), lambda x, i: x["delivery_count"] - (i + 1))
+    ks = F.transform(F.col("nf"), lambda x, i: F.greatest(
+        base + inc + i, F.array_max(F.slice(cm, 1, i + 1)) + i + 1))
+    df = df.withColumn("ks", ks)
+    last = F.element_at(F.col("nf"), -1)
+    k_last = F.element_at(F.col("ks"), -1)
+    pidx = last["policy_idx"]
+    df = df.withColumn("pidx", F.when(has_new, pidx))
+    exhausted, delay = decision_columns(policies, F.col("pidx"), k_last, F.col("message_id"))
+    any_nr = F.exists(F.col("nf"), lambda x: x["non_retryable"])
+    new_state = F.when(any_nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
+    reason = F.when(any_nr, F.lit(NON_RETRYABLE)).when(exhausted, exhausted_reason_column(policies, F.col("pidx")))
+    history_new = F.transform(F.col("nf"), lambda x, i: F.struct(
+        x["failed_ms"].alias("failed_ms"), F.element_at(F.col("ks"), i + 1).alias("delivery"),
+        x["error_class"].alias("error_class"), x["error_message"].alias("error_message"), x["fp"].alias("fp")))
+    history = F.concat(F.coalesce(F.col("e_error_history"), F.array().cast("array<struct<failed_ms:bigint,"
+                       "delivery:bigint,error_class:string,error_message:string,fp:bigint>>")), history_new)
+    history = F.slice(history, F.greatest(F.size(history) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
+
+    def pick(name: str, new_value: Column) -> Column:
+        return F.when(has_new, new_value).otherwise(F.col(f"e_{name}")).alias(name)
+
+    state_col = F.when(has_new, new_state).otherwise(F.col("e_state"))
+    next_ms = F.when(new_state == WAITING, sat_add(last["failed_ms"], delay))
+    out = df.select(
+        "message_id",
+        pick("address", last["address"]),
+        pick("payload", last["payload"]),
+        pick("headers", last["headers"]),
+        pick("extra", last["extra"]),
+        pick("consumer_group", last["consumer_group"]),
+        pick("ordering_key", last["ordering_key"]),
+        pick("policy", F.when(has_new, _policy_name(policies, F.col("pidx")))),
+        pick("profile", F.when(has_new, _profile(policies, F.col("pidx")))),
+        state_col.alias("state"),
+        pick("deliveries", k_last),
+        pick("first_failed_ms", F.least(F.coalesce(F.col("e_first_failed_ms"), F.lit(LONG_MAX)),
+                                         F.element_at(F.col("nf"), 1)["failed_ms"])),
+        pick("last_failed_ms", F.greatest(F.coalesce(F.col("e_last_failed_ms"), F.lit(0)), last["failed_ms"])),
+        pick("next_attempt_ms", next_ms),
+        pick("last_error_class", last["error_class"]),
+        pick("last_error_message", last["error_message"]),
+        pick("error_history", history),
+        pick("reason_code", reason),
+        pick("dead_letter_address", F.when(new_state == DEAD_LETTERED,
+                                           dead_letter_address_column(policies, F.col("pidx"), last["address"]))),
+        pick("terminal_ms", F.when(new_state == DEAD_LETTERED, F.lit(as_of_ms))),
+        pick("updated_run", F.lit(run_id)),
+        has_new.alias("changed"),
+        (has_new & (new_state == DEAD_LETTERED)).alias("dlq_event"),
+        F.col("e_state").isNull().alias("is_new"),
+        F.col("n").alias("new_failures"),
+        F.col("cross_batch_duplicates"),
+    )
+    return out
+
+
+def _policy_name(policies: PolicySet, idx: Column) -> Column:
+    return policy_name_column(policies, idx)
+
+
+def _profile(policies: PolicySet, idx: Column) -> Column:
+    return profile_column(policies, idx)
+
+
+def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, run_id: str,
+                   as_of_ms: int) -> DataFrame:
+    """Apply re-drive outcomes (``message_id, delivery, ok, error_class, error_message``) at the as-of.
+
+    A delivered message becomes DELIVERED; a failed one is rescheduled from the as-of by its policy,
+    or dead-lettered when exhausted or non-retryable. Rows without an outcome are unchanged.
+    """
+    o = outcomes.select(
+        F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"), F.col("ok").alias("o_ok"),
+        F.col("error_class").alias("o_class"), F.col("error_message").alias("o_message"))
+    df = ledger.join(o, ledger["message_id"] == o["o_id"], "left")
+    redriven = F.col("o_id").isNotNull()
+    ok = redriven & F.col("o_ok")
+    failed = redriven & ~F.col("o_ok")
+    pidx = policy_index_column(policies, F.col("address"))
+    exhausted, delay = decision_columns(policies, pidx, F.col("o_delivery"), F.col("message_id"))
+    nr = non_retryable_column(policies, pidx, F.col("o_class"), F.col("o_message"))
+    fail_state = F.when(nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
+    state = F.when(ok, F.lit(DELIVERED)).when(failed, fail_state).otherwise(F.col("state"))
+    entry = F.struct(F.lit(as_of_ms).cast("long").alias("failed_ms"), F.col("o_delivery").alias("delivery"),
+                     F.col("o_class").alias("error_class"), F.col("o_message").alias("error_message"),
+                     F.lit(None).cast("long").alias("fp"))
+    hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(ledger.schema["error_history"].dataType)),
+                    F.array(entry))
+    hist = F.slice(hist, F.greatest(F.size(hist) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
+    becomes_dead = failed & (fail_state == DEAD_LETTERED)
+    out = df.withColumns({
+        "state": state,
+        "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
+        "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(F.lit(as_of_ms).cast("long"), delay))
+        .when(redriven, F.lit(None).cast("long")).otherwise(F.col("next_attempt_ms")),
+        "last_failed_ms": F.when(failed, F.lit(as_of_ms).cast("long")).otherwise(F.col("last_failed_ms")),
+        "last_error_class": F.when(failed, F.col("o_class")).otherwise(F.col("last_error_class")),
+        "last_error_message": F.when(failed, F.col("o_message")).otherwise(F.col("last_error_message")),
+        "error_history": F.when(failed, hist).otherwise(F.col("error_history")),
+        "reason_code": F.when(becomes_dead, F.when(nr, F.lit(NON_RETRYABLE))
+                              .otherwise(exhausted_reason_column(policies, pidx)))
+        .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
+        "dead_letter_address": F.when(becomes_dead, dead_letter_address_column(policies, pidx, F.col("address")))
+        .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
+        "terminal_ms": F.when(ok | becomes_dead, F.lit(as_of_ms).cast("long"))
+        .when(redriven, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
+        "updated_run": F.when(redriven, F.lit(run_id)).otherwise(F.col("updated_run")),
+        "changed": F.col("changed") | redriven,
+        "dlq_event": F.col("dlq_event") | becomes_dead,
+        "redriven": redriven,
+        "delivered_now": ok,
+    })
+    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message")
+
+
+def with_bucket(df: DataFrame) -> DataFrame:
+    return df.withColumn("bucket", bucket_column(F.col("state"), F.col("next_attempt_ms"), F.col("terminal_ms")))

@@ -1,0 +1,86 @@
+"""The retry ledger: one row per message, its state, deliveries and next attempt.
+
+States: ``WAITING_RETRY`` (has ``next_attempt_ms``), ``DELIVERED``, ``DEAD_LETTERED``. Rows are
+grouped in files by ``bucket``: waiting rows by the hour of their next attempt (``w`` + 13-digit
+hour number, so buckets sort by time), terminal rows by month (``t<yyyyMM>``). A cycle reads the
+waiting buckets that are due and the files holding messages that failed again, nothing else: its
+cost follows new and due work, not the waiting history.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+WAITING = "WAITING_RETRY"
+DELIVERED = "DELIVERED"
+DEAD_LETTERED = "DEAD_LETTERED"
+STATES = (WAITING, DELIVERED, DEAD_LETTERED)
+
+MAX_DELIVERIES_EXCEEDED = "MAX_DELIVERIES_EXCEEDED"
+NON_RETRYABLE = "NON_RETRYABLE"
+NO_DEAD_LETTER_ADDRESS = "NO_DEAD_LETTER_ADDRESS"
+REASON_CODES = (MAX_DELIVERIES_EXCEEDED, NON_RETRYABLE, NO_DEAD_LETTER_ADDRESS)
+
+HISTORY_LIMIT = 10
+HOUR_MS = 3_600_000
+
+ERROR_ENTRY = T.StructType([
+    T.StructField("failed_ms", T.LongType()),
+    T.StructField("delivery", T.LongType()),
+    T.StructField("error_class", T.StringType()),
+    T.StructField("error_message", T.StringType()),
+    T.StructField("fp", T.LongType()),
+])
+
+LEDGER_SCHEMA = T.StructType([
+    T.StructField("message_id", T.StringType(), False),
+    T.StructField("address", T.StringType()),
+    T.StructField("payload", T.StringType()),
+    T.StructField("headers", T.MapType(T.StringType(), T.StringType())),
+    T.StructField("extra", T.StringType()),
+    T.StructField("consumer_group", T.StringType()),
+    T.StructField("ordering_key", T.StringType()),
+    T.StructField("policy", T.StringType()),
+    T.StructField("profile", T.StringType()),
+    T.StructField("state", T.StringType()),
+    T.StructField("deliveries", T.LongType()),
+    T.StructField("first_failed_ms", T.LongType()),
+    T.StructField("last_failed_ms", T.LongType()),
+    T.StructField("next_attempt_ms", T.LongType()),
+    T.StructField("last_error_class", T.StringType()),
+    T.StructField("last_error_message", T.StringType()),
+    T.StructField("error_history", T.ArrayType(ERROR_ENTRY)),
+    T.StructField("reason_code", T.StringType()),
+    T.StructField("dead_letter_address", T.StringType()),
+    T.StructField("terminal_ms", T.LongType()),
+    T.StructField("updated_run", T.StringType()),
+    T.StructField("bucket", T.StringType()),
+])
+LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
+# Files are written partitioned by bucket: the column lives in the directory name, not the file.
+LEDGER_FILE_SCHEMA = T.StructType([f for f in LEDGER_SCHEMA.fields if f.name != "bucket"])
+
+
+def waiting_bucket(next_attempt_ms: int) -> str:
+    """The bucket of a waiting row whose next attempt is at ``next_attempt_ms``."""
+    return f"w{max(next_attempt_ms, 0) // HOUR_MS:013d}"
+
+
+def bucket_column(state: Column, next_attempt_ms: Column, terminal_ms: Column) -> Column:
+    hour = F.lpad((F.greatest(next_attempt_ms, F.lit(0)) / F.lit(HOUR_MS)).cast("long").cast("string"), 13, "0")
+    month = F.date_format(F.timestamp_millis(F.least(terminal_ms, F.lit(253402300799000))), "yyyyMM")
+    return F.when(state == WAITING, F.concat(F.lit("w"), hour)).otherwise(F.concat(F.lit("t"), month))
+
+
+def bucket_of(path: str) -> str | None:
+    """The bucket of a published ledger file, from its ``bucket=...`` directory."""
+    for part in path.split("/"):
+        if part.startswith("bucket="):
+            return part[len("bucket="):]
+    return None

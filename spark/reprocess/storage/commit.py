@@ -1,0 +1,285 @@
+"""The warehouse's commit protocol: snapshots, a writer lock, prepared runs. See docs/adr/0003-commit-protocol.md.
+
+Layout of a warehouse::
+
+    _snapshots/00000042.json     the committed state: every live file of every dataset (atomic create)
+    _lock                        the writer lock (one run at a time)
+    _runs/<run_id>/prepared.json a run that persisted its deliveries and may be re-driving
+    _runs/<run_id>/stage/...     a run's outputs before they are published
+    ledger/ dlq/ outbox/ quarantine/ manifest/    published Parquet files (live only if a snapshot lists them)
+    runs/<run_id>/summary.json   run summaries
+
+Readers read the files listed by the latest snapshot, never a directory listing, so a half-written
+run is never seen. A run publishes by moving its staged files into place and then creating the next
+snapshot file exclusively: the snapshot's creation is the commit point.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reprocess.errors import CommitConflictError
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("ledger", "dlq", "outbox", "quarantine", "manifest")
+_SNAPSHOT_DIGITS = 8
+
+
+def local_path(uri: str | Path) -> Path:
+    """The local path of ``uri`` (plain path or ``file://``). Other schemes need a Hadoop FS (not built yet)."""
+    text = str(uri)
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    elif "://" in text:
+        raise NotImplementedError(f"only local warehouses are supported so far, got {uri!r}")
+    return Path(text)
+
+
+@dataclass
+class Snapshot:
+    """One committed state: files per dataset (paths relative to the warehouse) and the run log."""
+
+    version: int = 0
+    files: dict[str, list[str]] = field(default_factory=lambda: {d: [] for d in DATASETS})
+    runs: list[dict[str, Any]] = field(default_factory=list)  # committed runs, oldest first
+    as_of_ms: int | None = None  # the latest committed as-of
+
+    def to_json(self) -> str:
+        return json.dumps({"version": self.version, "as_of_ms": self.as_of_ms, "files": self.files,
+                           "runs": self.runs}, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Snapshot:
+        doc = json.loads(text)
+        files = {d: list(doc.get("files", {}).get(d, [])) for d in DATASETS}
+        return cls(doc["version"], files, list(doc.get("runs", [])), doc.get("as_of_ms"))
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        for r in reversed(self.runs):
+            if r["run_id"] == run_id:
+                return r
+        return None
+
+
+class Warehouse:
+    """Reads and commits snapshots of one warehouse directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.uri = str(root)
+        self.root = local_path(root)
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "_snapshots"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / "_runs" / run_id
+
+    def stage_dir(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "stage"
+
+    def abs(self, rel: str) -> str:
+        return str(self.root / rel)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def latest(self) -> Snapshot:
+        """The latest committed snapshot (version 0, empty, for a new warehouse)."""
+        if not self.snapshots_dir.is_dir():
+            return Snapshot()
+        versions = sorted(int(p.stem) for p in self.snapshots_dir.glob("*.json") if p.stem.isdigit())
+        if not versions:
+            return Snapshot()
+        path = self.snapshots_dir / f"{versions[-1]:0{_SNAPSHOT_DIGITS}d}.json"
+        return Snapshot.from_json(path.read_text(encoding="utf-8"))
+
+    def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
+        snap = snapshot or self.latest()
+        return [self.abs(f) for f in snap.files[dataset]]
+
+    def commit(self, base: Snapshot, new: Snapshot) -> None:
+        """Make ``new`` the committed state; fails if someone committed after ``base``.
+
+        The snapshot is written to a temporary file, fsynced, then hard-linked to its final name:
+        ``link`` fails when the name exists, so two writers can never both commit version N+1.
+        """
+        new.version = base.version + 1
+        self.snapshots_dir.mkdir(parents=True, exist_ok=True)
+        final = self.snapshots_dir / f"{new.version:0{_SNAPSHOT_DIGITS}d}.json"
+        tmp = self.snapshots_dir / f".{new.version}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(new.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError as exc:
+            raise CommitConflictError(
+                f"snapshot {final.name} already exists: another run committed after version {base.version}; "
+                "re-run to build on the new state") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.snapshots_dir)
+        log.info("committed snapshot version=%s runs=%s", new.version, len(new.runs))
+
+    # -- publishing staged files ---------------------------------------------------------------
+    def publish(self, run_id: str, dataset: str, staged_root: Path) -> list[str]:
+        """Move the Parquet files of a staged dataset into ``<warehouse>/<dataset>/``, keeping partition dirs.
+
+        Returns their paths relative to the warehouse. Names are prefixed with the run id; a retry of
+        the same run overwrites its own orphans from a crashed attempt.
+        """
+        published: list[str] = []
+        if not staged_root.is_dir():
+            return published
+        for src in sorted(staged_root.rglob("*.parquet")):
+            rel_parent = src.parent.relative_to(staged_root)
+            dest_dir = self.root / dataset / rel_parent
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            dest = dest_dir / f"{run_id}-{src.name}"
+            os.replace(src, dest)
+            published.append(str(dest.relative_to(self.root)))
+        return published
+
+    def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
+        """Delete published files no longer referenced (by ``snapshot`` or ``keep_previous``)."""
+        live = set()
+        for snap in (snapshot, keep_previous):
+            if snap is not None:
+                for files in snap.files.values():
+                    live.update(files)
+        removed = 0
+        for dataset in DATASETS:
+            base = self.root / dataset
+            if not base.is_dir():
+                continue
+            for f in base.rglob("*.parquet"):
+                if str(f.relative_to(self.root)) not in live:
+                    f.unlink(missing_ok=True)
+                    removed += 1
+            _prune_empty_dirs(base)
+        if removed:
+            log.info("vacuum removed=%s unreferenced files", removed)
+        return removed
+
+    def clear_run(self, run_id: str) -> None:
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+    # -- prepared runs -------------------------------------------------------------------------
+    def prepared_runs(self) -> list[dict[str, Any]]:
+        """Runs that persisted their deliveries but have not committed, oldest first."""
+        runs_dir = self.root / "_runs"
+        if not runs_dir.is_dir():
+            return []
+        committed = {r["run_id"] for r in self.latest().runs}
+        out = []
+        for p in sorted(runs_dir.glob("*/prepared.json")):
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            if doc["run_id"] not in committed:
+                out.append(doc)
+        return sorted(out, key=lambda d: d["as_of_ms"])
+
+    def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
+        """Durably record a run's intent (as-of, landing files, due deliveries) before any re-drive."""
+        d = self.run_dir(run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / "prepared.json.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, d / "prepared.json")
+        _fsync_dir(d)
+
+    def read_prepared(self, run_id: str) -> dict[str, Any] | None:
+        p = self.run_dir(run_id) / "prepared.json"
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+    # -- the writer lock -----------------------------------------------------------------------
+    @contextmanager
+    def lock(self, owner: str, wait_seconds: float = 0.0, poll: float = 0.5) -> Iterator[None]:
+        """Hold the warehouse's writer lock. A lock whose process died on this host is taken over.
+
+        Raises :class:`CommitConflictError` naming the holder when the lock stays busy.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "_lock"
+        me = {"owner": owner, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = _read_lock(path)
+                if holder is not None and _stale(holder):
+                    log.warning("taking over stale lock holder=%s", holder)
+                    path.unlink(missing_ok=True)
+                    continue
+                if time.monotonic() >= deadline:
+                    raise CommitConflictError(
+                        f"warehouse {self.uri} is locked by {holder or 'an unknown writer'}: another run, backfill "
+                        "or re-drive is writing it; wait for it to finish") from None
+                time.sleep(poll)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            break
+        try:
+            yield
+        finally:
+            holder = _read_lock(path)
+            if holder is not None and holder.get("pid") == me["pid"] and holder.get("since") == me["since"]:
+                path.unlink(missing_ok=True)
+
+
+def _read_lock(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _stale(holder: Mapping[str, Any]) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _prune_empty_dirs(base: Path) -> None:
+    for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass

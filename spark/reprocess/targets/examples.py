@@ -1,0 +1,36 @@
+"""Deterministic example targets for demos and tests (``python:reprocess.targets.examples:flaky``).
+
+Outcomes depend only on (message id, delivery), so re-runs and backfills re-drive identically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reprocess.policy.jitter import xxh64
+
+
+class TransientError(Exception):
+    """The downstream system was briefly unavailable; a retry may succeed."""
+
+
+class PoisonMessage(Exception):
+    """The message can never be processed (non-retryable under the default policy file)."""
+
+
+def flaky(message: dict[str, Any]) -> None:
+    """Poison payloads always fail; other messages fail transiently on about 40% of deliveries."""
+    if "poison" in (message.get("payload") or ""):
+        raise PoisonMessage(f"cannot parse payload of {message['message_id']}")
+    h = xxh64(f"{message['message_id']}/{message['delivery']}".encode())
+    if h % 10 < 4:
+        raise TransientError(f"downstream timed out on delivery {message['delivery']}")
+
+
+def always_ok(message: dict[str, Any]) -> None:
+    """Accepts everything."""
+
+
+def always_fail(message: dict[str, Any]) -> None:
+    """Fails every delivery (transiently)."""
+    raise TransientError("downstream is rejecting everything")

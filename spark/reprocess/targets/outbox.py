@@ -1,0 +1,28 @@
+"""The ``outbox`` target: due messages are written to ``<warehouse>/outbox/address=.../`` for pickup.
+
+Writing is part of the run's commit (the files are staged and published with the ledger), so a
+message is in the outbox exactly when the ledger says it was delivered there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from reprocess.targets.base import RunContext
+
+
+class OutboxTarget:
+    spec = "outbox"
+
+    def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
+        (due.select("message_id", "address", "payload", "headers", "delivery",
+                    F.lit(run.run_id).alias("run_id"), F.timestamp_millis(F.lit(run.as_of_ms)).alias("redriven_at"))
+         .write.mode("overwrite").partitionBy("address").parquet(f"{run.stage_dir}/outbox"))
+        return due.select("message_id", "delivery", F.lit(True).alias("ok"),
+                          F.lit(None).cast("string").alias("error_class"),
+                          F.lit(None).cast("string").alias("error_message"))
