@@ -126,7 +126,8 @@ def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet
     )
     # Drop exact duplicates of failures already recorded for this message.
     known_fps = F.transform(F.coalesce(F.col("e_error_history"), F.array()), lambda h: h["fp"])
-    nf = F.filter(F.col("nf_all"), lambda x: ~F.array_contains(known_fps, x["fp"]))
+    # array_contains is NULL (not false) when the array holds a null: re-drive entries have no fp.
+    nf = F.filter(F.col("nf_all"), lambda x: ~F.coalesce(F.array_contains(known_fps, x["fp"]), F.lit(False)))
     df = joined.withColumn("nf", nf).withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
     df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
     has_new = F.col("n") > 0
