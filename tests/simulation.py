@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reprocess.policy.config import PolicySet
 from reprocess.policy.reference import Action, decide
+
+if TYPE_CHECKING:
+    from reprocess.policy.config import PolicySet
 
 _OFFSET = re.compile(r"(Z|[+-]\d{2}(:?\d{2})?)$")
 

@@ -157,7 +157,8 @@ def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DE
         c = F.coalesce(cond, F.lit(False))
         problem = F.when(c, F.lit(code)) if problem is None else problem.when(c, F.lit(code))
         detail = F.when(c, text) if detail is None else detail.when(c, text)
-    assert problem is not None and detail is not None
+    assert problem is not None
+    assert detail is not None
     known = F.array(*[F.lit(k) for k in KNOWN_FIELDS])
     extra = F.to_json(F.map_filter(mcol, lambda k, v: ~F.array_contains(known, k)))
     out = df.select(
