@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,6 +78,17 @@ class CycleOptions:
     max_future_ms: int = contract.DEFAULT_MAX_FUTURE_MS
     lock_wait_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
+
+
+def _crash_point(name: str) -> None:
+    """Fault injection for tests: ``REPROCESS_CRASH_AT=<name>`` kills this process with SIGKILL here."""
+    if os.environ.get("REPROCESS_CRASH_AT") == name:
+        log.warning("fault injection: SIGKILL at %s", name)
+        logging.shutdown()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _Steps:
@@ -162,16 +175,15 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         F.col("problem") == contract.UNKNOWN_ADDRESS,
         F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
                  F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
-    rec = rec.persist()
-    bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
-    good = rec.filter(F.col("problem").isNull())
-    in_window = (F.col("failed_ms") <= F.lit(as_of)) & (
-        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
-    fresh = good.filter(in_window)
     fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
                     F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
                     F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
-    fresh = fresh.withColumn("fp", fp).withColumn(
+    in_window = F.col("problem").isNull() & (F.col("failed_ms") <= F.lit(as_of)) & (
+        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
+    rec = rec.withColumn("fp", fp).withColumn("in_window", in_window).persist()
+    bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
+    fresh = rec.filter(F.col("in_window"))
+    fresh = fresh.withColumn(
         "non_retryable", non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
                                               F.col("error_message")))
     deduped = fresh.dropDuplicates(["fp"])
@@ -224,6 +236,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": opts.target,
                                    "address_filter": opts.address_filter, "due": due_count,
                                    "files": [f.__dict__ for f in files], "snapshot": snap.version})
+        _crash_point("after_prepare")
     elif due_count != prepared["due"]:
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
 
@@ -239,6 +252,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         outcomes = spark.createDataFrame([], "message_id string, delivery bigint, ok boolean, error_class string, "
                                              "error_message string")
     steps.done("redrive", due=due_count)
+    _crash_point("after_redrive")
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of)).persist()
 
     # -- 6. stage outputs ------------------------------------------------------------------------
@@ -251,6 +265,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     write_manifest(stage / "manifest" / "manifest.parquet", list(entries.values()))
 
     steps.done("stage_outputs")
+    _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
     summary = _summary(spark, rec, fresh, deduped, final, due, quarantine, run_id, as_of, files, changed,
                        batch.corrupt, opts.target, snap, touched, due_count)
@@ -267,6 +282,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     new.files["outbox"] += wh.publish(run_id, "outbox", stage / "outbox")
     new.files["quarantine"] += wh.publish(run_id, "quarantine", stage / "quarantine")
     new.files["manifest"] = wh.publish(run_id, "manifest", stage / "manifest")
+    _crash_point("after_publish")
     summary_path = wh.root / "runs" / run_id / "summary.json"
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -356,6 +372,10 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
              changed: list[str], corrupt: list[tuple[str, str]], target: str, snap: Snapshot,
              touched: list[str], due_count: int) -> dict[str, Any]:
     a = _ints(final.agg(
+        *[F.sum((F.col("state") == st).cast("int")).alias(f"state_{st}") for st in STATES],
+        *[F.sum((F.col("dlq_event") & (F.col("reason_code") == r)).cast("int")).alias(f"reason_{r}")
+          for r in REASON_CODES],
+        F.sum((F.col("redriven") & (F.col("state") == DEAD_LETTERED)).cast("int")).alias("redrive_dead"),
         F.count(F.lit(1)).alias("rows"),
         F.countDistinct("message_id").alias("distinct_ids"),
         F.sum(F.col("is_new").cast("int")).alias("new_messages"),
@@ -366,15 +386,17 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
         F.sum((F.col("redriven") & (F.col("state") == WAITING)).cast("int")).alias("rescheduled"),
         F.sum(F.col("dlq_event").cast("int")).alias("dlq_events"),
     ).first())
-    states_written = _count_by(final, "state")
-    reasons = _count_by(final.filter(F.col("dlq_event")), "reason_code")
+    states_written = {st: a[f"state_{st}"] for st in STATES}
+    reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
     c = _ints(rec.agg(
+        F.sum(F.col("in_window").cast("int")).alias("fresh"),
+        F.countDistinct(F.when(F.col("in_window"), F.col("fp"))).alias("fresh_distinct"),
         F.count(F.lit(1)).alias("records"),
         F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
         F.sum((F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of))).cast("int")).alias("deferred"),
     ).first())
-    fresh_n = fresh.count()
-    within_batch_dups = fresh_n - deduped.count()
+    fresh_n = c["fresh"]
+    within_batch_dups = fresh_n - c["fresh_distinct"]
     quarantined = quarantine.count()
     lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first()
     p50, p99 = (lat.p[0], lat.p[1]) if lat is not None and lat.p else (None, None)
@@ -418,13 +440,9 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
             "quarantine": quarantined == c["bad"] + len(corrupt),
             "ledger_unique": a["distinct_ids"] == a["rows"],
             # every due message got exactly one outcome
-            "redriven": due_count == a["delivered"] + a["rescheduled"] + _redrive_dead(final),
+            "redriven": due_count == a["delivered"] + a["rescheduled"] + a["redrive_dead"],
         },
     }
-
-
-def _redrive_dead(final: DataFrame) -> int:
-    return int(final.filter(F.col("redriven") & (F.col("state") == DEAD_LETTERED)).count())
 
 
 def _prev_states(snap: Snapshot) -> dict[str, int]:

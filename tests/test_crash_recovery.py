@@ -1,0 +1,102 @@
+"""A cycle killed at any point is finished by the next call: nothing lost, nothing doubled, deliveries counted."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import CRASH_POINTS, CycleOptions, run_cycle
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.read import read_dataset
+
+pytestmark = pytest.mark.spark
+
+T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
+FLAKY = "python:reprocess.targets.examples:flaky"
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("landing")
+    write_landing(GenerateOptions(out=root, messages=300, hours=3, seed=5, malformed=3))
+    return root
+
+
+def _run(spark, landing, wh, as_of, target=FLAKY):
+    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
+                                         as_of_ms=parse_instant(as_of), target=target))
+
+
+def _cli(landing, wh, as_of, target, env_extra, wait=True):
+    env = {**os.environ, **env_extra, "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", as_of, "--target", target, "--master", "local[2]"]
+    if wait:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _state(spark, wh):
+    ledger = read_dataset(spark, str(wh), "ledger")
+    rows = {r.message_id: (r.state, r.deliveries, r.next_attempt_ms, r.reason_code)
+            for r in ledger.select("message_id", "state", "deliveries", "next_attempt_ms", "reason_code").collect()}
+    assert len(rows) == ledger.count(), "duplicate message in the ledger"
+    out = {"ledger": rows}
+    for name in ("dlq", "outbox"):
+        df = read_dataset(spark, str(wh), name)
+        if df is None:
+            out[name] = []
+            continue
+        assert df.groupBy("message_id", "deliveries" if name == "dlq" else "delivery").count() \
+            .filter(F.col("count") > 1).count() == 0, f"duplicate in {name}"
+        out[name] = sorted(r.message_id for r in df.select("message_id").collect())
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(spark, landing, tmp_path_factory):
+    """The uninterrupted runs, once per target."""
+    refs = {}
+    for target in (FLAKY, "outbox"):
+        wh = tmp_path_factory.mktemp("ref")
+        _run(spark, landing, wh, T1, target)
+        _run(spark, landing, wh, T2, target)
+        refs[target] = _state(spark, wh)
+    return refs
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference, point):
+    target = "outbox" if point == "after_publish" else FLAKY
+    wh = tmp_path / "wh"
+    _run(spark, landing, wh, T1, target)
+    proc = _cli(landing, wh, T2, target, {"REPROCESS_CRASH_AT": point})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert Warehouse(wh).latest().run("run-20261121T023000Z") is None  # nothing committed by the killed run
+    prepared = Warehouse(wh).read_prepared("run-20261121T023000Z")
+    assert prepared is not None and prepared["due"] > 0  # deliveries were persisted before the re-drive
+    summary = _run(spark, landing, wh, T2, target)  # the next call resumes and commits
+    assert all(summary["conservation"].values())
+    assert _state(spark, wh) == reference[target]
+    assert Warehouse(wh).prepared_runs() == []
+
+
+def test_kill_9_at_a_random_moment_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference):
+    wh = tmp_path / "wh"
+    _run(spark, landing, wh, T1)
+    proc = _cli(landing, wh, T2, FLAKY, {}, wait=False)
+    time.sleep(random.Random(os.getpid()).uniform(8, 20))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    _run(spark, landing, wh, T2)
+    assert _state(spark, wh) == reference[FLAKY]
