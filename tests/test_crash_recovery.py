@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,8 +29,19 @@ FLAKY = "python:reprocess.targets.examples:flaky"
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("landing")
-    write_landing(GenerateOptions(out=root, messages=300, hours=3, seed=5, malformed=3))
+    write_landing(GenerateOptions(out=root, messages=150, hours=3, seed=5, malformed=3))
     return root
+
+
+@pytest.fixture(scope="module")
+def after_t1(spark, landing, tmp_path_factory) -> dict[str, Path]:
+    """A warehouse after the first run, per target, copied by each test (saves a run per test)."""
+    out = {}
+    for target in (FLAKY, "outbox"):
+        wh = tmp_path_factory.mktemp("t1")
+        _run(spark, landing, wh, T1, target)
+        out[target] = wh
+    return out
 
 
 def _run(spark, landing, wh, as_of, target=FLAKY):
@@ -64,36 +76,39 @@ def _state(spark, wh):
 
 
 @pytest.fixture(scope="module")
-def reference(spark, landing, tmp_path_factory):
-    """The uninterrupted runs, once per target."""
+def reference(spark, landing, tmp_path_factory, after_t1):
+    """The uninterrupted second run, once per target."""
     refs = {}
     for target in (FLAKY, "outbox"):
-        wh = tmp_path_factory.mktemp("ref")
-        _run(spark, landing, wh, T1, target)
+        wh = tmp_path_factory.mktemp("ref") / "wh"
+        shutil.copytree(after_t1[target], wh)
         _run(spark, landing, wh, T2, target)
         refs[target] = _state(spark, wh)
     return refs
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
-def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference, point):
+def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference, point,
+                                                                      after_t1):
     target = "outbox" if point == "after_publish" else FLAKY
     wh = tmp_path / "wh"
-    _run(spark, landing, wh, T1, target)
+    shutil.copytree(after_t1[target], wh)
     proc = _cli(landing, wh, T2, target, {"REPROCESS_CRASH_AT": point})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert Warehouse(wh).latest().run("run-20261121T023000Z") is None  # nothing committed by the killed run
     prepared = Warehouse(wh).read_prepared("run-20261121T023000Z")
-    assert prepared is not None and prepared["due"] > 0  # deliveries were persisted before the re-drive
+    assert prepared is not None
+    assert prepared["due"] > 0
     summary = _run(spark, landing, wh, T2, target)  # the next call resumes and commits
     assert all(summary["conservation"].values())
     assert _state(spark, wh) == reference[target]
     assert Warehouse(wh).prepared_runs() == []
 
 
-def test_kill_9_at_a_random_moment_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference):
+def test_kill_9_at_a_random_moment_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference,
+                                                                            after_t1):
     wh = tmp_path / "wh"
-    _run(spark, landing, wh, T1)
+    shutil.copytree(after_t1[FLAKY], wh)
     proc = _cli(landing, wh, T2, FLAKY, {}, wait=False)
     time.sleep(random.Random(os.getpid()).uniform(8, 20))
     proc.send_signal(signal.SIGKILL)

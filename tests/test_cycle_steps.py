@@ -1,0 +1,215 @@
+"""Each step and state transition of a cycle on tiny inline landing data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from reprocess.cli import parse_instant
+from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.policy import parse_policies
+from reprocess.storage.read import read_dataset
+
+pytestmark = pytest.mark.spark
+
+POLICIES = parse_policies("""
+default_dead_letter_address: ops.dlq
+non_retryable:
+  - error_class: ".*ValidationError"
+policies:
+  - match: "orders.#"
+    profile: stepped
+    settings: {delays: [10m], max_deliveries: 3}
+  - match: "billing.*"
+    profile: artemis
+    settings: {redelivery-delay: 60000, max-delivery-attempts: 2}
+  - match: "fifo.#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 5}
+    ordered: true
+""")
+
+
+def rec(mid: str, at: str, address: str = "orders.created", **extra) -> dict:
+    return {"message_id": mid, "address": address, "payload": f"p-{mid}", "failed_at": at, **extra}
+
+
+def land(root: Path, hour: str, name: str, lines: list, day: str = "2026-11-21") -> Path:
+    folder = root / f"dt={day}" / f"hour={hour}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def cycle(spark, tmp_path, as_of: str, target: str = "python:reprocess.targets.examples:always_fail", **kw):
+    return run_cycle(spark, CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
+                                         policies=POLICIES, as_of_ms=parse_instant(as_of), target=target, **kw))
+
+
+def ledger(spark, tmp_path) -> dict[str, dict]:
+    df = read_dataset(spark, str(tmp_path / "wh"), "ledger")
+    return {r.message_id: r.asDict() for r in df.collect()}
+
+
+def test_bad_records_are_quarantined_with_file_line_and_reason_and_good_ones_proceed(spark, tmp_path):
+    path = land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("ok-1", "2026-11-21T10:00:00Z"),
+        "{not json",
+        rec("no-offset", "2026-11-21T10:00:00"),
+        {"message_id": "no-payload", "address": "orders.x", "failed_at": "2026-11-21T10:00:00Z"},
+        rec("unknown", "2026-11-21T10:00:00Z", address="nobody.listens"),
+        rec("bad-count", "2026-11-21T10:00:00Z", delivery_count=0),
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert s["quarantined"] == 5
+    assert s["new_messages"] == 1
+    q = {r.record_no: r for r in read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()}
+    assert {n: q[n].reason_code for n in q} == {2: "MALFORMED_JSON", 3: "INVALID_TIMESTAMP", 4: "MISSING_FIELD",
+                                                5: "UNKNOWN_ADDRESS", 6: "INVALID_DELIVERY_COUNT"}
+    assert all(r.source_file == str(path.resolve()) for r in q.values())
+    assert q[4].reason == "required field 'payload' is missing or null"
+    assert q[2].raw == "{not json"
+    assert set(ledger(spark, tmp_path)) == {"ok-1"}
+
+
+def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    m = ledger(spark, tmp_path)["m1"]
+    assert (m["state"], m["deliveries"], m["next_attempt_ms"]) == (
+        "WAITING_RETRY", 1, parse_instant("2026-11-21T10:10:00Z"))
+    s = cycle(spark, tmp_path, "2026-11-21T10:10:00Z")  # due: delivery 2 fails "at" the as-of
+    assert (s["due"], s["rescheduled"]) == (1, 1)
+    m = ledger(spark, tmp_path)["m1"]
+    assert (m["state"], m["deliveries"], m["next_attempt_ms"]) == (
+        "WAITING_RETRY", 2, parse_instant("2026-11-21T10:20:00Z"))
+    assert m["last_error_class"] == "reprocess.targets.examples.TransientError"
+    s = cycle(spark, tmp_path, "2026-11-21T10:25:00Z")  # delivery 3 fails: max_deliveries 3 reached
+    assert s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"] == 1
+    m = ledger(spark, tmp_path)["m1"]
+    assert (m["state"], m["deliveries"], m["reason_code"]) == ("DEAD_LETTERED", 3, "MAX_DELIVERIES_EXCEEDED")
+    dlq = read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()
+    assert len(dlq) == 1
+    d = dlq[0]
+    assert (d.address, d.original_address, d.deliveries, d.dt) == ("orders.created", "orders.created", 3, "2026-11-21")
+    assert [h.delivery for h in d.error_history] == [1, 2, 3]
+
+
+def test_delivered_message_leaves_the_waiting_set(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:always_ok")
+    assert (s["due"], s["delivered"], s["waiting"]) == (1, 1, 0)
+    assert ledger(spark, tmp_path)["m1"]["state"] == "DELIVERED"
+    assert ledger(spark, tmp_path)["m1"]["deliveries"] == 2
+
+
+def test_non_retryable_failure_is_dead_lettered_at_once(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("bad", "2026-11-21T10:00:00Z", error_class="com.acme.ValidationError", error_message="amount")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert s["dead_lettered"]["NON_RETRYABLE"] == 1
+    assert s["due"] == 0
+    assert ledger(spark, tmp_path)["bad"]["reason_code"] == "NON_RETRYABLE"
+
+
+def test_artemis_without_dla_dead_letters_to_the_default_dlq_never_drops(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("b1", "2026-11-21T10:00:00Z", address="billing.eu",
+                                                     delivery_count=2)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert s["dead_lettered"]["NO_DEAD_LETTER_ADDRESS"] == 1
+    d = read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()[0]
+    assert (d.address, d.original_address, d.reason_code) == ("ops.dlq", "billing.eu", "NO_DEAD_LETTER_ADDRESS")
+    assert (tmp_path / "wh" / "dlq" / "address=ops.dlq").is_dir()
+
+
+def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(spark, tmp_path):
+    first = rec("m1", "2026-11-21T10:00:00Z")
+    land(tmp_path / "landing", "10", "a.jsonl", [first, first, rec("m1", "2026-11-21T10:01:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:02:00Z")
+    assert (s["duplicates"], s["new_messages"], s["new_message_failures"]) == (1, 1, 2)
+    assert ledger(spark, tmp_path)["m1"]["deliveries"] == 2
+    # the same failure written again in a later file is still a duplicate
+    land(tmp_path / "landing", "10", "b.jsonl", [first, rec("m1", "2026-11-21T10:03:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:04:00Z")
+    assert (s["duplicates"], s["repeat_failures"]) == (1, 1)
+    assert ledger(spark, tmp_path)["m1"]["deliveries"] == 3
+
+
+def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_up(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("early", "2026-11-21T10:01:00Z"),
+                                                 rec("later", "2026-11-21T10:40:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z")
+    assert (s["new_messages"], s["deferred_until_later_as_of"]) == (1, 1)
+    land(tmp_path / "landing", "10", "late.jsonl", [rec("late", "2026-11-21T10:05:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:45:00Z")
+    assert s["new_messages"] == 2  # 'later' from the old file, 'late' from the late file
+    assert set(ledger(spark, tmp_path)) == {"early", "later", "late"}
+    s = cycle(spark, tmp_path, "2026-11-21T11:00:00Z")
+    assert s["landing_files"] == 0  # both files are done: never read again
+
+
+def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),
+        rec("k-second", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="k"),
+        rec("other", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="z"),
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert s["due"] == 2  # k-first and other; k-second is held back
+    rows = ledger(spark, tmp_path)
+    assert rows["k-second"]["deliveries"] == 1
+    assert rows["k-first"]["deliveries"] == 2
+
+
+def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z"), "nope"])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", dry_run=True)
+    assert (s["due"], s["would_quarantine"], s["would_ingest"]) == (1, 1, 1)
+    assert read_dataset(spark, str(tmp_path / "wh"), "ledger") is None
+
+
+def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("o", "2026-11-21T10:00:00Z"),
+                                                 rec("f", "2026-11-21T10:00:00Z", address="fifo.q")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", address_filter="fifo.#")
+    assert s["due"] == 1
+    assert ledger(spark, tmp_path)["o"]["deliveries"] == 1
+
+
+def test_outbox_target_writes_due_messages_under_their_address(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", headers={"h": "v"})])
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
+    out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
+    assert [(r.message_id, r.address, r.delivery, r.headers) for r in out] == [("m1", "orders.created", 2,
+                                                                                {"h": "v"})]
+    assert ledger(spark, tmp_path)["m1"]["state"] == "DELIVERED"
+
+
+def test_unknown_fields_are_kept(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", shard=3, meta={"a": [1]})])
+    cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert json.loads(ledger(spark, tmp_path)["m1"]["extra"]) == {"shard": 3, "meta": {"a": [1]}}
+
+
+def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "landing" / "dt=2026-11-21" / "hour=10"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "a.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps(rec("gz", "2026-11-21T10:00:00Z")) + "\n")
+    pq.write_table(pa.Table.from_pylist([rec("pq", "2026-11-21T10:00:00Z")]), folder / "b.parquet")
+    data = gzip.compress(("\n".join(json.dumps(rec(f"t{i}", "2026-11-21T10:00:00Z")) for i in range(50))).encode())
+    (folder / "c.jsonl.gz").write_bytes(data[: len(data) // 2])
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert set(ledger(spark, tmp_path)) == {"gz", "pq"}
+    assert [c["file"].endswith("c.jsonl.gz") for c in s["corrupt_files"]] == [True]
+    q = read_dataset(spark, str(tmp_path / "wh"), "quarantine").filter(F.col("reason_code") == "CORRUPT_FILE")
+    assert q.count() == 1
