@@ -1,0 +1,98 @@
+"""
+### Re-drive dead letters
+
+Manual only. Moves the dead letters that match the form back into the retry ledger, due from now
+on (spaced at the given rate), and writes an audit record (who, when, what, how many) to
+`<warehouse>/redrive_audit/`. The scheduled cycles then re-drive them through their target.
+Triggering the same request twice moves nothing the second time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset, Param, dag, task
+
+ROOT = Path(__file__).resolve().parents[1]
+WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
+DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
+LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
+BIN = Path(sys.executable).parent
+SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+             "SPARK_HOME": str(Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"),
+             "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+DATE = r"^\d{4}-\d{2}-\d{2}$"
+
+
+@dag(
+    dag_id="redrive_dead_letters",
+    schedule=None,
+    start_date=datetime(2026, 11, 21),
+    catchup=False,
+    max_active_runs=1,
+    tags=["reprocess", "dlq", "operations"],
+    doc_md=__doc__,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params={
+        "address_pattern": Param("#", type="string", minLength=1, pattern=r"^[^\s./]+(\.[^\s./]+)*$",
+                                 title="Address pattern",
+                                 description="Original addresses to re-drive: '*' one word, '#' any words."),
+        "date_from": Param(None, type=["null", "string"], pattern=DATE, title="Dead-lettered from (YYYY-MM-DD)"),
+        "date_to": Param(None, type=["null", "string"], pattern=DATE, title="Dead-lettered to (YYYY-MM-DD)"),
+        "reason_codes": Param([], type="array", title="Reason codes (empty: all)",
+                              items={"type": "string",
+                                     "enum": ["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"]},
+                              examples=["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"]),
+        "max_messages": Param(None, type=["null", "integer"], minimum=1, title="Max messages"),
+        "rate_per_second": Param(None, type=["null", "number"], exclusiveMinimum=0,
+                                 title="Rate (messages per second)"),
+        "reset_deliveries": Param(False, type="boolean", title="Reset deliveries to 0"),
+    },
+)
+def redrive_dead_letters():
+    @task(inlets=[DLQ_ASSET])
+    def plan(params=None, dag_run=None) -> list[str]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from reprocess.errors import ConfigError
+        from reprocess.orchestration import redrive_args, to_iso
+        from reprocess.redrive import RedriveRequest
+
+        req = RedriveRequest(params["address_pattern"], params["date_from"], params["date_to"],
+                             tuple(params["reason_codes"] or ()), params["max_messages"], params["rate_per_second"],
+                             params["reset_deliveries"])
+        try:
+            req.validate()
+        except ConfigError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        who = (dag_run.conf or {}).get("requested_by") or getattr(dag_run, "triggering_user_name", None) or "airflow"
+        return redrive_args(WAREHOUSE, dict(params), to_iso(dag_run.run_after), str(who))
+
+    move = SparkSubmitOperator(
+        task_id="move_dead_letters",
+        conn_id="spark_default",
+        application=str(ROOT / "spark" / "entrypoints" / "redrive.py"),
+        application_args=plan(),
+        name="reprocess-redrive-{{ run_id }}",
+        spark_binary=str(BIN / "spark-submit"),
+        conf={"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable},
+        env_vars=SPARK_ENV,
+        outlets=[LEDGER_ASSET, DLQ_ASSET],
+    )
+
+    @task
+    def report() -> dict | None:
+        from reprocess.orchestration import latest_audit
+
+        audit = latest_audit(WAREHOUSE)
+        print(f"re-drive audit: {audit and {k: v for k, v in audit.items() if k != 'messages'}}")
+        return audit
+
+    move >> report()
+
+
+redrive_dead_letters()

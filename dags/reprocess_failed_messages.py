@@ -1,0 +1,130 @@
+"""
+### Reprocess failed messages
+
+Every interval (default 15 minutes) this DAG runs one **reprocess cycle as of the data interval
+end**: it ingests the landing files consumers wrote, merges the failures into the retry ledger,
+re-drives every message whose retry time has come, reschedules or dead-letters the ones that fail
+again, and commits everything atomically. Re-runs and backfills of an interval compute the same
+result.
+
+Trigger it by hand with the form to re-drive now, for some addresses only, as of another time,
+through another target, or as a dry run. Settings come from the environment:
+`REPROCESS_LANDING`, `REPROCESS_WAREHOUSE`, `REPROCESS_CONFIG` (policy file; embedded default),
+`REPROCESS_TARGET` (default `outbox`), `REPROCESS_INTERVAL_MINUTES` (default 15).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
+
+ROOT = Path(__file__).resolve().parents[1]
+LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing"))
+WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
+CONFIG = os.environ.get("REPROCESS_CONFIG") or None
+TARGET = os.environ.get("REPROCESS_TARGET", "outbox")
+INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
+LANDING_ASSET = Asset(name="reprocess_landing", uri=f"file://{LANDING}")
+LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
+DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
+ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
+BIN = Path(sys.executable).parent
+SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+             "SPARK_HOME": str(Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"),
+             "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
+def _fail_fast(fn, *args):
+    """Run a core check; errors no retry can fix fail the task without retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from reprocess.errors import ConfigError, ContractError
+
+    try:
+        return fn(*args)
+    except (ConfigError, ContractError) as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+@dag(
+    dag_id="reprocess_failed_messages",
+    schedule=DeltaDataIntervalTimetable(INTERVAL),
+    start_date=datetime(2026, 11, 21),
+    catchup=False,
+    max_active_runs=1,
+    tags=["reprocess", "retry", "dlq"],
+    doc_md=__doc__,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    params={
+        "address_filter": Param(None, type=["null", "string"], pattern=r"^[^\s./]+(\.[^\s./]+)*$",
+                                title="Address filter", description="Only re-drive due messages whose address "
+                                "matches this wildcard: words separated by '.', '*' one word, '#' any words."),
+        "as_of": Param(None, type=["null", "string"], pattern=ISO_INSTANT, title="As-of override",
+                       description="Run as of this instant instead of the data interval end, ISO-8601 with an "
+                       "offset, e.g. 2026-11-21T10:15:00Z."),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; re-drive nothing."),
+        "target": Param(None, type=["null", "string"], pattern=r"^(outbox|python:[\w.]+:\w+|amqp://\S+|stomp://\S+)$",
+                        title="Target override", description="outbox, python:module:function, amqp://... or stomp://"),
+    },
+)
+def reprocess_failed_messages():
+    @task(inlets=[LANDING_ASSET])
+    def resolve_as_of(params=None, data_interval_end=None, dag_run=None) -> str:
+        from reprocess.orchestration import resolve_as_of as resolve
+
+        return _fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after)
+
+    @task
+    def find_new_landing(as_of: str) -> dict:
+        from reprocess.orchestration import find_new_landing as find
+
+        return _fail_fast(find, LANDING, WAREHOUSE, as_of)
+
+    @task
+    def validate_landing(found: dict, params=None) -> list[str]:
+        from reprocess.orchestration import check_address_filter, check_config, cycle_args
+
+        _fail_fast(check_config, CONFIG)
+        _fail_fast(check_address_filter, params["address_filter"])
+        return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
+                          params["address_filter"], params["dry_run"])
+
+    run_cycle = SparkSubmitOperator(
+        task_id="run_cycle",
+        conn_id="spark_default",
+        application=str(ROOT / "spark" / "entrypoints" / "cycle.py"),
+        application_args=validate_landing(find_new_landing(resolve_as_of())),
+        name="reprocess-cycle-{{ run_id }}",
+        spark_binary=str(BIN / "spark-submit"),
+        conf={"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable},
+        env_vars=SPARK_ENV,
+        outlets=[LEDGER_ASSET, DLQ_ASSET],
+    )
+
+    @task
+    def validate_outputs(as_of: str) -> dict:
+        from reprocess.orchestration import check_outputs, read_summary
+
+        return _fail_fast(check_outputs, read_summary(WAREHOUSE, as_of))
+
+    @task
+    def publish_summary(as_of: str, params=None, dag_run=None) -> dict | None:
+        from reprocess.orchestration import read_summary, set_run_note, summary_markdown
+
+        summary = read_summary(WAREHOUSE, as_of)
+        note = summary_markdown(summary, as_of, params["dry_run"])
+        print(note)  # the task log; the summary itself is this task's XCom
+        set_run_note(dag_run.dag_id, dag_run.run_id, note)  # Markdown note on the run (needs the REST API)
+        return summary
+
+    as_of = "{{ ti.xcom_pull(task_ids='resolve_as_of') }}"
+    checked = validate_outputs(as_of)
+    run_cycle >> checked >> publish_summary(as_of)
+
+
+reprocess_failed_messages()

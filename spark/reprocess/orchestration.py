@@ -1,0 +1,183 @@
+"""What the Airflow DAGs call: small, Airflow-free functions (the DAG files only declare).
+
+Each raises :class:`reprocess.errors.ConfigError` or :class:`ContractError` for problems a retry
+cannot fix; the DAGs turn those into ``AirflowFailException`` (no retry) and let everything else
+(infrastructure) fail normally so Airflow retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reprocess.errors import ConfigError, ContractError
+from reprocess.landing.manifest import list_landing, pending, read_manifest
+from reprocess.policy.wildcard import validate_pattern
+from reprocess.storage.commit import Warehouse
+
+log = logging.getLogger(__name__)
+
+
+def to_iso(value: Any) -> str:
+    """A datetime (or ISO string) as ``2026-11-21T10:15:00Z``."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ConfigError(f"the as-of needs a timezone: {value!r}", key="as_of")
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace(".000", "").replace("+00:00", "Z")
+
+
+def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any) -> str:
+    """The run's "now": the form's override, else the data interval end, else the run's run_after."""
+    if override:
+        return to_iso(override)
+    if data_interval_end is not None:
+        return to_iso(data_interval_end)
+    return to_iso(run_after)
+
+
+def as_of_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def check_config(config: str | None) -> str:
+    """Validate the policy file (or the embedded default); returns a one-line description."""
+    from reprocess.cli import load_config
+
+    policies = load_config(config)
+    return f"{len(policies.policies)} policies from {policies.source}"
+
+
+def check_address_filter(pattern: str | None) -> None:
+    if pattern:
+        why = validate_pattern(pattern)
+        if why:
+            raise ConfigError(f"bad address filter: {why}", key="address_filter")
+
+
+def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]:
+    """Landing files this run will read (not yet ingested), without Spark."""
+    root = Path(landing)
+    if not root.is_dir():
+        raise ContractError(f"landing root {landing} does not exist")
+    wh = Warehouse(warehouse)
+    manifest = read_manifest(wh.live_files("manifest"))
+    files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest)
+    return {"as_of": as_of, "files": len(files), "bytes": sum(f.size for f in files),
+            "partitions": sorted({str(Path(f.path).parent.relative_to(root.resolve())) for f in files}),
+            "changed_files_ignored": changed}
+
+
+def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, target: str | None,
+               address_filter: str | None, dry_run: bool) -> list[str]:
+    """The arguments of ``reprocess run`` for this DAG run."""
+    args = ["--landing", landing, "--warehouse", warehouse, "--as-of", as_of, "--format", "json"]
+    if config:
+        args += ["--config", config]
+    if target:
+        args += ["--target", target]
+    if address_filter:
+        args += ["--address", address_filter]
+    if dry_run:
+        args.append("--dry-run")
+    return args
+
+
+def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
+    """The committed summary of the run as of ``as_of`` (None for a dry run, which commits nothing)."""
+    from reprocess.cycle.run import run_id_for
+
+    run = Warehouse(warehouse).latest().run(run_id_for(as_of_ms(as_of)))
+    return None if run is None else run["summary"]
+
+
+def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """Fail (a bug, not bad luck) when a committed run does not balance."""
+    if summary is None:
+        return {"checked": False, "reason": "dry run: nothing committed"}
+    broken = [k for k, ok in summary["conservation"].items() if not ok]
+    if broken:
+        raise ContractError(f"run {summary['run_id']} committed but does not balance: {broken}")
+    return {"checked": True, "conservation": summary["conservation"]}
+
+
+def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) -> str:
+    """A short Markdown note for the DAG run."""
+    if summary is None:
+        return f"**Dry run** as of `{as_of}`: nothing re-driven, nothing committed."
+    dl = summary["dead_lettered"]
+    reasons = ", ".join(f"{k} {v}" for k, v in dl.items() if k != "total" and v)
+    return "\n".join([
+        f"### reprocess run `{summary['run_id']}` as of `{summary['as_of']}`",
+        "",
+        "| ingested | quarantined | duplicates | due | delivered | rescheduled | dead-lettered | waiting |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {summary['ingested']} | {summary['quarantined']} | {summary['duplicates']} | {summary['due']} | "
+        f"{summary['delivered']} | {summary['rescheduled']} | {dl['total']} | {summary['waiting']} |",
+        "",
+        f"Dead letters by reason: {reasons or 'none'}. Lateness p50 {summary['lateness_ms']['p50']} ms, "
+        f"p99 {summary['lateness_ms']['p99']} ms. Conservation: "
+        + ("OK" if all(summary["conservation"].values()) else "**BROKEN**") + ".",
+    ])
+
+
+def set_run_note(dag_id: str, run_id: str, note: str) -> bool:
+    """Put ``note`` on the DAG run through Airflow's REST API (a task cannot set it through the Task SDK).
+
+    Uses ``REPROCESS_AIRFLOW_API`` (e.g. http://localhost:8080) and ``REPROCESS_AIRFLOW_USER`` /
+    ``REPROCESS_AIRFLOW_PASSWORD``; without them (``dag.test()``) it logs why and returns False.
+    """
+    import os
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    base = os.environ.get("REPROCESS_AIRFLOW_API")
+    user, password = os.environ.get("REPROCESS_AIRFLOW_USER"), os.environ.get("REPROCESS_AIRFLOW_PASSWORD")
+    if not (base and user and password):
+        log.info("run note not set: REPROCESS_AIRFLOW_API/USER/PASSWORD are not configured")
+        return False
+
+    def call(method: str, path: str, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+        req = urllib.request.Request(base.rstrip("/") + path, data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {token}"} if token else {})})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    try:
+        token = call("POST", "/auth/token", {"username": user, "password": password})["access_token"]
+        path = f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+        call("PATCH", path, {"note": note[:1000]}, token)
+    except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
+        log.warning("run note not set: %s", exc)
+        return False
+    return True
+
+
+def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by: str) -> list[str]:
+    """The arguments of ``reprocess redrive`` from the re-drive DAG's params."""
+    args = ["--warehouse", warehouse, "--address", params.get("address_pattern") or "#", "--now", now,
+            "--requested-by", requested_by]
+    if params.get("date_from"):
+        args += ["--from", params["date_from"]]
+    if params.get("date_to"):
+        args += ["--to", params["date_to"]]
+    for reason in params.get("reason_codes") or []:
+        args += ["--reason", reason]
+    if params.get("max_messages"):
+        args += ["--max", str(int(params["max_messages"]))]
+    if params.get("rate_per_second"):
+        args += ["--rate", str(float(params["rate_per_second"]))]
+    if params.get("reset_deliveries"):
+        args.append("--reset-deliveries")
+    return args
+
+
+def latest_audit(warehouse: str) -> dict[str, Any] | None:
+    folder = Path(warehouse) / "redrive_audit"
+    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    return json.loads(files[-1].read_text(encoding="utf-8")) if files else None

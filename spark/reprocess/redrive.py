@@ -1,0 +1,204 @@
+"""Re-driving dead letters: move matching DLQ records back into the ledger as due, with an audit record.
+
+A request names an address pattern (Artemis wildcards, matched on the original address), a date
+range of dead-lettering, reason codes, a maximum number of messages, a rate (messages per second:
+the moved messages become due one after another at that rate, so the cycles re-drive them no
+faster), and whether deliveries restart from zero. The request id is a hash of the request: the
+same request applied twice moves nothing the second time and writes no second audit record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from reprocess.errors import ConfigError
+from reprocess.ledger.merge import with_bucket
+from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, REASON_CODES, WAITING
+from reprocess.policy.wildcard import to_regex, validate_pattern
+from reprocess.storage.commit import Snapshot, Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RedriveRequest:
+    address_pattern: str = "#"
+    date_from: str | None = None  # YYYY-MM-DD, inclusive (dead-lettered date)
+    date_to: str | None = None
+    reason_codes: tuple[str, ...] = ()
+    max_messages: int | None = None
+    rate_per_second: float | None = None
+    reset_deliveries: bool = False
+
+    def validate(self) -> None:
+        why = validate_pattern(self.address_pattern)
+        if why:
+            raise ConfigError(f"bad address pattern: {why}", key="address_pattern")
+        for name in ("date_from", "date_to"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    date.fromisoformat(value)
+                except ValueError:
+                    raise ConfigError(f"expected YYYY-MM-DD, got {value!r}", key=name) from None
+        unknown = set(self.reason_codes) - set(REASON_CODES)
+        if unknown:
+            raise ConfigError(f"unknown reason codes {sorted(unknown)}; allowed {list(REASON_CODES)}",
+                              key="reason_codes")
+        if self.max_messages is not None and self.max_messages < 1:
+            raise ConfigError("must be >= 1", key="max_messages")
+        if self.rate_per_second is not None and self.rate_per_second <= 0:
+            raise ConfigError("must be > 0 messages per second", key="rate_per_second")
+
+    @property
+    def request_id(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True, default=list)
+        return "redrive-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _matching(dlq: DataFrame, req: RedriveRequest) -> DataFrame:
+    cond = F.concat(F.col("original_address"), F.lit(".")).rlike(to_regex(req.address_pattern))
+    if req.date_from:
+        cond = cond & (F.col("dt") >= req.date_from)
+    if req.date_to:
+        cond = cond & (F.col("dt") <= req.date_to)
+    if req.reason_codes:
+        cond = cond & F.col("reason_code").isin(list(req.reason_codes))
+    return dlq.filter(cond)
+
+
+def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveRequest, now_ms: int,
+                         requested_by: str = "unknown", lock_wait_seconds: float = 0.0) -> dict[str, Any]:
+    """Apply ``req`` at ``now_ms``; returns the audit record (the earlier one if already applied)."""
+    req.validate()
+    wh = Warehouse(warehouse)
+    with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
+        snap = wh.latest()
+        previous = _find_audit(wh, snap, req.request_id)
+        if previous is not None:
+            log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
+            return {**previous, "already_applied": True}
+        dlq_files = wh.live_files("dlq", snap)
+        audit = {"request_id": req.request_id, "requested_by": requested_by,
+                 "requested_at": datetime.fromtimestamp(now_ms / 1000, tz=UTC).isoformat(),
+                 "request": asdict(req), "moved": 0, "messages": []}
+        if not dlq_files:
+            return _commit_audit(wh, snap, snap, audit)
+        dlq = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_files) \
+            .withColumn("_file", F.col("_metadata.file_path"))
+        picked = _matching(dlq, req)
+        # the newest dead-lettering of each message, oldest messages first, at most max_messages
+        w = Window.partitionBy("message_id").orderBy(F.col("dead_lettered_at").desc())
+        latest = picked.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1).drop("_r")
+        ledger_files = wh.live_files("ledger", snap)
+        ledger = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).withColumn(
+            "_file", F.col("_metadata.file_path"))
+        dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select("message_id")
+        latest = latest.join(dead, "message_id", "left_semi")  # a message that failed again is not in the DLQ state
+        ordered = latest.orderBy("dead_lettered_at", "message_id")
+        if req.max_messages:
+            ordered = ordered.limit(req.max_messages)
+        chosen = ordered.select("message_id").withColumn(
+            "_seq", F.row_number().over(Window.orderBy("message_id")) - 1).persist()
+        moved = chosen.count()
+        if moved == 0:
+            chosen.unpersist()
+            return _commit_audit(wh, snap, snap, audit)
+        ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
+        # rewrite the ledger files holding the chosen messages: they become due again
+        hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
+        to_local = {_uri(spark, f): f for f in ledger_files}
+        touched = sorted(to_local[u] for u in hit if u in to_local)
+        rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
+        spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
+        due_at = F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long")
+        sel = F.col("_seq").isNotNull()
+        updated = rows.withColumns({
+            "state": F.when(sel, F.lit(WAITING)).otherwise(F.col("state")),
+            "next_attempt_ms": F.when(sel, due_at).otherwise(F.col("next_attempt_ms")),
+            "deliveries": F.when(sel & F.lit(req.reset_deliveries), F.lit(0).cast("long"))
+            .otherwise(F.col("deliveries")),
+            "reason_code": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
+            "dead_letter_address": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
+            "terminal_ms": F.when(sel, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
+            "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
+        })
+        stage = wh.stage_dir(req.request_id)
+        with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket") \
+            .parquet(str(stage / "ledger"))
+        # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
+        dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
+        dlq_local = {_uri(spark, f): f for f in dlq_files}
+        dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
+        rest = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_touched) \
+            .join(chosen, "message_id", "left_anti")
+        rest.write.mode("overwrite").partitionBy("address", "dt").parquet(str(stage / "dlq"))
+        chosen.unpersist()
+        audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
+        new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
+        drop = {str(Path(f).relative_to(wh.root)) for f in touched + dlq_touched}
+        for name in ("ledger", "dlq"):
+            new.files[name] = [f for f in new.files[name] if f not in drop]
+            new.files[name] += wh.publish(req.request_id, name, stage / name)
+        return _commit_audit(wh, snap, new, audit)
+
+
+def _uri(spark: SparkSession, path: str) -> str:
+    from reprocess.cycle.landing_batch import spark_file_uri
+
+    return spark_file_uri(spark, path)
+
+
+def _audit_dir(wh: Warehouse) -> Path:
+    return wh.root / "redrive_audit"
+
+
+def _find_audit(wh: Warehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:
+    for entry in snap.runs:
+        if entry.get("run_id") == request_id:
+            path = _audit_dir(wh) / f"{request_id}.json"
+            return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else entry.get("summary")
+    return None
+
+
+def _commit_audit(wh: Warehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
+    path = _audit_dir(wh) / f"{audit['request_id']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if new is base:
+        new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
+                       as_of_ms=base.as_of_ms)
+    new.runs.append({"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": base.as_of_ms,
+                     "summary": {k: v for k, v in audit.items() if k != "messages"}
+                     | {"states": _carry_states(base, audit["moved"])}})
+    wh.commit(base, new)
+    wh.vacuum(new, keep_previous=base)
+    wh.clear_run(audit["request_id"])
+    log.info("re-drive committed request_id=%s moved=%s by=%s", audit["request_id"], audit["moved"],
+             audit["requested_by"])
+    return audit
+
+
+def _carry_states(snap: Snapshot, moved: int) -> dict[str, int]:
+    """The ledger's state counts after moving ``moved`` dead letters back to waiting."""
+    states: dict[str, int] = {}
+    for r in reversed(snap.runs):
+        if "states" in r.get("summary", {}):
+            states = dict(r["summary"]["states"])
+            break
+    if moved:
+        states["DEAD_LETTERED"] = states.get("DEAD_LETTERED", 0) - moved
+        states[WAITING] = states.get(WAITING, 0) + moved
+    return states

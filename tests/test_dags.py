@@ -1,0 +1,133 @@
+"""DAG integrity (DagBag), a structure snapshot, and full runs through dag.test() with local Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_env import airflow_env, migrate, python, run
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.storage.commit import Warehouse
+
+pytestmark = pytest.mark.airflow
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "dags.json"
+
+DESCRIBE = r"""
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag()
+out = {"import_errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": {}}
+for dag_id, dag in sorted(bag.dags.items()):
+    out["dags"][dag_id] = {
+        "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs,
+        "schedule": type(dag.timetable).__name__, "params": sorted(dag.params.keys()),
+        "tasks": {t.task_id: {"operator": type(t).__name__, "retries": t.retries,
+                              "downstream": sorted(t.downstream_task_ids)} for t in dag.tasks},
+    }
+print("JSON" + json.dumps(out, sort_keys=True))
+"""
+
+
+@pytest.fixture(scope="module")
+def af(tmp_path_factory):
+    base = tmp_path_factory.mktemp("airflow")
+    landing, warehouse = base / "landing", base / "warehouse"
+    write_landing(GenerateOptions(out=landing, messages=150, hours=1, seed=3, malformed=2))
+    env = airflow_env(base / "home", landing, warehouse)
+    migrate(env)
+    return env, landing, warehouse
+
+
+def _describe(env) -> dict:
+    proc = python(DESCRIBE, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("JSON")][-1]
+    return json.loads(line[4:])
+
+
+def test_dagbag_imports_cleanly_with_tags_and_retries(af):
+    env, _, _ = af
+    desc = _describe(env)
+    assert desc["import_errors"] == {}
+    assert set(desc["dags"]) == {"reprocess_failed_messages", "redrive_dead_letters"}
+    for dag in desc["dags"].values():
+        assert "reprocess" in dag["tags"]
+        assert dag["max_active_runs"] == 1
+        assert all(t["retries"] >= 1 for t in dag["tasks"].values())
+
+
+def test_dag_structure_matches_the_snapshot(af):
+    env, _, _ = af
+    desc = _describe(env)["dags"]
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":  # after a deliberate change: UPDATE_SNAPSHOTS=1 make test
+        SNAPSHOT.write_text(json.dumps(desc, indent=2, sort_keys=True) + "\n")
+    assert desc == json.loads(SNAPSHOT.read_text()), "DAG structure changed; review and UPDATE_SNAPSHOTS=1"
+
+
+DAG_TEST = r"""
+import json, sys
+from datetime import datetime, timezone
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag()
+dag = bag.get_dag(sys.argv[1])
+run = dag.test(logical_date=datetime.fromisoformat(sys.argv[2]), run_conf=json.loads(sys.argv[3]))
+print("STATE", run.state)
+"""
+
+
+def _dag_test(env, dag_id: str, logical_date: str, conf: dict) -> str:
+    proc = run([sys.executable, "-c", DAG_TEST, dag_id, logical_date, json.dumps(conf)], env)
+    states = [x.split()[-1] for x in proc.stdout.splitlines() if x.startswith("STATE")]
+    assert states, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return states[-1]
+
+
+def test_scheduled_dag_runs_the_cycle_as_of_the_data_interval_end(af):
+    env, _, warehouse = af
+    # dag.test() makes a manual run: its data interval ends at the given time (00:45-01:00 here)
+    assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
+    run = Warehouse(warehouse).latest().run("run-20261121T010000Z")
+    assert run is not None
+    assert all(run["summary"]["conservation"].values())
+    assert run["summary"]["new_messages"] > 0
+
+
+def test_redrive_dag_moves_dead_letters_back_and_audits(af):
+    env, _, warehouse = af
+    conf = {"address_pattern": "#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
+    assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
+    audits = list((warehouse / "redrive_audit").glob("*.json"))
+    assert len(audits) == 1
+    audit = json.loads(audits[0].read_text())
+    assert audit["moved"] > 0
+    assert audit["request"]["reason_codes"] == ["NON_RETRYABLE"]
+
+
+def test_invalid_form_values_are_rejected_by_the_params_schema(af):
+    env, _, _ = af
+    code = r"""
+from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.definitions.param import ParamsDict
+dag = DagBag().get_dag("reprocess_failed_messages")
+bad = [{"as_of": "yesterday"}, {"address_filter": "orders..x"}, {"target": "ftp://x"}, {"dry_run": "maybe"}]
+for conf in bad:
+    (key, value), = conf.items()
+    try:
+        dag.params.get_param(key).resolve(value)
+        print("ACCEPTED", conf)
+    except Exception as exc:
+        print("REJECTED", type(exc).__name__)
+good = {"as_of": "2026-11-21T10:15:00Z", "address_filter": "orders.#", "target": "python:m.sub:fn", "dry_run": True}
+for key, value in good.items():
+    dag.params.get_param(key).resolve(value)
+print("GOOD OK")
+"""
+    proc = python(code, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("REJECTED") == 4, proc.stdout
+    assert "GOOD OK" in proc.stdout
