@@ -99,7 +99,7 @@ def test_scheduled_dag_runs_the_cycle_as_of_the_data_interval_end(af):
 
 def test_redrive_dag_moves_dead_letters_back_and_audits(af):
     env, _, warehouse = af
-    conf = {"address_pattern": "#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
+    conf = {"address_pattern": "orders.#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
     assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
     audits = list((warehouse / "redrive_audit").glob("*.json"))
     assert len(audits) == 1
@@ -131,3 +131,40 @@ print("GOOD OK")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("REJECTED") == 4, proc.stdout
     assert "GOOD OK" in proc.stdout
+
+
+PLUGIN = r"""
+import json
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+client = TestClient(create_app())
+anon = client.get("/reprocess/api/stats")
+token = client.post("/auth/token", json={"username": "admin", "password": "admin"}).json()["access_token"]
+auth = {"Authorization": f"Bearer {token}"}
+stats = client.get("/reprocess/api/stats", headers=auth)
+page = client.get("/reprocess/", headers=auth)
+cookie = client.get("/reprocess/", cookies={"_token": token})
+plugins = client.get("/api/v2/plugins", headers=auth).json()
+print("OUT" + json.dumps({"anon": anon.status_code, "anon_page": client.get("/reprocess/").status_code,
+      "stats": stats.status_code, "body": stats.json(), "page": page.status_code, "html": page.text,
+      "cookie": cookie.status_code, "plugins": [p["name"] for p in plugins["plugins"]]}))
+"""
+
+
+def test_dead_letters_page_requires_login_and_shows_counts(af, tmp_path):
+    env, _, warehouse = af
+    pw = tmp_path / "passwords.json"
+    pw.write_text(json.dumps({"admin": "admin"}))
+    env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw)}
+    proc = python(PLUGIN, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads([x for x in proc.stdout.splitlines() if x.startswith("OUT")][-1][3:])
+    assert out["anon"] == 401 and out["anon_page"] == 401
+    assert out["stats"] == 200 and out["page"] == 200 and out["cookie"] == 200
+    assert "reprocess" in out["plugins"]
+    body = out["body"]
+    assert body["total"] > 0
+    assert set(body["by_day"]) and body["top_error_classes"] and body["latest_runs"]
+    assert sum(sum(c.values()) for c in body["by_address"].values()) == body["total"]
+    assert "<svg" in out["html"] and "Re-drive" in out["html"] and "redrive_dead_letters" in out["html"]

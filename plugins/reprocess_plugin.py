@@ -1,0 +1,130 @@
+"""The "Dead letters" page in the Airflow UI (Browse > Dead letters).
+
+A FastAPI app mounted by Airflow at /reprocess: an HTML page (counts per day and reason as a
+chart, per address and reason, top error classes, the latest runs) and its JSON. Every endpoint
+requires an authenticated Airflow user (the UI's session cookie or a bearer token). Each address
+row links to a form pre-filled for the ``redrive_dead_letters`` DAG, which triggers it through
+Airflow's REST API as the logged-in user.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+
+WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
+                           str(Path(__file__).resolve().parents[1] / "demo-out" / "warehouse"))
+COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de"}
+
+app = FastAPI(title="reprocess: dead letters")
+
+
+def _stats() -> dict:
+    from reprocess.dlq_stats import dlq_stats
+
+    return dlq_stats(WAREHOUSE)
+
+
+@app.get("/api/stats")
+def stats(user: GetUserDep) -> dict:
+    """Dead-letter counts and the latest runs, as JSON."""
+    return _stats()
+
+
+def _chart(by_day: dict[str, dict[str, int]]) -> str:
+    """A stacked bar per day and reason, as inline SVG (no JavaScript library)."""
+    if not by_day:
+        return "<p>No dead letters yet.</p>"
+    days = list(by_day)
+    peak = max(sum(c.values()) for c in by_day.values()) or 1
+    width, height, bar = 60 * len(days) + 40, 220, 40
+    parts = [f'<svg role="img" aria-label="dead letters per day and reason" width="{width}" height="{height + 40}">']
+    for i, day in enumerate(days):
+        x, y = 30 + i * 60, height
+        for reason, n in sorted(by_day[day].items()):
+            h = int(n / peak * (height - 20))
+            y -= h
+            parts.append(f'<rect x="{x}" y="{y}" width="{bar}" height="{h}" fill="{COLORS.get(reason, "#999")}">'
+                         f"<title>{html.escape(day)} {html.escape(reason)}: {n}</title></rect>")
+        parts.append(f'<text x="{x}" y="{height + 15}" font-size="10">{html.escape(day[5:])}</text>')
+        parts.append(f'<text x="{x}" y="{y - 3}" font-size="10">{sum(by_day[day].values())}</text>')
+    parts.append("</svg>")
+    legend = " ".join(f'<span style="color:{c}">&#9632;</span> {r}' for r, c in COLORS.items())
+    return "".join(parts) + f"<p>{legend}</p>"
+
+
+def _page(s: dict) -> str:
+    reasons = list(COLORS)
+    rows = "".join(
+        f"<tr><td>{html.escape(a)}</td>" + "".join(f"<td>{c.get(r, 0)}</td>" for r in reasons)
+        + f'<td><a class="redrive" href="#" data-address="{html.escape(a)}">Re-drive&hellip;</a></td></tr>'
+        for a, c in s["by_address"].items())
+    errors = "".join(f"<tr><td>{html.escape(e)}</td><td>{n}</td></tr>" for e, n in s["top_error_classes"])
+    runs = "".join(
+        f"<tr><td>{html.escape(r['run_id'])}</td><td>{html.escape(str(r.get('as_of') or ''))}</td>"
+        f"<td>{r.get('ingested', '')}</td><td>{r.get('due', '')}</td><td>{r.get('delivered', '')}</td>"
+        f"<td>{(r.get('dead_lettered') or {}).get('total', r.get('moved', ''))}</td></tr>" for r in s["latest_runs"])
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Dead letters</title>
+<style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;margin-bottom:1.5em}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#f3f3f3}}
+form{{border:1px solid #ccc;padding:1em;max-width:40em}} label{{display:block;margin:.4em 0}}</style></head>
+<body><h1>Dead letters</h1>
+<p>{s['total']} dead letters in <code>{html.escape(s['warehouse'])}</code> (snapshot {s['snapshot']}).</p>
+<h2>Per day and reason</h2>{_chart(s['by_day'])}
+<h2>Per address and reason</h2>
+<table id="by-address"><tr><th>original address</th>{''.join(f'<th>{r}</th>' for r in reasons)}<th></th></tr>{rows}
+</table>
+<form id="redrive-form" hidden><h3>Re-drive dead letters (DAG <code>redrive_dead_letters</code>)</h3>
+<label>Address pattern <input name="address_pattern" required></label>
+<label>Reason codes <select name="reason_codes" multiple>{''.join(f'<option>{r}</option>' for r in reasons)}</select>
+</label>
+<label>Dead-lettered from <input name="date_from" placeholder="YYYY-MM-DD"></label>
+<label>Dead-lettered to <input name="date_to" placeholder="YYYY-MM-DD"></label>
+<label>Max messages <input name="max_messages" type="number" min="1"></label>
+<label>Rate (messages/s) <input name="rate_per_second" type="number" min="0" step="any"></label>
+<label><input name="reset_deliveries" type="checkbox"> reset deliveries to 0</label>
+<button type="submit">Trigger re-drive</button> <span id="redrive-result"></span></form>
+<h2>Top error classes</h2><table id="errors"><tr><th>error class</th><th>dead letters</th></tr>{errors}</table>
+<h2>Latest runs</h2><table id="runs"><tr><th>run</th><th>as of</th><th>ingested</th><th>due</th><th>delivered</th>
+<th>dead-lettered / moved</th></tr>{runs}</table>
+<script>
+const form = document.getElementById("redrive-form");
+document.querySelectorAll("a.redrive").forEach(a => a.addEventListener("click", e => {{
+  e.preventDefault(); form.hidden = false; form.address_pattern.value = a.dataset.address; form.scrollIntoView();
+}}));
+form.addEventListener("submit", async e => {{
+  e.preventDefault();
+  const f = new FormData(form), num = k => f.get(k) ? Number(f.get(k)) : null;
+  const conf = {{address_pattern: f.get("address_pattern"), reason_codes: f.getAll("reason_codes"),
+    date_from: f.get("date_from") || null, date_to: f.get("date_to") || null, max_messages: num("max_messages"),
+    rate_per_second: num("rate_per_second"), reset_deliveries: f.get("reset_deliveries") === "on"}};
+  const r = await fetch("/api/v2/dags/redrive_dead_letters/dagRuns", {{method: "POST",
+    headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{logical_date: null, conf}})}});
+  const body = await r.json();
+  document.getElementById("redrive-result").textContent = r.ok ? "triggered " + body.dag_run_id
+    : "refused: " + JSON.stringify(body.detail);
+}});
+</script></body></html>"""
+
+
+@app.get("/", response_class=HTMLResponse)
+def page(user: GetUserDep) -> str:
+    """The dead-letters page."""
+    return _page(_stats())
+
+
+class ReprocessPlugin(AirflowPlugin):
+    name = "reprocess"
+    fastapi_apps = [{"app": app, "url_prefix": "/reprocess", "name": "reprocess dead letters"}]
+    external_views = [{"name": "Dead letters", "href": "/reprocess/", "url_route": "dead-letters",
+                       "destination": "nav", "category": "browse"}]
+
+
+__all__ = ["ReprocessPlugin", "app", "json"]

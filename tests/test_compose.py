@@ -1,0 +1,64 @@
+"""docker-compose.yaml has the production shape (Docker cannot run here, so the file is checked)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+
+
+def test_every_service_of_the_production_shape_is_there(compose):
+    assert set(compose["services"]) == {"postgres", "airflow-init", *AIRFLOW, "spark-master", "spark-worker-1",
+                                        "spark-worker-2"}
+
+
+def test_airflow_runs_on_postgres_with_the_local_executor_and_spark_default_on_the_master(compose):
+    for name in (*AIRFLOW, "airflow-init"):
+        env = compose["services"][name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+        assert '"host": "spark://spark-master", "port": 7077' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
+        assert "SimpleAuthManager" in env["AIRFLOW__CORE__AUTH_MANAGER"]  # auth on, not all-admins
+        assert "SIMPLE_AUTH_MANAGER_ALL_ADMINS" not in " ".join(env)
+
+
+def test_services_wait_for_healthy_dependencies_and_have_healthchecks(compose):
+    services = compose["services"]
+    for name in AIRFLOW:
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    for name in (*AIRFLOW, "postgres", "spark-master", "spark-worker-1", "spark-worker-2"):
+        assert services[name]["healthcheck"]["test"], name
+
+
+def test_ports_do_not_clash(compose):
+    published = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
+    assert "8080" in published and "7077" in published
+    assert len(published) == len(set(published))
+    assert "8081" in compose["services"]["spark-master"]["command"]  # master UI moved off Airflow's 8080
+
+
+def test_landing_and_warehouse_are_shared_volumes(compose):
+    for name in (*AIRFLOW, "spark-master", "spark-worker-1", "spark-worker-2"):
+        vols = compose["services"][name]["volumes"]
+        assert "landing:/data/landing" in vols and "warehouse:/data/warehouse" in vols
+    assert {"landing", "warehouse"} <= set(compose["volumes"])
+
+
+def test_no_secret_is_written_in_the_file():
+    text = (ROOT / "docker-compose.yaml").read_text()
+    for var in ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_ADMIN_PASSWORD"):
+        assert re.search(r"\$\{" + var + r":\?", text), f"{var} must come from the environment"
+    assert not re.search(r"(?i)password:\s*['\"]?[a-z0-9]{3,}['\"]?\s*$", text, re.M)
