@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.api_fastapi.core_api.security import GetUserDep  # noqa: TC002 - FastAPI reads it at runtime
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse

@@ -45,7 +45,8 @@ def test_services_wait_for_healthy_dependencies_and_have_healthchecks(compose):
 
 def test_ports_do_not_clash(compose):
     published = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
-    assert "8080" in published and "7077" in published
+    assert "8080" in published
+    assert "7077" in published
     assert len(published) == len(set(published))
     assert "8081" in compose["services"]["spark-master"]["command"]  # master UI moved off Airflow's 8080
 
@@ -53,7 +54,8 @@ def test_ports_do_not_clash(compose):
 def test_landing_and_warehouse_are_shared_volumes(compose):
     for name in (*AIRFLOW, "spark-master", "spark-worker-1", "spark-worker-2"):
         vols = compose["services"][name]["volumes"]
-        assert "landing:/data/landing" in vols and "warehouse:/data/warehouse" in vols
+        assert "landing:/data/landing" in vols
+        assert "warehouse:/data/warehouse" in vols
     assert {"landing", "warehouse"} <= set(compose["volumes"])
 
 
