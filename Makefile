@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-unit test-slow demo lint typecheck lock bench clean
+.PHONY: help venv test test-unit test-slow demo demo-cli airflow services lint typecheck lock bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 venv: $(STAMP) ## create or update .venv (pinned stack from requirements/constraints.txt)
 
-test: $(STAMP) lint typecheck ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+test: $(STAMP) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
 	$(BIN)/python -m pytest -m "not bench and not slow" $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## only the pure-Python tests (seconds)
@@ -37,11 +37,20 @@ test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 test-slow: $(STAMP) ## the slow suites
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
-demo: $(STAMP) ## run the main job end to end on embedded defaults
+demo: $(STAMP) ## run the main job end to end through Airflow on embedded defaults (SQLite, local Spark)
+	$(BIN)/python dev/demo.py
+
+demo-cli: $(STAMP) ## the same cycles through the reprocess CLI only (no Airflow)
 	$(BIN)/python -m reprocess.demo
 
+airflow: $(STAMP) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
+	$(BIN)/python dev/airflow_local.py
+
+services: ## check the services the tests need (PostgreSQL, Chromium) and start/install what is missing
+	bash dev/services.sh
+
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check spark tests dags plugins bench
+	$(BIN)/ruff check spark tests dags plugins bench dev
 
 typecheck: $(STAMP) ## mypy on the core package
 	$(BIN)/mypy

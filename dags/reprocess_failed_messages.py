@@ -10,7 +10,8 @@ result.
 Trigger it by hand with the form to re-drive now, for some addresses only, as of another time,
 through another target, or as a dry run. Settings come from the environment:
 `REPROCESS_LANDING`, `REPROCESS_WAREHOUSE`, `REPROCESS_CONFIG` (policy file; embedded default),
-`REPROCESS_TARGET` (default `outbox`), `REPROCESS_INTERVAL_MINUTES` (default 15).
+`REPROCESS_TARGET` (default `outbox`), `REPROCESS_INTERVAL_MINUTES` (default 15),
+`REPROCESS_START_DATE` / `REPROCESS_END_DATE` (ISO-8601; the schedule's bounds).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "wareh
 CONFIG = os.environ.get("REPROCESS_CONFIG") or None
 TARGET = os.environ.get("REPROCESS_TARGET", "outbox")
 INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
+START = datetime.fromisoformat(os.environ.get("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"))
+END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get("REPROCESS_END_DATE") else None
 LANDING_ASSET = Asset(name="reprocess_landing", uri=f"file://{LANDING}")
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
@@ -54,7 +57,8 @@ def _fail_fast(fn, *args):
 @dag(
     dag_id="reprocess_failed_messages",
     schedule=DeltaDataIntervalTimetable(INTERVAL),
-    start_date=datetime(2026, 11, 21),
+    start_date=START,
+    end_date=END,
     catchup=False,
     max_active_runs=1,
     tags=["reprocess", "retry", "dlq"],

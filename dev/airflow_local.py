@@ -1,0 +1,108 @@
+"""Run Airflow locally with the project's DAGs and plugin: ``make airflow`` and the scheduler tests.
+
+    python dev/airflow_local.py [--home .airflow] [--port 8080] [--db URL] [--landing DIR] [--warehouse DIR]
+
+Prepares an AIRFLOW_HOME (LocalExecutor, SQLite unless --db, the ``spark_default`` connection on
+``local[*]``, a login from ``--user``/``--password``), migrates the metadata DB, then runs
+``airflow standalone`` (api-server, scheduler, dag-processor, triggerer) in the foreground.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db: str | None = None,
+                user: str = "admin", password: str = "admin", target: str = "outbox",
+                spark_master: str = "local[*]") -> dict[str, str]:
+    """The environment of an Airflow made for this project (also writes the password file)."""
+    home.mkdir(parents=True, exist_ok=True)
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({user: password}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "REPROCESS_LANDING": str(landing),
+        "REPROCESS_WAREHOUSE": str(warehouse),
+        "REPROCESS_TARGET": target,
+        "REPROCESS_AIRFLOW_API": f"http://localhost:{port}",
+        "REPROCESS_AIRFLOW_USER": user,
+        "REPROCESS_AIRFLOW_PASSWORD": password,
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    })
+    if db:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = db
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+
+
+def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``airflow standalone`` in the background, logging to ``log_path``."""
+    fh = open(log_path, "wb")  # noqa: SIM115 - the file lives as long as the process
+    return subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_healthy(port: int, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    url = f"http://localhost:{port}/api/v2/monitor/health"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                doc = json.loads(resp.read())
+            if doc.get("scheduler", {}).get("status") == "healthy":
+                return
+        except OSError:
+            pass
+        time.sleep(2)
+    raise TimeoutError(f"Airflow on port {port} was not healthy after {timeout}s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--home", default=str(ROOT / ".airflow"), help="AIRFLOW_HOME (default .airflow)")
+    parser.add_argument("--port", type=int, default=8080, help="api-server port (default 8080)")
+    parser.add_argument("--db", help="SQLAlchemy URL of the metadata DB (default SQLite in the home)")
+    parser.add_argument("--landing", default=str(ROOT / "demo-out" / "landing"))
+    parser.add_argument("--warehouse", default=str(ROOT / "demo-out" / "warehouse"))
+    parser.add_argument("--user", default="admin")
+    parser.add_argument("--password", default=os.environ.get("REPROCESS_AIRFLOW_PASSWORD", "admin"))
+    args = parser.parse_args()
+    env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
+                      args.user, args.password)
+    migrate(env)
+    print(f"Airflow UI: http://localhost:{args.port}  login: {args.user} / {args.password}")
+    print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
+          "Browse > Dead letters for the DLQ page. Ctrl-C stops everything.", flush=True)
+    return subprocess.call([str(BIN / "airflow"), "standalone"], env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

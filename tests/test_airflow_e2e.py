@@ -1,0 +1,172 @@
+"""A real Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor) on this machine's
+PostgreSQL: a backfill over three intervals, a REST trigger with conf, and a trigger through the UI
+form in headless Chromium, each running the cycle through spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.read import read_dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+import airflow_local  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+PORT = 18080
+DAG = "reprocess_failed_messages"
+TARGET = "python:reprocess.targets.examples:flaky"
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                   check=True, capture_output=True)
+
+
+class Api:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://localhost:{port}"
+        self.token = self.call("POST", "/auth/token", {"username": "admin", "password": "admin"})["access_token"]
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if getattr(self, "token", None):
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def runs(self) -> list[dict]:
+        return self.call("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=-run_after&limit=50")["dag_runs"]
+
+    def wait(self, predicate, timeout: float = 600) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = self.runs()
+            if predicate(runs):
+                return runs
+            failed = [r for r in runs if r["state"] == "failed"]
+            assert not failed, f"a run failed: {failed}"
+            time.sleep(3)
+        raise TimeoutError(f"runs did not finish: {self.runs()}")
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory):
+    base = tmp_path_factory.mktemp("af-e2e")
+    landing, warehouse = base / "landing", base / "warehouse"
+    write_landing(GenerateOptions(out=landing, messages=120, hours=2, seed=21, malformed=2))
+    db = f"reprocess_af_{os.getpid()}"
+    _psql(f"DROP DATABASE IF EXISTS {db}")
+    _psql(f"CREATE DATABASE {db}")
+    env = airflow_local.environment(base / "home", landing, warehouse, port=PORT, target=TARGET,
+                                    db=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}", spark_master="local[2]")
+    # no live scheduled run in this test (its as-of would be "now", after the backfilled range);
+    # manual triggers and backfills still run
+    env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"
+    airflow_local.migrate(env)
+    proc = airflow_local.start(env, base / "standalone.log")
+    try:
+        airflow_local.wait_healthy(PORT)
+        api = Api(PORT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the dag-processor has to parse the DAG first
+            try:
+                api.call("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
+                break
+            except OSError:
+                time.sleep(3)
+        yield {"api": api, "env": env, "landing": landing, "warehouse": warehouse, "base": base}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def _ledger(spark, warehouse: Path) -> dict:
+    df = read_dataset(spark, str(warehouse), "ledger")
+    return {r.message_id: (r.state, r.deliveries, r.next_attempt_ms)
+            for r in df.select("message_id", "state", "deliveries", "next_attempt_ms").collect()}
+
+
+def test_backfill_over_three_intervals_equals_live_runs(airflow, spark, tmp_path):
+    api = airflow["api"]
+    proc = subprocess.run([str(airflow_local.BIN / "airflow"), "backfill", "create", "--dag-id", DAG,
+                           "--from-date", "2026-11-21T00:30:00+00:00", "--to-date", "2026-11-21T01:00:00+00:00",
+                           "--max-active-runs", "1", "--reprocess-behavior", "none"],
+                          env=airflow["env"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = api.wait(lambda rs: len([r for r in rs if r["run_type"] == "backfill" and r["state"] == "success"]) == 3)
+    assert len([r for r in runs if r["run_type"] == "backfill"]) == 3
+    snap = Warehouse(airflow["warehouse"]).latest()
+    assert [r["run_id"] for r in snap.runs] == ["run-20261121T004500Z", "run-20261121T010000Z",
+                                                "run-20261121T011500Z"]
+    # the same as-ofs run live, in order, on the same landing data give the same ledger
+    live = tmp_path / "live"
+    for as_of in ("2026-11-21T00:45:00Z", "2026-11-21T01:00:00Z", "2026-11-21T01:15:00Z"):
+        run_cycle(spark, CycleOptions(landing=str(airflow["landing"]), warehouse=str(live),
+                                      policies=load_config(None), as_of_ms=parse_instant(as_of), target=TARGET))
+    assert _ledger(spark, airflow["warehouse"]) == _ledger(spark, live)
+
+
+def test_rest_trigger_with_conf_runs_the_cycle_as_of_the_override(airflow):
+    api = airflow["api"]
+    run = api.call("POST", f"/api/v2/dags/{DAG}/dagRuns",
+                   {"logical_date": None, "conf": {"as_of": "2026-11-21T03:00:00Z", "address_filter": "orders.#"}})
+    api.wait(lambda rs: any(r["dag_run_id"] == run["dag_run_id"] and r["state"] == "success" for r in rs))
+    done = Warehouse(airflow["warehouse"]).latest().run("run-20261121T030000Z")
+    assert done is not None
+    assert all(done["summary"]["conservation"].values())
+    note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
+    assert note
+    assert "run-20261121T030000Z" in note
+
+
+def test_invalid_conf_is_refused_by_the_form_schema(airflow):
+    api = airflow["api"]
+    with pytest.raises(urllib.error.HTTPError) as info:
+        api.call("POST", f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": None, "conf": {"as_of": "tomorrow"}})
+    assert info.value.code == 400
+
+
+def test_ui_trigger_form_in_headless_chromium(airflow):
+    from playwright.sync_api import sync_playwright
+
+    api = airflow["api"]
+    base = f"http://localhost:{PORT}"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.goto(f"{base}/auth/login?next={base}/dags/{DAG}")
+        page.fill('input[name="username"]', "admin")
+        page.fill('input[name="password"]', "admin")
+        page.click('button[type="submit"]')
+        page.get_by_test_id("trigger-dag-button").first.click(timeout=60_000)
+        page.locator('input[name="element_as_of"]').fill("2026-11-21T04:00:00Z")
+        page.get_by_test_id("trigger-dag-submit").click()
+        page.get_by_text("Dag Run Triggered").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(airflow["base"] / "ui-trigger.png"))
+        browser.close()
+    api.wait(lambda rs: Warehouse(airflow["warehouse"]).latest().run("run-20261121T040000Z") is not None
+             and all(r["state"] == "success" for r in rs if r["run_type"] == "manual"))
+    assert Warehouse(airflow["warehouse"]).latest().run("run-20261121T040000Z") is not None
