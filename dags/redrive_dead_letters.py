@@ -17,14 +17,14 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag, task
 
+from reprocess.spark_env import spark_submit_env
+
 ROOT = Path(__file__).resolve().parents[1]
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 BIN = Path(sys.executable).parent
-SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-             "SPARK_HOME": str(Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"),
-             "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 

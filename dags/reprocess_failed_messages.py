@@ -24,6 +24,8 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
+from reprocess.spark_env import spark_submit_env
+
 ROOT = Path(__file__).resolve().parents[1]
 LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing"))
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
@@ -37,9 +39,7 @@ LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
 BIN = Path(sys.executable).parent
-SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-             "SPARK_HOME": str(Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"),
-             "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 
 
 def _fail_fast(fn, *args):

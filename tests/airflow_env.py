@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,21 +11,12 @@ BIN = Path(sys.executable).parent
 
 
 def airflow_env(home: Path, landing: Path, warehouse: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "REPROCESS_LANDING": str(landing),
-        "REPROCESS_WAREHOUSE": str(warehouse),
-        "REPROCESS_TARGET": "python:reprocess.targets.examples:flaky",
-        "PYSPARK_PYTHON": sys.executable,
-        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
-    })
+    """The environment ``make airflow`` uses, with the deterministic flaky target and local[2]."""
+    sys.path.insert(0, str(ROOT / "dev"))
+    import airflow_local
+
+    env = airflow_local.environment(home, landing, warehouse, target="python:reprocess.targets.examples:flaky",
+                                    spark_master="local[2]")
     env.update(extra)
     return env
 
