@@ -77,13 +77,13 @@ def _fail_fast(fn, *args):
     },
 )
 def reprocess_failed_messages():
-    @task(inlets=[LANDING_ASSET])
+    @task
     def resolve_as_of(params=None, data_interval_end=None, dag_run=None) -> str:
         from reprocess.orchestration import resolve_as_of as resolve
 
         return _fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after)
 
-    @task
+    @task(inlets=[LANDING_ASSET])
     def find_new_landing(as_of: str) -> dict:
         from reprocess.orchestration import find_new_landing as find
 
