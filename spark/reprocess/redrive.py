@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from reprocess.cycle.landing_batch import spark_file_uri
 from reprocess.errors import ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, REASON_CODES, WAITING
@@ -119,7 +120,7 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
         ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
         # rewrite the ledger files holding the chosen messages: they become due again
         hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        to_local = {_uri(spark, f): f for f in ledger_files}
+        to_local = {spark_file_uri(spark, f): f for f in ledger_files}
         touched = sorted(to_local[u] for u in hit if u in to_local)
         rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
         spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
@@ -140,7 +141,7 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
             .parquet(str(stage / "ledger"))
         # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
         dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        dlq_local = {_uri(spark, f): f for f in dlq_files}
+        dlq_local = {spark_file_uri(spark, f): f for f in dlq_files}
         dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
         rest = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_touched) \
             .join(chosen, "message_id", "left_anti")
@@ -153,12 +154,6 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
             new.files[name] = [f for f in new.files[name] if f not in drop]
             new.files[name] += wh.publish(req.request_id, name, stage / name)
         return _commit_audit(wh, snap, new, audit)
-
-
-def _uri(spark: SparkSession, path: str) -> str:
-    from reprocess.cycle.landing_batch import spark_file_uri
-
-    return spark_file_uri(spark, path)
 
 
 def _audit_dir(wh: Warehouse) -> Path:

@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from reprocess.cycle.landing_batch import read_batch
+from reprocess.cycle.landing_batch import read_batch, spark_file_uri
 from reprocess.errors import ConservationError, ReprocessError
 from reprocess.landing import contract
 from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, pending, read_manifest, write_manifest
 from reprocess.ledger.merge import apply_outcomes, merge_failures, non_retryable_column, with_bucket
 from reprocess.ledger.model import (
     DEAD_LETTERED,
-    DELIVERED,
     LEDGER_COLUMNS,
     LEDGER_FILE_SCHEMA,
     REASON_CODES,
@@ -45,7 +44,7 @@ from reprocess.ledger.model import (
     waiting_bucket,
 )
 from reprocess.policy.columns import policy_index_column
-from reprocess.policy.wildcard import matches, to_regex
+from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import dlq_records
 from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import RunContext, parse_target
@@ -199,7 +198,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
         uris = {r.uri for r in located.select("uri").distinct().collect()}
-        to_local = {_file_uri(spark, f): f for f in ledger_files}
+        to_local = {spark_file_uri(spark, f): f for f in ledger_files}
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     if touched:
@@ -298,12 +297,6 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     return summary
 
 
-def _file_uri(spark: SparkSession, path: str) -> str:
-    from reprocess.cycle.landing_batch import spark_file_uri
-
-    return spark_file_uri(spark, path)
-
-
 def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: Warehouse,
                        snap: Snapshot, touched: list[str]) -> DataFrame:
     """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits."""
@@ -356,10 +349,6 @@ def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[s
         done = f.path in corrupt_paths or f.path not in pending_files
         entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id)
     return entries
-
-
-def _count_by(df: DataFrame, col: str) -> dict[str, int]:
-    return {r[0]: r[1] for r in df.groupBy(col).count().collect() if r[0] is not None}
 
 
 def _ints(row: Any) -> dict[str, int]:
@@ -477,8 +466,4 @@ def _dry_summary(rec: DataFrame, bad: DataFrame, fresh: DataFrame, deduped: Data
     }
 
 
-def is_match(pattern: str, address: str) -> bool:
-    return matches(pattern, address)
-
-
-__all__ = ["CycleOptions", "OutOfOrderError", "run_cycle", "run_id_for", "DELIVERED"]
+__all__ = ["CRASH_POINTS", "CycleOptions", "OutOfOrderError", "run_cycle", "run_id_for"]

@@ -24,13 +24,13 @@ from reprocess.ledger.model import (
     WAITING,
     bucket_column,
 )
-from reprocess.policy.columns import decision_columns, policy_index_column
+from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
 from reprocess.policy.durations import LONG_MAX
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from reprocess.policy.config import NonRetryableRule, PolicySet
+    from reprocess.policy.config import NonRetryableRule, Policy, PolicySet
 
 
 def sat_add(a: Column, b: Column) -> Column:
@@ -63,35 +63,26 @@ def non_retryable_column(policies: PolicySet, policy_idx: Column, error_class: C
     return out
 
 
-def _by_policy(policies: PolicySet, policy_idx: Column, values: list[Column]) -> Column:
-    out = None
-    for i, value in enumerate(values):
-        out = F.when(policy_idx == i, value) if out is None else out.when(policy_idx == i, value)
-    assert out is not None
-    return out
-
-
 def policy_name_column(policies: PolicySet, policy_idx: Column) -> Column:
-    return _by_policy(policies, policy_idx, [F.lit(p.match) for p in policies.policies])
+    return by_policy(policies, policy_idx, lambda p: F.lit(p.match))
 
 
 def profile_column(policies: PolicySet, policy_idx: Column) -> Column:
-    return _by_policy(policies, policy_idx, [F.lit(p.profile.value) for p in policies.policies])
+    return by_policy(policies, policy_idx, lambda p: F.lit(p.profile.value))
 
 
 def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column) -> Column:
-    values = []
-    for p in policies.policies:
+    def dla(p: Policy) -> Column:
         fixed = policies.fixed_dead_letter_address(p)
-        values.append(address if fixed is None else F.lit(fixed))
-    return _by_policy(policies, policy_idx, values)
+        return address if fixed is None else F.lit(fixed)
+
+    return by_policy(policies, policy_idx, dla)
 
 
 def exhausted_reason_column(policies: PolicySet, policy_idx: Column) -> Column:
     """MAX_DELIVERIES_EXCEEDED, or NO_DEAD_LETTER_ADDRESS where Artemis would have dropped the message."""
-    return _by_policy(policies, policy_idx, [
-        F.lit(NO_DEAD_LETTER_ADDRESS if p.drops_without_dla else MAX_DELIVERIES_EXCEEDED)
-        for p in policies.policies])
+    return by_policy(policies, policy_idx,
+                     lambda p: F.lit(NO_DEAD_LETTER_ADDRESS if p.drops_without_dla else MAX_DELIVERIES_EXCEEDED))
 
 
 def aggregate_failures(failures: DataFrame) -> DataFrame:
@@ -166,8 +157,8 @@ def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet
         pick("extra", last["extra"]),
         pick("consumer_group", last["consumer_group"]),
         pick("ordering_key", last["ordering_key"]),
-        pick("policy", F.when(has_new, _policy_name(policies, F.col("pidx")))),
-        pick("profile", F.when(has_new, _profile(policies, F.col("pidx")))),
+        pick("policy", F.when(has_new, policy_name_column(policies, F.col("pidx")))),
+        pick("profile", F.when(has_new, profile_column(policies, F.col("pidx")))),
         state_col.alias("state"),
         pick("deliveries", k_last),
         pick("first_failed_ms", F.least(F.coalesce(F.col("e_first_failed_ms"), F.lit(LONG_MAX)),
@@ -189,14 +180,6 @@ def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet
         F.col("cross_batch_duplicates"),
     )
     return out
-
-
-def _policy_name(policies: PolicySet, idx: Column) -> Column:
-    return policy_name_column(policies, idx)
-
-
-def _profile(policies: PolicySet, idx: Column) -> Column:
-    return profile_column(policies, idx)
 
 
 def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, run_id: str,

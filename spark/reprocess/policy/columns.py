@@ -8,6 +8,7 @@ cast of a double saturates, and never wraps (Spark runs with ANSI mode on).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -148,7 +149,8 @@ def policy_index_column(policies: PolicySet, address: Column) -> Column:
     return out
 
 
-def _by_policy(policies: PolicySet, index: Column, build) -> Column:  # type: ignore[no-untyped-def]
+def by_policy(policies: PolicySet, index: Column, build: Callable[[Policy], Column]) -> Column:
+    """``build(policy)`` for the row's policy ``index`` (null when no policy applies)."""
     out = None
     for i, policy in enumerate(policies.policies):
         expr = build(policy)
@@ -162,6 +164,6 @@ def decision_columns(policies: PolicySet, index: Column, k: Column, message_id: 
 
     ``delay_ms`` is clamped at 0 (a delay is never negative); it is meaningful when not exhausted.
     """
-    exhausted = _by_policy(policies, index, lambda p: exhausted_column(p, k))
-    delay = _by_policy(policies, index, lambda p: F.greatest(delay_column(p, k, message_id), F.lit(0).cast("long")))
+    exhausted = by_policy(policies, index, lambda p: exhausted_column(p, k))
+    delay = by_policy(policies, index, lambda p: F.greatest(delay_column(p, k, message_id), F.lit(0).cast("long")))
     return exhausted, delay

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from reprocess.ledger.model import DEAD_LETTERED, NON_RETRYABLE, WAITING
-from reprocess.policy.columns import policy_index_column
+from reprocess.policy.columns import by_policy, policy_index_column
 from reprocess.policy.durations import LONG_MAX
 from reprocess.policy.reference import max_deliveries
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from reprocess.policy.config import PolicySet
+    from reprocess.policy.config import Policy, PolicySet
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,11 @@ def validate(df: DataFrame, suite: str | dict[str, Any], only: list[int] | None 
 
 
 def _limit(policies: PolicySet, address: Column) -> Column:
-    idx = policy_index_column(policies, address)
-    out = None
-    for i, p in enumerate(policies.policies):
+    def bound(p: Policy) -> Column:
         limit = max_deliveries(p)
-        value = F.lit(LONG_MAX if limit is None else limit).cast("long")
-        out = F.when(idx == i, value) if out is None else out.when(idx == i, value)
-    assert out is not None
+        return F.lit(LONG_MAX if limit is None else limit).cast("long")
+
+    out = by_policy(policies, policy_index_column(policies, address), bound)
     return F.coalesce(out, F.lit(LONG_MAX).cast("long"))  # an address no policy matches any more: no bound
 
 
