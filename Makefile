@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 venv: $(STAMP) ## create or update .venv (pinned stack from requirements/constraints.txt)
 
 test: $(STAMP) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
-	$(BIN)/python -m pytest -m "not bench and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
@@ -46,7 +46,7 @@ demo-cli: $(STAMP) ## the same cycles through the reprocess CLI only (no Airflow
 airflow: $(STAMP) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
 	$(BIN)/python dev/airflow_local.py
 
-services: ## check the services the tests need (PostgreSQL, Chromium) and start/install what is missing
+services: ## check the services the tests need (PostgreSQL, RabbitMQ, ActiveMQ, Chromium); start/install what is missing
 	bash dev/services.sh
 
 lint: $(STAMP) ## ruff

@@ -91,9 +91,10 @@ def reprocess_failed_messages():
 
     @task
     def validate_landing(found: dict, params=None) -> list[str]:
-        from reprocess.orchestration import check_address_filter, check_config, cycle_args
+        from reprocess.orchestration import check_address_filter, check_config, check_landing_suite, cycle_args
 
         _fail_fast(check_config, CONFIG)
+        print("expectation suites:", _fail_fast(check_landing_suite))
         _fail_fast(check_address_filter, params["address_filter"])
         return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
                           params["address_filter"], params["dry_run"])

@@ -4,7 +4,9 @@
 2. generates 2,000 failed messages of landing data into demo-out/landing;
 3. runs the scheduled DAG ``reprocess_failed_messages`` over several intervals with
    ``airflow dags test`` (each run spark-submits the cycle as of its interval end);
-4. prints the run summaries and where to look; ``make airflow`` then shows the same runs in the UI.
+4. when RabbitMQ is reachable, a closed loop: a consumer fails some messages of two queues, lands its
+   failures, and cycles re-drive them to the queues over AMQP until each is consumed or dead-lettered;
+5. prints the run summaries and where to look; ``make airflow`` then shows the same runs in the UI.
 """
 
 from __future__ import annotations
@@ -57,14 +59,33 @@ def main() -> int:
         summary = json.loads(path.read_text())
         sys.stdout.write(_render(summary))
 
+    loop = _closed_loop()
+    if loop:
+        return loop
+
     banner("where to look")
     print(f"  run summaries  {warehouse}/runs/<run_id>/summary.json (also the XCom of publish_summary)")
+    print(f"  GX Data Docs   {warehouse}/runs/<run_id>/data_docs/index.html")
     print(f"  dead letters   {warehouse}/dlq/address=<dead-letter address>/dt=<date>/")
     print(f"  quarantine     {warehouse}/quarantine/dt=<date>/ (bad landing records with file, line, reason)")
     print(f"  retry ledger   {warehouse}/ledger/ (read through the latest {warehouse}/_snapshots/*.json)")
     print("  the UI         make airflow   (http://localhost:8080, admin/admin: the runs above, the trigger form,")
     print("                                 Browse > Dead letters)")
     return 0
+
+
+def _closed_loop() -> int:
+    """When RabbitMQ is reachable: a consumer fails some messages, cycles re-drive them to its queues."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        if sock.connect_ex(("127.0.0.1", 5672)) != 0:
+            print("\n(RabbitMQ is not reachable on 127.0.0.1:5672: skipping the closed loop through a broker)")
+            return 0
+    banner("closed loop through RabbitMQ (python -m reprocess.loop): consume, fail, land, re-drive")
+    return subprocess.run([sys.executable, "-m", "reprocess.loop", "--out", str(ROOT / "demo-out" / "loop")],
+                          check=False).returncode
 
 
 def _render(s: dict) -> str:

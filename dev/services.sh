@@ -18,3 +18,30 @@ if ! psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1; 
   exit 1
 fi
 echo "services: PostgreSQL ready, chromium $(chromium --version 2>/dev/null | awk '{print $2}')"
+
+# ActiveMQ Classic (Debian package) for the stomp:// target tests: an instance "reprocess" with only OpenWire
+# (61616) and STOMP (61613) on loopback; Debian's default config would also want 5672 and 1883, which RabbitMQ
+# and Mosquitto hold here.
+amq_up() { (exec 3<>/dev/tcp/127.0.0.1/61613) 2>/dev/null; }
+if ! amq_up; then
+  if [ ! -f /usr/share/activemq/bin/activemq.jar ]; then
+    echo "services: installing activemq from Debian"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq activemq >/dev/null
+  fi
+  inst=/etc/activemq/instances-available/reprocess
+  mkdir -p "$inst"
+  cp "$(dirname "$0")/activemq/activemq.xml" "$inst/activemq.xml"
+  cp /etc/activemq/instances-available/main/log4j2.properties "$inst/" 2>/dev/null || true
+  ln -sfn "$inst" /etc/activemq/instances-enabled/reprocess
+  rm -f /etc/activemq/instances-enabled/main  # the default instance binds nothing we need
+  echo "services: starting ActiveMQ (OpenWire 61616, STOMP 61613)"
+  /etc/init.d/activemq start >/dev/null || true
+  for _ in $(seq 60); do amq_up && break; sleep 1; done
+  amq_up || { echo "services: ActiveMQ did not open STOMP on 127.0.0.1:61613" >&2; exit 1; }
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  echo "services: starting RabbitMQ"
+  rabbitmq-server -detached || true
+  for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
+fi
+echo "services: ActiveMQ STOMP 127.0.0.1:61613, RabbitMQ 127.0.0.1:5672"

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from reprocess.cycle.run import conservation
+from reprocess.errors import ConfigError
 from reprocess.policy import parse_policies
-from reprocess.validation.suites import dlq_frame, landing_frame, ledger_frame, load_suite, run_frame, validate
+from reprocess.validation.rowchecks import broken_expectations, check_suite, expectation_name
+from reprocess.validation.suites import (
+    dlq_frame,
+    landing_columns,
+    landing_frame,
+    ledger_frame,
+    load_suite,
+    run_frame,
+    validate,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -42,6 +53,7 @@ DLQ_BROKEN = {
 
 LANDING_SCHEMA = "message_id string, address string, payload string, failed_ms bigint, delivery_count bigint"
 LANDING_GOOD = [("a", "orders.x", "{}", 1000, 1), ("b", "other", "", 2000, 3)]
+LANDING_PARAMS = {"max_payload_bytes": 1 << 20, "max_failed_ms": 10_000}
 LANDING_BROKEN = {
     0: [(None, "orders.x", "{}", 1000, 1)],
     1: [("", "orders.x", "{}", 1000, 1)],
@@ -49,40 +61,86 @@ LANDING_BROKEN = {
     3: [("e", "orders..x", "{}", 1000, 1)],
     4: [("e", "orders.x", None, 1000, 1)],
     5: [("e", "orders.x", "{}", None, 1)],
-    6: [("e", "orders.x", "{}", 1000, 0)],
-    7: [("e", "orders.x", "x" * ((1 << 20) + 1), 1000, 1)],
+    6: [("e", "orders.x", "{}", 10_001, 1)],  # after as-of + allowed skew
+    7: [("e", "orders.x", "{}", 1000, 0)],
+    8: [("e", "orders.x", "x" * ((1 << 20) + 1), 1000, 1)],
 }
 
-RUN_GOOD = {"conservation": {"messages": True, "ingested": True, "quarantine": True, "ledger_unique": True,
-                             "redriven": True}}
-RUN_KEYS = ["messages", "ingested", "quarantine", "ledger_unique", "redriven"]
+RUN_GOOD = {"messages_before": 10, "new_messages": 5, "messages_after": 15, "ingested": 9,
+            "new_message_failures": 5, "repeat_failures": 1, "duplicates": 2, "bad_records": 1, "corrupt_files": 1,
+            "quarantined": 2, "ledger_rows": 7, "ledger_distinct_ids": 7, "due": 4, "delivered": 1,
+            "rescheduled": 2, "redriven_dead_lettered": 1, "left_due": 0, "target_down_partitions": 0}
+RUN_BROKEN = {  # expectation index -> a count that breaks exactly that equality
+    1: {"messages_after": 16},  # a message doubled
+    2: {"ingested": 10},  # a record unaccounted for
+    3: {"quarantined": 1},  # a bad record lost
+    4: {"ledger_distinct_ids": 6},  # a message id twice in the ledger
+    5: {"delivered": 2},  # a due message with two outcomes
+    6: {"due": 5, "left_due": 1},  # a due message without an outcome although the target did not fail
+}
 
 
 def _every_expectation_is_covered(suite: str, broken: dict) -> None:
     assert sorted(broken) == list(range(len(load_suite(suite)["expectations"])))
 
 
-@pytest.mark.parametrize(("suite", "schema", "good", "broken", "frame"), [
-    ("ledger", LEDGER_SCHEMA, LEDGER_GOOD, LEDGER_BROKEN, lambda df: ledger_frame(df, POLICIES)),
-    ("dlq", DLQ_SCHEMA, DLQ_GOOD, DLQ_BROKEN, lambda df: dlq_frame(df, POLICIES)),
-    ("landing", LANDING_SCHEMA, LANDING_GOOD, LANDING_BROKEN, landing_frame),
+@pytest.mark.parametrize("engine", ["spark", "pandas"])  # large batches, small batches (Validator picks by size)
+@pytest.mark.parametrize(("suite", "schema", "good", "broken", "frame", "params"), [
+    ("ledger", LEDGER_SCHEMA, LEDGER_GOOD, LEDGER_BROKEN, lambda df: ledger_frame(df, POLICIES), None),
+    ("dlq", DLQ_SCHEMA, DLQ_GOOD, DLQ_BROKEN, lambda df: dlq_frame(df, POLICIES), None),
+    ("landing", LANDING_SCHEMA, LANDING_GOOD, LANDING_BROKEN, landing_frame, LANDING_PARAMS),
 ])
-def test_suite_passes_good_data_and_catches_each_broken_batch(spark, suite, schema, good, broken, frame):
+def test_suite_passes_good_data_and_catches_each_broken_batch(spark, suite, schema, good, broken, frame, params,
+                                                              engine):
     _every_expectation_is_covered(suite, broken)
-    assert validate(frame(spark.createDataFrame(good, schema)), suite).success
+    assert validate(frame(spark.createDataFrame(good, schema)), suite, params=params, engine=engine).success
     for index, rows in broken.items():
-        result = validate(frame(spark.createDataFrame(good + rows, schema)), suite, only=[index])
+        result = validate(frame(spark.createDataFrame(good + rows, schema)), suite, only=[index], params=params,
+                          engine=engine)
         assert not result.success, (suite, index)
         assert result.failed[0]["expectation"] == load_suite(suite)["expectations"][index]["type"]
+        unique = result.failed[0]["expectation"] == "expect_column_values_to_be_unique"
+        assert result.failed[0]["unexpected_count"] == len(rows) * (2 if unique else 1), (suite, index)
 
 
-def test_run_suite_catches_every_broken_conservation_check(spark):
-    assert validate(run_frame(spark, RUN_GOOD), "run").success
+def test_landing_row_checks_name_exactly_the_expectations_each_row_breaks(spark):
+    """The cycle's compiled row checks agree with GX, row by row: each broken row names its expectation."""
+    doc = load_suite("landing")
+    rows = LANDING_GOOD + [r for rs in LANDING_BROKEN.values() for r in rs]
+    df = spark.createDataFrame(rows, LANDING_SCHEMA)
+    broken = broken_expectations(doc, landing_columns(), LANDING_PARAMS)
+    got = [r.names for r in df.select(broken.alias("names")).collect()]
+    assert got[:len(LANDING_GOOD)] == [[]] * len(LANDING_GOOD)
+    for names, index in zip(got[len(LANDING_GOOD):], LANDING_BROKEN, strict=True):
+        assert names == [expectation_name(doc["expectations"][index])], index
+
+
+def test_landing_suite_rejects_what_rows_cannot_honour(spark):
+    doc = load_suite("landing")
+    cols = landing_columns()
+    with pytest.raises(ConfigError, match="not a row-level expectation"):
+        check_suite({**doc, "expectations": [{"type": "expect_column_values_to_be_unique",
+                                              "kwargs": {"column": "message_id"}}]}, cols, LANDING_PARAMS)
+    with pytest.raises(ConfigError, match="mostly"):
+        check_suite({**doc, "expectations": [{"type": "expect_column_values_to_not_be_null",
+                                              "kwargs": {"column": "address", "mostly": 0.9}}]}, cols, LANDING_PARAMS)
+    with pytest.raises(ConfigError, match="max_failed_ms"):
+        check_suite(doc, cols, {"max_payload_bytes": 1})
+
+
+@pytest.mark.parametrize("engine", ["spark", "pandas"])
+def test_run_suite_catches_every_broken_balance(spark, engine):
+    assert validate(run_frame(spark, RUN_GOOD), "run", engine=engine).success
+    assert all(conservation(RUN_GOOD).values())
+    _every_expectation_is_covered("run", {0: None, **RUN_BROKEN})
     suite = load_suite("run")
-    for i, key in enumerate(RUN_KEYS, start=1):  # expectation 0 is the row count
-        broken = {"conservation": {**RUN_GOOD["conservation"], key: False}}
-        result = validate(run_frame(spark, broken), "run", only=[i])
-        assert not result.success, key
-        assert result.failed[0]["column"] == suite["expectations"][i]["kwargs"]["column"]
+    for index, change in RUN_BROKEN.items():
+        broken = {**RUN_GOOD, **change}
+        result = validate(run_frame(spark, broken), "run", engine=engine)
+        assert len(result.failed) == 1, index
+        assert result.failed[0]["expectation"] == suite["expectations"][index]["type"]
+        assert not all(conservation(broken).values()), index  # the cycle's own check agrees
+        others = [i for i in range(len(suite["expectations"])) if i != index]
+        assert validate(run_frame(spark, broken), "run", only=others, engine=engine).success, index
     doubled = run_frame(spark, RUN_GOOD).unionByName(run_frame(spark, RUN_GOOD))
-    assert not validate(doubled, "run", only=[0]).success
+    assert not validate(doubled, "run", only=[0], engine=engine).success

@@ -215,6 +215,9 @@ def render_summary(s: dict[str, Any]) -> str:
         f"  lateness p50 {s['lateness_ms']['p50']} ms, p99 {s['lateness_ms']['p99']} ms; conservation "
         + ("OK" if all(s["conservation"].values()) else "BROKEN"),
     ]
+    if s.get("validation"):
+        v = s["validation"]
+        lines.append(f"  GX suites passed ({', '.join(v['suites'])}) in {v['seconds']}s; Data Docs: {v['data_docs']}")
     return "\n".join(lines) + "\n"
 
 

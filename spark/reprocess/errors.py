@@ -6,6 +6,8 @@
      +-- ConservationError         code="conservation"   exit 5   a run would lose or double a message
      +-- TargetUnavailableError    code="target_down"    exit 6   the re-drive target itself is failing
      +-- CommitConflictError       code="conflict"       exit 7   another run holds the warehouse
+     +-- OutOfOrderError           code="out_of_order"   exit 8   (reprocess.cycle.run) as-of before the last
+     +-- ValidationFailedError     code="validation"     exit 9   a GX suite on the run's outputs failed
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -75,3 +77,10 @@ class CommitConflictError(ReprocessError):
 
     code = "conflict"
     exit_code = 7
+
+
+class ValidationFailedError(ReprocessError):
+    """A GX suite on what a run would commit (ledger, DLQ, the run's balance) failed: a bug, nothing commits."""
+
+    code = "validation"
+    exit_code = 9

@@ -88,10 +88,8 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
 
 def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
     """The committed summary of the run as of ``as_of`` (None for a dry run, which commits nothing)."""
-    from reprocess.cycle.run import run_id_for
-
-    run = Warehouse(warehouse).latest().run(run_id_for(as_of_ms(as_of)))
-    return None if run is None else run["summary"]
+    runs = Warehouse(warehouse).latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
+    return runs[-1]["summary"] if runs else None
 
 
 def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -101,7 +99,22 @@ def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
     broken = [k for k, ok in summary["conservation"].items() if not ok]
     if broken:
         raise ContractError(f"run {summary['run_id']} committed but does not balance: {broken}")
-    return {"checked": True, "conservation": summary["conservation"]}
+    validation = summary.get("validation")
+    if validation is None:
+        log.warning("run %s committed without the GX gate (validation turned off)", summary["run_id"])
+    else:
+        log.info("GX suites passed: %s; Data Docs: %s", validation["suites"], validation["data_docs"])
+    return {"checked": True, "conservation": summary["conservation"], "validation": validation}
+
+
+def check_landing_suite() -> dict[str, int]:
+    """The landing suite (expectations/landing.json) compiles to row checks: a broken suite stops the run
+    before any work, with the expectation it cannot honour."""
+    from reprocess.validation.rowchecks import check_suite
+    from reprocess.validation.suites import LANDING_COLUMNS, SUITES, landing_params, load_suite
+
+    check_suite(load_suite("landing"), dict.fromkeys(LANDING_COLUMNS), landing_params(0, 1, 1))  # type: ignore[arg-type]
+    return {name: len(load_suite(name)["expectations"]) for name in SUITES}
 
 
 def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) -> str:
@@ -121,6 +134,8 @@ def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) 
         f"Dead letters by reason: {reasons or 'none'}. Lateness p50 {summary['lateness_ms']['p50']} ms, "
         f"p99 {summary['lateness_ms']['p99']} ms. Conservation: "
         + ("OK" if all(summary["conservation"].values()) else "**BROKEN**") + ".",
+        *([f"GX suites passed ({', '.join(summary['validation']['suites'])}); Data Docs: "
+           f"`{summary['validation']['data_docs']}`."] if summary.get("validation") else []),
     ])
 
 

@@ -41,6 +41,8 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit, which sets the master
         builder = builder.master("local[*]")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the JVM starts here: its heap is the local executor's memory
+        builder = builder.config("spark.driver.memory", os.environ.get("REPROCESS_DRIVER_MEMORY", "2g"))
     # Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs.
     partitions = shuffle_partitions or int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
     builder = builder.config("spark.sql.shuffle.partitions", str(partitions))

@@ -29,7 +29,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from reprocess.cycle.landing_batch import read_batch, spark_file_uri
-from reprocess.errors import ConservationError, ReprocessError
+from reprocess.errors import (
+    ConfigError,
+    ConservationError,
+    ReprocessError,
+    TargetUnavailableError,
+    ValidationFailedError,
+)
 from reprocess.landing import contract
 from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, pending, read_manifest, write_manifest
 from reprocess.ledger.merge import apply_outcomes, merge_failures, non_retryable_column, with_bucket
@@ -47,7 +53,9 @@ from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import dlq_records
 from reprocess.storage.commit import Snapshot, Warehouse
-from reprocess.targets.base import RunContext, parse_target
+from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
+from reprocess.targets.broker import TARGET_DOWN, redact
+from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,6 +84,7 @@ class CycleOptions:
     max_payload_bytes: int = contract.DEFAULT_MAX_PAYLOAD_BYTES
     max_future_ms: int = contract.DEFAULT_MAX_FUTURE_MS
     lock_wait_seconds: float = 0.0
+    validate: bool = True  # GX suites gate the commit; Data Docs under runs/<run_id>/data_docs
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -126,14 +135,25 @@ def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
         for prep in wh.prepared_runs():
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
-            resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": prep["target"],
+            target = opts.target if redact(opts.target) == prep["target"] else prep["target"]
+            if "***" in target:
+                raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password "
+                                  "is not stored): pass the same --target", key="--target")
+            resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter")})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
         snap = wh.latest()
-        done = snap.run(run_id)
-        if done is not None:
-            log.info("run already committed, nothing to do run_id=%s", run_id)
-            return {**done["summary"], "already_committed": True}
+        done = snap.runs_at(opts.as_of_ms)
+        if done:
+            last = done[-1]
+            left = last["summary"].get("target_down", {}).get("left_due", 0)
+            if left and snap.as_of_ms == opts.as_of_ms:
+                follow_up = f"{run_id}-{len(done) + 1}"
+                log.warning("run_id=%s left %s due messages when its target failed; re-driving them as run_id=%s",
+                            last["run_id"], left, follow_up)
+                return _execute(spark, wh, snap, opts, follow_up, prepared=None)
+            log.info("run already committed, nothing to do run_id=%s", last["run_id"])
+            return {**last["summary"], "already_committed": True}
         if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
             raise OutOfOrderError(
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "
@@ -174,6 +194,19 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         F.col("problem") == contract.UNKNOWN_ADDRESS,
         F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
                  F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
+    # The landing suite's row-level expectations, in the same pass: a record that parsed but breaks one is
+    # quarantined with the names of the expectations it broke (records that did not parse name none).
+    landing_params = suites.landing_params(as_of, opts.max_payload_bytes, opts.max_future_ms)
+    broken = rowchecks.broken_expectations(suites.load_suite("landing"), suites.landing_columns(), landing_params)
+    unparsed = F.col("problem").isin(contract.INVALID_UTF8, contract.MALFORMED_JSON, contract.NOT_AN_OBJECT)
+    rec = rec.withColumn("expectations", F.when(F.coalesce(unparsed, F.lit(False)), F.array().cast("array<string>"))
+                         .otherwise(broken))
+    breaks_suite = F.col("problem").isNull() & (F.size("expectations") > 0)
+    rec = rec.withColumns({
+        "problem_detail": F.when(breaks_suite, F.concat(F.lit("breaks the landing suite: "),
+                                                        F.array_join("expectations", ", ")))
+        .otherwise(F.col("problem_detail")),
+        "problem": F.when(breaks_suite, F.lit(contract.EXPECTATION_FAILED)).otherwise(F.col("problem"))})
     fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
                     F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
                     F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
@@ -232,7 +265,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     # -- 4. persist deliveries before re-driving them --------------------------------------------
     if prepared is None:
         due.select("message_id", "delivery").write.mode("overwrite").parquet(str(wh.run_dir(run_id) / "inflight"))
-        wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": opts.target,
+        wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
                                    "address_filter": opts.address_filter, "due": due_count,
                                    "files": [f.__dict__ for f in files], "snapshot": snap.version})
         _crash_point("after_prepare")
@@ -240,16 +273,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
 
     # -- 5. re-drive -----------------------------------------------------------------------------
-    ctx = RunContext(run_id, as_of, str(stage))
-    target = parse_target(opts.target)
-    outcomes_path = str(stage / "_outcomes")
-    if due_count:
-        log.info("re-driving due=%s target=%s", due_count, opts.target)
-        target.redrive(due, ctx).write.mode("overwrite").parquet(outcomes_path)
-        outcomes = spark.read.parquet(outcomes_path)
-    else:
-        outcomes = spark.createDataFrame([], "message_id string, delivery bigint, ok boolean, error_class string, "
-                                             "error_message string")
+    outcomes, target_down = _redrive(spark, opts, due, due_count, run_id, as_of, stage)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of)).persist()
@@ -267,11 +291,19 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
     summary = _summary(spark, rec, fresh, deduped, final, due, quarantine, run_id, as_of, files, changed,
-                       batch.corrupt, opts.target, snap, touched, due_count)
+                       batch.corrupt, redact(opts.target), snap, touched, due_count)
+    summary["balance"]["target_down_partitions"] = 0 if target_down is None else target_down["partitions_stopped"]
+    summary["conservation"] = conservation(summary["balance"])
+    if target_down is not None:
+        summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
     steps.done("summary")
+    _check_conservation(summary)
+    if opts.validate:
+        summary["validation"] = _validate(spark, wh, run_id, as_of, fresh, final, dlq, summary, policies,
+                                          landing_params)
+        steps.done("validate", data_docs=summary["validation"]["data_docs"])
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
     summary["step_seconds"] = steps.timings
-    _check_conservation(summary)
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
     touched_rel = {str(Path(f).relative_to(wh.root)) for f in touched}
@@ -294,7 +326,39 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     log.info("cycle committed run_id=%s due=%s delivered=%s rescheduled=%s dead_lettered=%s elapsed_s=%s", run_id,
              summary["due"], summary["delivered"], summary["rescheduled"], summary["dead_lettered"]["total"],
              summary["elapsed_s"])
+    if target_down is not None:
+        raise TargetUnavailableError(
+            f"target {redact(opts.target)} failed during run {run_id}: {target_down['error']}. Committed what it "
+            f"confirmed ({summary['delivered']} delivered, {summary['rescheduled']} rescheduled); "
+            f"{summary['balance']['left_due']} due messages consumed no delivery and stay due: re-run the same "
+            "as-of (the Airflow task retry does) or wait for the next run.")
     return summary
+
+
+def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int, run_id: str, as_of: int,
+             stage: Path) -> tuple[DataFrame, dict[str, Any] | None]:
+    """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
+    and what failed if a target itself did."""
+    outcomes_path = stage / "_outcomes"
+    if not due_count:
+        return spark.createDataFrame([], "message_id string, delivery bigint, ok boolean, error_class string, "
+                                         "error_message string"), None
+    own = {p.match: p.target for p in opts.policies.policies if p.target}
+    groups = [(spec, due.filter(F.col("policy") == match)) for match, spec in own.items()]
+    groups.append((opts.target, due.filter(~F.col("policy").isin(list(own))) if own else due))
+    ctx = RunContext(run_id, as_of, str(stage))
+    for i, (spec, part) in enumerate(groups):
+        log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
+        target = parse_target(expand_target(spec))
+        target.redrive(part, ctx).write.mode("overwrite").parquet(str(outcomes_path / f"target={i}"))
+    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(str(outcomes_path))
+    down = [r.asDict() for r in outcomes.filter(F.col("error_class") == TARGET_DOWN).limit(3).collect()]
+    target_down = None
+    if down:
+        # A target itself failed: what it did not confirm consumes no delivery and stays due.
+        target_down = {"error": down[0]["error_message"], "partitions_stopped": len(down)}
+        log.error("target failed, stopping the re-drive run_id=%s error=%s", run_id, target_down["error"])
+    return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
 
 
 def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: Warehouse,
@@ -323,12 +387,12 @@ def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[st
                      as_of: int) -> DataFrame:
     rows = bad.select(
         "source_file", "record_no", F.col("problem").alias("reason_code"), F.col("problem_detail").alias("reason"),
-        "raw", "message_id", "address")
+        "raw", "message_id", "address", "expectations")
     if corrupt:
         files = spark.createDataFrame(
-            [(p, None, contract.CORRUPT_FILE, r, None, None, None) for p, r in corrupt],
+            [(p, None, contract.CORRUPT_FILE, r, None, None, None, []) for p, r in corrupt],
             "source_file string, record_no bigint, reason_code string, reason string, raw string, "
-            "message_id string, address string")
+            "message_id string, address string, expectations array<string>")
         rows = rows.unionByName(files)
     return rows.withColumns({
         "run_id": F.lit(run_id),
@@ -375,6 +439,8 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
         F.sum((F.col("redriven") & (F.col("state") == WAITING)).cast("int")).alias("rescheduled"),
         F.sum(F.col("dlq_event").cast("int")).alias("dlq_events"),
     ).first())
+    left_due = due_count - due.join(final.filter(F.col("redriven")).select("message_id"), "message_id",
+                                    "left_semi").count()
     states_written = {st: a[f"state_{st}"] for st in STATES}
     reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
     c = _ints(rec.agg(
@@ -395,6 +461,13 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
     total_before = sum(prev_states.values())
     total_after = sum(states_after.values())
     duplicates = within_batch_dups + a["cross_batch_duplicates"]
+    balance = {
+        "messages_before": total_before, "new_messages": a["new_messages"], "messages_after": total_after,
+        "ingested": fresh_n + c["bad"], "new_message_failures": a["new_message_failures"],
+        "repeat_failures": a["repeat_failures"], "duplicates": duplicates, "bad_records": c["bad"],
+        "corrupt_files": len(corrupt), "quarantined": quarantined, "ledger_rows": a["rows"],
+        "ledger_distinct_ids": a["distinct_ids"], "due": due_count, "delivered": a["delivered"],
+        "rescheduled": a["rescheduled"], "redriven_dead_lettered": a["redrive_dead"], "left_due": left_due}
     return {
         "run_id": run_id,
         "as_of": iso(as_of),
@@ -420,18 +493,53 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
         "messages_after": total_after,
         "ledger_files_rewritten": len(touched),
         "lateness_ms": {"p50": p50, "p99": p99},
-        "conservation": {
-            # every message is in exactly one state: rows written = rows replaced + new messages
-            "messages": total_after == total_before + a["new_messages"],
-            # every ingested record is a new message's failure, a repeat failure, a duplicate or quarantined
-            "ingested": fresh_n + c["bad"] == a["new_message_failures"] + a["repeat_failures"] + duplicates
-            + c["bad"],
-            "quarantine": quarantined == c["bad"] + len(corrupt),
-            "ledger_unique": a["distinct_ids"] == a["rows"],
-            # every due message got exactly one outcome
-            "redriven": due_count == a["delivered"] + a["rescheduled"] + a["redrive_dead"],
-        },
+        "balance": balance,
+        "conservation": conservation(balance),
     }
+
+
+def conservation(b: dict[str, int]) -> dict[str, bool]:
+    """The run's conservation checks from its ``balance`` counts (the run suite checks the same equalities)."""
+    return {
+        # every message is in exactly one state: rows written = rows replaced + new messages
+        "messages": b["messages_after"] == b["messages_before"] + b["new_messages"],
+        # every ingested record is a new message's failure, a repeat failure, a duplicate or quarantined
+        "ingested": b["ingested"] == b["new_message_failures"] + b["repeat_failures"] + b["duplicates"]
+        + b["bad_records"],
+        "quarantine": b["quarantined"] == b["bad_records"] + b["corrupt_files"],
+        "ledger_unique": b["ledger_rows"] == b["ledger_distinct_ids"],
+        # every due message got exactly one outcome
+        "redriven": b["due"] == b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
+        # a due message goes without an outcome only when the target failed
+        "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
+    }
+
+
+def _validate(spark: SparkSession, wh: Warehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame,
+              dlq: DataFrame, summary: dict[str, Any], policies: PolicySet,
+              landing_params: dict[str, Any]) -> dict[str, Any]:
+    """The GX gate before the commit: the accepted landing batch, the ledger rows and dead letters this run
+    writes, and its balance. Data Docs go to ``runs/<run_id>/data_docs``; a failed suite fails the run."""
+    docs = wh.root / "runs" / run_id / "data_docs"
+    v = suites.Validator(run_id, as_of, str(docs))
+    t = time.monotonic()
+    try:
+        b = summary["balance"]
+        v.validate(suites.landing_frame(fresh), "landing", params=landing_params,
+                   rows=b["ingested"] - b["bad_records"])
+        v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
+        v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
+        v.validate(suites.run_frame(spark, b), "run", rows=1)
+    finally:
+        index = v.build_docs()
+        log.info("data docs run_id=%s path=%s", run_id, index)
+    failed = [r for r in v.results if not r.success]
+    if failed:
+        raise ValidationFailedError(
+            f"run {run_id}: " + "; ".join(r.describe() for r in failed)
+            + f". This is a bug: nothing was committed. Data Docs: {index}")
+    return {"suites": {r.suite: r.evaluated for r in v.results}, "passed": True, "data_docs": index,
+            "seconds": round(time.monotonic() - t, 3)}
 
 
 def _prev_states(snap: Snapshot) -> dict[str, int]:

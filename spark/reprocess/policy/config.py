@@ -12,6 +12,7 @@
         ordered: false                    # hold back later messages of the same ordering_key
         non_retryable:                    # rules for this policy only
           - message: "schema .* invalid"
+        target: "amqp://${RABBITMQ_USER}:${RABBITMQ_PASSWORD}@mq:5672/%2F"  # optional; else --target
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from reprocess.policy import wildcard
 from reprocess.policy.settings import SETTINGS_BY_PROFILE, AnySettings, ArtemisSettings, Profile, _Bad
 
 _TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
-_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address"}
+_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target"}
 _RULE_KEYS = {"error_class", "message"}
 _PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
 
@@ -65,6 +66,7 @@ class Policy:
     ordered: bool = False
     non_retryable: tuple[NonRetryableRule, ...] = ()
     dead_letter_address: str | None = None
+    target: str | None = None  # re-drive target of this policy's messages (``${VAR}`` from the environment)
 
     @property
     def drops_without_dla(self) -> bool:
@@ -193,7 +195,23 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
         raise ConfigError("artemis policies name their DLA in settings as 'dead-letter-address'",
                           file=source, policy=label, key="dead_letter_address")
     rules = _rules(raw.get("non_retryable"), source, label)
-    return Policy(match, profile, settings, ordered, rules, dla)  # type: ignore[arg-type]
+    target = _target(raw.get("target"), source, label)
+    return Policy(match, profile, settings, ordered, rules, dla, target)  # type: ignore[arg-type]
+
+
+def _target(value: Any, source: str, label: str) -> str | None:
+    """A policy's target spec, checked now; ``${VAR}`` is read from the environment when re-driving."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("must be a target spec string", file=source, policy=label, key="target")
+    from reprocess.targets.base import expand_target, parse_target
+
+    try:
+        parse_target(expand_target(value, check=False))
+    except ConfigError as exc:
+        raise ConfigError(str(exc), file=source, policy=label, key="target") from exc
+    return value
 
 
 def _rules(raw: Any, source: str, policy: str | None) -> tuple[NonRetryableRule, ...]:

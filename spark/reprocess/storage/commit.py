@@ -72,6 +72,10 @@ class Snapshot:
                 return r
         return None
 
+    def runs_at(self, as_of_ms: int) -> list[dict[str, Any]]:
+        """The committed runs as of ``as_of_ms``: one, plus follow-ups after a target outage."""
+        return [r for r in self.runs if r["as_of_ms"] == as_of_ms]
+
 
 class Warehouse:
     """Reads and commits snapshots of one warehouse directory."""

@@ -38,8 +38,20 @@ class Target(Protocol):
         ...
 
 
+def expand_target(spec: str, check: bool = True) -> str:
+    """``${VAR}`` in a target spec from the environment (secrets stay out of policy files); with ``check``,
+    a variable that is not set is a ConfigError."""
+    import os
+    import re
+
+    missing = [v for v in re.findall(r"\$\{(\w+)\}", spec) if v not in os.environ]
+    if missing and check:
+        raise ConfigError(f"target needs environment variable(s) {missing}", key="target")
+    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), "x"), spec)
+
+
 def parse_target(spec: str) -> Target:
-    """``python:module:function`` or ``outbox``."""
+    """``outbox``, ``python:module:function``, ``amqp://...`` (RabbitMQ) or ``stomp://...`` (ActiveMQ)."""
     if spec == "outbox":
         from reprocess.targets.outbox import OutboxTarget
 
@@ -51,4 +63,15 @@ def parse_target(spec: str) -> Target:
         if len(parts) != 3 or not parts[1] or not parts[2]:
             raise ConfigError(f"a python target is 'python:module:function', got {spec!r}", key="--target")
         return PythonTarget(spec, parts[1], parts[2])
-    raise ConfigError(f"unknown target {spec!r}; use 'outbox' or 'python:module:function'", key="--target")
+    if spec.startswith("amqp://"):
+        from reprocess.targets.amqp import AmqpTarget
+
+        return AmqpTarget(spec)
+    if spec.startswith("stomp://"):
+        from reprocess.targets.stomp import StompTarget
+
+        return StompTarget(spec)
+    from reprocess.targets.broker import redact
+
+    raise ConfigError(f"unknown target {redact(spec)!r}; use 'outbox', 'python:module:function', 'amqp://...' or "
+                      "'stomp://...'", key="--target")

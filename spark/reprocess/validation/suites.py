@@ -2,15 +2,16 @@
 
 Checks GX cannot state directly (per-policy bounds, "waiting rows have a next attempt") are built
 as boolean columns with the cycle's own expressions, and the suites expect them to be true.
-Results use the BASIC format (counts, no row lists) and the batch is unpersisted afterwards.
+See :class:`Validator` for result formats, caching and Data Docs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
-from functools import lru_cache
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUITES_DIR = Path(__file__).resolve().parents[3] / "expectations"
+SUITES_DIR = Path(__file__).resolve().parents[3] / "expectations"  # the repo's; REPROCESS_EXPECTATIONS overrides
 SUITES = ("landing", "ledger", "dlq", "run")
+SMALL_ROWS = int(os.environ.get("REPROCESS_GX_SMALL_ROWS", "20000"))  # validated with GX's pandas engine
 
 
 @dataclass
@@ -43,54 +45,116 @@ class SuiteResult:
         if self.success:
             return f"suite {self.suite}: {self.evaluated} expectations passed"
         parts = [f"{f['expectation']}({f.get('column') or ''}) unexpected={f.get('unexpected_count')}"
+                 + (f" e.g. {f['sample']}" if f.get("sample") else "")
+                 + (f" error: {f['error']}" if f.get("error") else "")
                  for f in self.failed]
         return f"suite {self.suite}: {len(self.failed)} of {self.evaluated} failed: " + "; ".join(parts)
 
 
 def load_suite(name: str) -> dict[str, Any]:
-    path = SUITES_DIR / f"{name}.json"
+    path = Path(os.environ.get("REPROCESS_EXPECTATIONS") or SUITES_DIR) / f"{name}.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=1)
-def _context() -> Any:
-    import great_expectations as gx
+class Validator:
+    """GX validations of one run: a fresh ephemeral context, results dated at the run's as-of (logical time).
 
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    return gx.get_context(mode="ephemeral")
+    Result formats are chosen for cost: ``BOOLEAN_ONLY`` computes only the unexpected counts GX needs for
+    success (one bundled aggregation per batch); a failing suite (a bug) is re-run with ``SUMMARY`` so its
+    error shows counts and sample values. Batches are validated from cache and released afterwards. With
+    ``docs_dir``, :meth:`build_docs` renders GX Data Docs for the run's validations there.
+    """
 
+    def __init__(self, run_name: str = "adhoc", run_time_ms: int = 0, docs_dir: str | None = None) -> None:
+        import great_expectations as gx
+        from great_expectations.core.run_identifier import RunIdentifier
 
-def validate(df: DataFrame, suite: str | dict[str, Any], only: list[int] | None = None) -> SuiteResult:
-    """Run a suite (a name under expectations/, or its JSON) on ``df``; ``only`` keeps some expectations."""
-    import great_expectations as gx
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    doc = load_suite(suite) if isinstance(suite, str) else suite
-    if only is not None:
-        doc = {**doc, "expectations": [doc["expectations"][i] for i in only]}
-    ctx = _context()
-    name = doc["name"]
-    key = f"{name}-{id(df)}-{len(doc['expectations'])}"
-    source = ctx.data_sources.add_or_update_spark(name="reprocess")
-    asset = source.add_dataframe_asset(name=key)
-    batch = asset.add_batch_definition_whole_dataframe(key)
-    gx_suite = ctx.suites.add_or_update(gx.ExpectationSuite(**{**doc, "name": key}))
-    definition = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(name=key, data=batch,
+        self.ctx = gx.get_context(mode="ephemeral")
+        self.ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+        for site in list(self.ctx.list_data_docs_sites()):  # the ephemeral default site writes to a temp dir
+            self.ctx.delete_data_docs_site(site)
+        self.docs_dir = docs_dir
+        if docs_dir is not None:
+            self.ctx.add_data_docs_site("run", {
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+        self.source = self.ctx.data_sources.add_spark(name="reprocess")
+        self.small_source = self.ctx.data_sources.add_pandas(name="reprocess_small")
+        self.run_id = RunIdentifier(run_name=run_name, run_time=datetime.fromtimestamp(run_time_ms / 1000, tz=UTC))
+        self.results: list[SuiteResult] = []
+
+    def validate(self, df: DataFrame, suite: str | dict[str, Any], only: list[int] | None = None,
+                 params: dict[str, Any] | None = None, cached: bool = False, rows: int | None = None,
+                 engine: str | None = None) -> SuiteResult:
+        """Run a suite (a name under expectations/, or its JSON) on ``df``; ``only`` keeps some expectations.
+
+        ``cached``: ``df`` is already persisted by the caller (do not cache it again). ``rows``: the frame's
+        row count when the caller knows it: a frame of at most ``SMALL_ROWS`` rows is collected (Arrow) and
+        validated by GX's pandas engine, which spares the dozen tiny Spark jobs GX's Spark engine runs per
+        suite; larger ones stay on Spark. ``engine`` ("spark" | "pandas") forces one.
+        """
+        import great_expectations as gx
+
+        doc = load_suite(suite) if isinstance(suite, str) else suite
+        if only is not None:
+            doc = {**doc, "expectations": [doc["expectations"][i] for i in only]}
+        name = doc["name"]
+        n = sum(1 for r in self.results if r.suite == name)
+        key = name if n == 0 else f"{name}-{n}"
+        if engine is None:
+            engine = "pandas" if rows is not None and rows <= SMALL_ROWS else "spark"
+        source = self.small_source if engine == "pandas" else self.source
+        asset = source.add_dataframe_asset(name=key)
+        batch = asset.add_batch_definition_whole_dataframe(key)
+        gx_suite = self.ctx.suites.add(gx.ExpectationSuite(**{**doc, "name": key}))
+        definition = self.ctx.validation_definitions.add(gx.ValidationDefinition(name=key, data=batch,
                                                                                   suite=gx_suite))
-    cached = df.persist()
-    try:
-        result = definition.run(batch_parameters={"dataframe": cached}, result_format={"result_format": "BASIC"})
-    finally:
-        cached.unpersist()
-        ctx.validation_definitions.delete(key)
-        ctx.suites.delete(key)
-        source.delete_asset(key)
-    failed = [
-        {"expectation": r.expectation_config.type, "column": r.expectation_config.kwargs.get("column"),
-         "unexpected_count": (r.result or {}).get("unexpected_count")}
-        for r in result.results if not r.success]
-    out = SuiteResult(name, bool(result.success), len(result.results), failed)
-    log.info("validation %s", out.describe())
-    return out
+        if engine == "pandas":
+            return self._finish(name, definition.run(
+                batch_parameters={"dataframe": df.toPandas()}, expectation_parameters=params or {},
+                result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}, run_id=self.run_id))
+        data = df if cached else df.persist()
+        try:
+            result = definition.run(batch_parameters={"dataframe": data}, expectation_parameters=params or {},
+                                    result_format={"result_format": "BOOLEAN_ONLY"}, run_id=self.run_id)
+            if not result.success:
+                result = definition.run(batch_parameters={"dataframe": data}, expectation_parameters=params or {},
+                                        result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+                                        run_id=self.run_id)
+        finally:
+            if not cached:
+                data.unpersist()
+        return self._finish(name, result)
+
+    def _finish(self, name: str, result: Any) -> SuiteResult:
+        failed = [
+            {"expectation": r.expectation_config.type if r.expectation_config else None,
+             "column": r.expectation_config.kwargs.get("column") if r.expectation_config else None,
+             "unexpected_count": (r.result or {}).get("unexpected_count"),
+             "sample": (r.result or {}).get("partial_unexpected_list"),
+             "error": (r.exception_info or {}).get("exception_message")}
+            for r in result.results if not r.success]
+        out = SuiteResult(name, bool(result.success), len(result.results), failed)
+        self.results.append(out)
+        log.info("validation %s", out.describe())
+        return out
+
+    def build_docs(self) -> str | None:
+        """Render the run's Data Docs; the path of their ``index.html`` (None without ``docs_dir``)."""
+        if self.docs_dir is None:
+            return None
+        self.ctx.build_data_docs(site_names=["run"])
+        return str(Path(self.docs_dir) / "index.html")
+
+
+def validate(df: DataFrame, suite: str | dict[str, Any], only: list[int] | None = None,
+             params: dict[str, Any] | None = None, engine: str = "spark") -> SuiteResult:
+    """Validate ``df`` with a suite outside a run (no Data Docs)."""
+    return Validator().validate(df, suite, only=only, params=params, engine=engine)
 
 
 def _limit(policies: PolicySet, address: Column) -> Column:
@@ -121,20 +185,40 @@ def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     return dlq.select("message_id", "original_address", "reason_code", ok.alias("really_exhausted_or_non_retryable"))
 
 
+LANDING_COLUMNS = ("message_id", "address", "payload", "failed_ms", "delivery_count", "payload_bytes")
+
+
+def landing_columns() -> dict[str, Column]:
+    """The columns the landing suite speaks of (``LANDING_COLUMNS``), over parsed landing records."""
+    return {name: F.col(name) for name in LANDING_COLUMNS[:-1]} | {"payload_bytes": F.octet_length("payload")}
+
+
+def landing_params(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
+    """Values of the landing suite's ``$PARAMETER`` s for a run."""
+    return {"max_payload_bytes": max_payload_bytes, "max_failed_ms": as_of_ms + max_future_ms}
+
+
 def landing_frame(records: DataFrame) -> DataFrame:
-    """Accepted landing records with ``payload_bytes``."""
-    return records.select("message_id", "address", "payload", "failed_ms", "delivery_count",
-                          F.octet_length("payload").alias("payload_bytes"))
+    """Landing records as the landing suite sees them."""
+    return records.select(*[c.alias(n) for n, c in landing_columns().items()])
 
 
-def run_frame(spark: SparkSession, summary: dict[str, Any]) -> DataFrame:
-    """One row of the run's conservation checks."""
-    c = summary["conservation"]
-    row = {"messages_conserved": c["messages"], "records_accounted_for": c["ingested"],
-           "quarantine_complete": c["quarantine"], "ledger_unique": c["ledger_unique"],
-           "every_due_message_has_one_outcome": c["redriven"]}
-    return spark.createDataFrame([row])
+def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
+    """One row: the run's balance counts and the totals the run suite expects them to equal."""
+    b = balance
+    row = {
+        "messages_after": b["messages_after"], "messages_before_plus_new": b["messages_before"] + b["new_messages"],
+        "ingested": b["ingested"], "new_plus_repeat_plus_duplicates_plus_quarantined":
+            b["new_message_failures"] + b["repeat_failures"] + b["duplicates"] + b["bad_records"],
+        "quarantined": b["quarantined"], "bad_records_plus_corrupt_files": b["bad_records"] + b["corrupt_files"],
+        "ledger_rows": b["ledger_rows"], "ledger_distinct_ids": b["ledger_distinct_ids"],
+        "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
+            b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
+    }
+    ok = b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0
+    schema = ", ".join(f"{k} bigint" for k in row) + ", left_due_only_when_target_failed boolean"
+    return spark.createDataFrame([(*row.values(), ok)], schema)
 
 
-__all__ = ["DEAD_LETTERED", "SUITES", "SuiteResult", "dlq_frame", "landing_frame", "ledger_frame", "load_suite",
-           "run_frame", "validate"]
+__all__ = ["DEAD_LETTERED", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame", "landing_columns",
+           "landing_frame", "landing_params", "ledger_frame", "load_suite", "run_frame", "validate"]

@@ -1,0 +1,213 @@
+"""A small consumer for closed-loop runs (tests, ``make demo``): it reads a broker's queues, fails on some
+messages, and writes its failures to landing, as the platform's real users' consumers do.
+
+A message fails while ``fails(message_id, delivery)`` says so: the delivery number comes from the
+``x-reprocess-delivery`` header a re-drive sets (1 for a message no re-drive has touched). Failures are
+written as one JSON-lines file per drain, whole (written then renamed), at the caller's logical time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from reprocess.targets.broker import HEADER_PREFIX
+
+log = logging.getLogger(__name__)
+
+Fails = Callable[[str, int], str | None]  # (message_id, delivery) -> error class, or None to succeed
+
+
+def transient_and_poison(message_id: str, delivery: int) -> str | None:
+    """``poison-*`` always fails; ``transient-*`` fails its first two deliveries; the rest succeed."""
+    if message_id.startswith("poison-"):
+        return "com.acme.SchemaError"
+    if message_id.startswith("transient-") and delivery < 3:
+        return "TimeoutError"
+    return None
+
+
+def write_failures(landing: Path, at: datetime, name: str, failures: list[dict[str, Any]]) -> Path | None:
+    """Write failure records under ``landing/dt=/hour=/`` whole (temp file, then rename)."""
+    if not failures:
+        return None
+    folder = landing / f"dt={at:%Y-%m-%d}" / f"hour={at:%H}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.jsonl"
+    tmp = folder / f".{name}.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(f) + "\n" for f in failures), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _record(message_id: str, address: str, payload: str, delivery: int, error: str, at: datetime,
+            headers: dict[str, str]) -> dict[str, Any]:
+    return {"message_id": message_id, "address": address, "payload": payload,
+            "failed_at": at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "headers": {k: v for k, v in headers.items() if not k.startswith(HEADER_PREFIX)},
+            "delivery_count": 1, "error_class": error, "error_message": f"{error} on delivery {delivery}",
+            "consumer_group": "loop-consumer"}
+
+
+def drain_amqp(url: str, queues: list[str], fails: Fails) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+    """Consume everything waiting on ``queues``; return (failures, consumed (message_id, delivery))."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    failures: list[dict[str, Any]] = []
+    consumed: list[tuple[str, int]] = []
+    try:
+        for q in queues:
+            while True:
+                method, props, body = ch.basic_get(q, auto_ack=False)
+                if method is None:
+                    break
+                headers = {str(k): str(v) for k, v in (props.headers or {}).items()}
+                mid = props.message_id or headers.get(f"{HEADER_PREFIX}message-id", "")
+                delivery = int(headers.get(f"{HEADER_PREFIX}delivery", "1"))
+                error = fails(mid, delivery)
+                if error is None:
+                    consumed.append((mid, delivery))
+                else:
+                    failures.append({"_": (mid, q, body.decode("utf-8"), delivery, error, headers)})
+                ch.basic_ack(method.delivery_tag)
+    finally:
+        conn.close()
+    return failures, consumed
+
+
+def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
+                idle_seconds: float = 1.0) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+    """The same over STOMP (ActiveMQ): subscribe, take messages until ``idle_seconds`` pass without one."""
+    import stomp
+
+    got: list[tuple[dict[str, str], str]] = []
+    cond = threading.Condition()
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            with cond:
+                got.append((dict(frame.headers), frame.body))
+                cond.notify_all()
+
+    conn = stomp.Connection12([(host, port)], heartbeats=(0, 0))
+    conn.set_listener("loop", Listener())
+    conn.connect(wait=True)
+    for i, q in enumerate(queues):
+        conn.subscribe(f"/queue/{q}", id=str(i), ack="auto")
+    with cond:
+        while cond.wait(timeout=idle_seconds):
+            pass
+    conn.disconnect()
+    failures: list[dict[str, Any]] = []
+    consumed: list[tuple[str, int]] = []
+    for headers, body in got:
+        mid = headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id") or headers["message-id"]
+        delivery = int(headers.get(f"{HEADER_PREFIX}delivery", "1"))
+        q = headers["destination"].removeprefix("/queue/")
+        error = fails(mid, delivery)
+        if error is None:
+            consumed.append((mid, delivery))
+        else:
+            failures.append({"_": (mid, q, body if isinstance(body, str) else body.decode("utf-8"), delivery, error,
+                                   headers)})
+    return failures, consumed
+
+
+def as_records(failures: list[dict[str, Any]], at: datetime) -> list[dict[str, Any]]:
+    """Turn drained failures into landing records failed at ``at``."""
+    out = []
+    for f in failures:
+        mid, address, payload, delivery, error, headers = f["_"]
+        keep = {k: v for k, v in headers.items() if k.startswith("app-")}
+        out.append(_record(mid, address, payload, delivery, error, at, keep))
+    return out
+
+
+def closed_loop(spark: Any, landing: Path, warehouse: Path, policies: Any, target: str,
+                drain: Callable[[], tuple[list[dict[str, Any]], list[tuple[str, int]]]],
+                start: datetime, step: timedelta = timedelta(minutes=2),
+                max_cycles: int = 10) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """Once producers have published: until nothing is left, the consumer drains and lands its failures at
+    logical time t, and a cycle as of t + ``step`` re-drives what is due. Returns the last run summary and
+    every (message id, delivery) consumed successfully."""
+    from reprocess.cycle.run import CycleOptions, run_cycle
+
+    landing.mkdir(parents=True, exist_ok=True)
+    consumed: list[tuple[str, int]] = []
+    t = start
+    summary: dict[str, Any] = {}
+    for i in range(max_cycles):
+        failures, ok = drain()
+        consumed += ok
+        write_failures(landing, t, f"drain-{i}", as_records(failures, t))
+        t += step
+        summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse), policies=policies,
+                                                as_of_ms=int(t.timestamp() * 1000), target=target))
+        log.info("closed loop cycle=%s consumed=%s failed=%s due=%s waiting=%s dead_lettered=%s", i, len(ok),
+                 len(failures), summary["due"], summary["waiting"], summary["states"]["DEAD_LETTERED"])
+        if not failures and summary["waiting"] == 0 and summary["due"] == 0:
+            break
+    return summary, consumed
+
+
+LOOP_POLICIES = """
+default_dead_letter_address: loop.dlq
+policies:
+  - match: "#"
+    profile: stepped
+    settings: {delays: [1m, 5m], max_deliveries: 4}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m reprocess.loop``: a closed loop through RabbitMQ (used by ``make demo``)."""
+    import argparse
+    import shutil
+
+    import pika
+
+    from reprocess.policy import parse_policies
+    from reprocess.sparkutil import build_session
+
+    parser = argparse.ArgumentParser(prog="python -m reprocess.loop", description=main.__doc__)
+    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/%2F", help="RabbitMQ URL")
+    parser.add_argument("--out", default="demo-out/loop", help="where landing/ and warehouse/ go (wiped)")
+    parser.add_argument("--messages", type=int, default=30, help="messages to publish (default 30)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    queues = ["orders.created", "billing.invoice"]
+    conn = pika.BlockingConnection(pika.URLParameters(args.amqp))
+    ch = conn.channel()
+    for q in queues:
+        ch.queue_declare(q, durable=True)
+        ch.queue_purge(q)
+    kinds = ("transient", "poison", "fine")
+    messages = [(f"{kinds[i % 3]}-{i}", queues[i % 2]) for i in range(args.messages)]
+
+    for mid, q in messages:
+        ch.basic_publish("", q, f"payload of {mid}".encode(), pika.BasicProperties(message_id=mid, delivery_mode=2))
+    conn.close()
+    summary, consumed = closed_loop(
+        build_session("reprocess-loop"), out / "landing", out / "warehouse", parse_policies(LOOP_POLICIES), args.amqp,
+        lambda: drain_amqp(args.amqp, queues, transient_and_poison),
+        start=datetime(2026, 11, 21, 10, tzinfo=UTC), step=timedelta(minutes=10))
+    print(f"closed loop through {args.amqp.split('@')[-1]}: {len(messages)} messages published, "
+          f"{len(consumed)} consumed by the consumer, ledger {summary['states']} (warehouse {out / 'warehouse'})")
+    return 0
+
+
+__all__ = ["Fails", "as_records", "closed_loop", "drain_amqp", "drain_stomp", "main", "transient_and_poison",
+           "write_failures"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

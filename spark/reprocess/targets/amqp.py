@@ -1,0 +1,79 @@
+"""The ``amqp://`` target: publish due messages back to RabbitMQ (AMQP 0-9-1) with publisher confirms.
+
+``amqp://user:password@host:5672/vhost?exchange=&routing_key={address}&rate=100&timeout=10&partitions=2``
+
+* ``exchange`` (default ``""``, the default exchange) and ``routing_key`` (default ``{address}``: on the
+  default exchange, the queue named after the original address) map a message to where it came from;
+  ``{address}`` and ``{message_id}`` are replaced. Messages are published ``mandatory`` and persistent.
+* A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``);
+  a nack, a refused or lost connection, a closed channel or a timeout is the broker failing: see
+  :mod:`reprocess.targets.broker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reprocess.targets.broker import (
+    BrokerOptions,
+    BrokerTarget,
+    MessageRefused,
+    Publisher,
+    TargetDown,
+    message_headers,
+    parse_broker_uri,
+)
+
+
+class AmqpPublisher(Publisher):
+    def __init__(self, opts: BrokerOptions) -> None:
+        import pika
+        import pika.exceptions as pe
+
+        self.pe = pe
+        self.pika = pika
+        self.exchange = opts.query.get("exchange", "")
+        self.routing_key = opts.query.get("routing_key", "{address}")
+        credentials = pika.PlainCredentials(opts.user or "guest", opts.password or "guest")
+        params = pika.ConnectionParameters(
+            host=opts.host, port=opts.port, virtual_host=opts.path or "/", credentials=credentials,
+            socket_timeout=opts.timeout, blocked_connection_timeout=opts.timeout, connection_attempts=1,
+            stack_timeout=opts.timeout)
+        try:
+            self.connection = pika.BlockingConnection(params)
+            self.channel = self.connection.channel()
+            self.channel.confirm_delivery()
+        except (pe.AMQPError, OSError) as exc:
+            raise TargetDown(f"cannot connect to amqp://{opts.host}:{opts.port}: {type(exc).__name__} {exc}") \
+                from exc
+
+    def publish(self, rec: dict[str, Any]) -> None:
+        pe = self.pe
+        key = self.routing_key.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
+                                          delivery_mode=2, content_type="application/octet-stream")
+        try:
+            self.channel.basic_publish(self.exchange, key, (rec["payload"] or "").encode("utf-8"), props,
+                                       mandatory=True)
+        except pe.UnroutableError as exc:
+            raise MessageRefused("pika.exceptions.UnroutableError",
+                                 f"no queue bound for routing key {key!r} on exchange {self.exchange!r}") from exc
+        except pe.NackError as exc:
+            raise TargetDown(f"the broker nacked the message: {exc}") from exc
+        except (pe.AMQPError, OSError) as exc:
+            raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        if self.connection.is_open:
+            self.connection.close()
+
+
+class AmqpTarget(BrokerTarget):
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.opts = parse_broker_uri(spec, 5672, {"exchange", "routing_key"})
+
+    def publisher_factory(self) -> Callable[[], Publisher]:
+        opts = self.opts
+        return lambda: AmqpPublisher(opts)

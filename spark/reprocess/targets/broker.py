@@ -1,0 +1,206 @@
+"""What the broker targets (``amqp://``, ``stomp://``) share: URI options, headers, rate limit, outage stop.
+
+Each Spark partition opens one connection and publishes its messages one by one, waiting for the broker's
+confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery. Outcomes:
+
+* confirmed: the message is back on its address, the delivery is counted (``ok``);
+* refused for this message only (AMQP ``basic.return``: no queue for that address): a failure of that
+  delivery, scheduled by the message's policy like any other;
+* the broker itself failing (connection refused or lost, timeout, nack, error frame): the partition stops at
+  once and reports one ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no
+  delivery and stay due. The cycle commits what was confirmed and fails with ``TargetUnavailableError``.
+
+Every published message carries the original message id and address, the deliveries so far and a stable
+idempotency key ``<message_id>:<delivery>``: after a crash between publish and commit the same delivery
+may be published again with the same key (at-least-once), never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+from reprocess.errors import ConfigError
+from reprocess.targets.base import OUTCOME_SCHEMA
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+    from reprocess.targets.base import RunContext
+
+log = logging.getLogger(__name__)
+
+TARGET_DOWN = "reprocess.TargetUnavailable"  # error_class of the row a partition emits when the broker fails
+HEADER_PREFIX = "x-reprocess-"
+
+
+@dataclass(frozen=True)
+class BrokerOptions:
+    scheme: str
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    path: str  # AMQP virtual host
+    query: dict[str, str]
+    rate: float | None  # messages per second for the whole target, None = unlimited
+    timeout: float  # seconds to wait for a connection or a confirmation
+    partitions: int  # connections publishing in parallel
+
+
+def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOptions:
+    """``scheme://[user[:password]@]host[:port][/vhost][?key=value&...]`` with common keys rate, timeout,
+    partitions; ``known`` are the scheme's own keys (anything else is a ConfigError)."""
+    u = urlsplit(spec)
+    q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+    unknown = set(q) - known - {"rate", "timeout", "partitions"}
+    if unknown:
+        raise ConfigError(f"unknown option(s) {sorted(unknown)} in target {redact(spec)}; known: "
+                          f"{sorted(known | {'rate', 'timeout', 'partitions'})}", key="--target")
+    if not u.hostname:
+        raise ConfigError(f"target {redact(spec)} has no host", key="--target")
+
+    def number(key: str, default: float | None, kind: Callable[[str], float]) -> Any:
+        if key not in q:
+            return default
+        try:
+            value = kind(q[key])
+        except ValueError:
+            raise ConfigError(f"target option {key}={q[key]!r} is not a number", key="--target") from None
+        if value <= 0:
+            raise ConfigError(f"target option {key} must be > 0, got {q[key]}", key="--target")
+        return value
+
+    try:
+        port = u.port or default_port
+    except ValueError as exc:
+        raise ConfigError(f"target {redact(spec)}: {exc}", key="--target") from None
+    return BrokerOptions(
+        scheme=u.scheme, host=u.hostname, port=port, user=unquote(u.username) if u.username else None,
+        password=unquote(u.password) if u.password else None, path=unquote(u.path[1:]) if u.path else "",
+        query=q, rate=number("rate", None, float), timeout=number("timeout", 10.0, float),
+        partitions=int(number("partitions", 2, int)))
+
+
+def redact(spec: str) -> str:
+    """The spec without its password (for logs, summaries, errors)."""
+    u = urlsplit(spec)
+    if u.password is None:
+        return spec
+    netloc = f"{u.username}:***@{u.hostname}" + (f":{u.port}" if u.port else "")
+    return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+
+
+def message_headers(rec: dict[str, Any]) -> dict[str, str]:
+    """The original headers plus reprocess's: id, address, deliveries so far, idempotency key."""
+    delivery = int(rec["delivery"])
+    headers = {str(k): str(v) for k, v in dict(rec.get("headers") or {}).items()}
+    headers.update({
+        f"{HEADER_PREFIX}message-id": rec["message_id"],
+        f"{HEADER_PREFIX}original-address": rec["address"],
+        f"{HEADER_PREFIX}delivery": str(delivery),
+        f"{HEADER_PREFIX}deliveries-before": str(delivery - 1),
+        f"{HEADER_PREFIX}idempotency-key": f"{rec['message_id']}:{delivery}",
+    })
+    return headers
+
+
+class RateLimiter:
+    """At most ``rate`` calls per second (evenly spaced); None = no limit."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.interval = 0.0 if not rate else 1.0 / rate
+        self.next = time.monotonic()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        if self.next > now:
+            time.sleep(self.next - now)
+        self.next = max(self.next, now) + self.interval
+
+
+class TargetDown(Exception):  # noqa: N818 - a signal inside a partition, not an error of reprocess
+    """The broker as a whole is failing."""
+
+
+class MessageRefused(Exception):  # noqa: N818
+    """The broker refused this one message (e.g. no queue for its address)."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+class Publisher:
+    """One connection of a broker target, inside an executor."""
+
+    def publish(self, rec: dict[str, Any]) -> None:
+        """Publish and wait for the broker's confirmation; raise TargetDown or MessageRefused."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class BrokerTarget:
+    """Base of the broker targets: subclasses give ``opts`` and a picklable ``publisher_factory``."""
+
+    spec: str
+    opts: BrokerOptions
+
+    def publisher_factory(self) -> Callable[[], Publisher]:
+        raise NotImplementedError
+
+    def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
+        factory = self.publisher_factory()
+        parts = self.opts.partitions
+        per_partition_rate = None if self.opts.rate is None else self.opts.rate / parts
+        shown = redact(self.spec)
+
+        def publish_all(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            import pandas as pd
+
+            columns = ["message_id", "delivery", "ok", "error_class", "error_message"]
+            limiter = RateLimiter(per_partition_rate)
+            publisher: Publisher | None = None
+            down = False
+            try:
+                for batch in batches:
+                    rows: list[tuple[Any, ...]] = []
+                    for rec in batch.to_dict("records"):
+                        if down:
+                            break  # no outcome: the delivery is not consumed, the message stays due
+                        delivery = int(rec["delivery"])
+                        try:
+                            if publisher is None:
+                                publisher = factory()
+                            limiter.wait()
+                            publisher.publish(rec)
+                            rows.append((rec["message_id"], delivery, True, None, None))
+                        except MessageRefused as exc:
+                            rows.append((rec["message_id"], delivery, False, exc.error_class, str(exc)[:2000]))
+                        except TargetDown as exc:
+                            down = True
+                            rows.append((rec["message_id"], delivery, False, TARGET_DOWN,
+                                         f"{shown}: {exc}"[:2000]))
+                    yield pd.DataFrame(rows, columns=columns)
+            finally:
+                if publisher is not None:
+                    try:
+                        publisher.close()
+                    except Exception:  # noqa: BLE001, S110 - closing a broken connection may fail too
+                        pass
+
+        cols = due.select("message_id", "address", "payload", "headers", "delivery").repartition(parts)
+        return cols.mapInPandas(publish_all, OUTCOME_SCHEMA)
+
+
+__all__ = ["HEADER_PREFIX", "TARGET_DOWN", "BrokerOptions", "BrokerTarget", "MessageRefused", "Publisher",
+           "RateLimiter", "TargetDown", "message_headers", "parse_broker_uri", "redact"]

@@ -1,0 +1,106 @@
+"""The ``stomp://`` target: send due messages back to ActiveMQ Classic (or any STOMP 1.2 broker) with receipts.
+
+``stomp://user:password@host:61613?destination=/queue/{address}&rate=100&timeout=10&partitions=2``
+
+``destination`` (default ``/queue/{address}``) maps a message to where it came from; ``{address}`` and
+``{message_id}`` are replaced. Each SEND is persistent and asks for a RECEIPT; the delivery counts once
+the receipt arrives. An ERROR frame, a refused or lost connection or a missing receipt after ``timeout``
+seconds is the broker failing: see :mod:`reprocess.targets.broker`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from reprocess.targets.broker import (
+    BrokerOptions,
+    BrokerTarget,
+    Publisher,
+    TargetDown,
+    message_headers,
+    parse_broker_uri,
+)
+
+
+class _Receipts:
+    """A STOMP listener that records receipts and errors."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.receipts: set[str] = set()
+        self.error: str | None = None
+
+    def on_receipt(self, frame: Any) -> None:
+        with self.cond:
+            self.receipts.add(frame.headers.get("receipt-id", ""))
+            self.cond.notify_all()
+
+    def on_error(self, frame: Any) -> None:
+        with self.cond:
+            self.error = f"{frame.headers.get('message', 'ERROR frame')}: {frame.body}"[:500]
+            self.cond.notify_all()
+
+    def on_disconnected(self) -> None:
+        with self.cond:
+            self.error = self.error or "connection lost"
+            self.cond.notify_all()
+
+    def __getattr__(self, name: str) -> Any:  # the other listener callbacks: nothing to do
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+
+class StompPublisher(Publisher):
+    def __init__(self, opts: BrokerOptions) -> None:
+        import stomp
+        from stomp.exception import StompException
+
+        self.timeout = opts.timeout
+        self.destination = opts.query.get("destination", "/queue/{address}")
+        self.listener = _Receipts()
+        self.conn = stomp.Connection12([(opts.host, opts.port)], reconnect_attempts_max=1, timeout=opts.timeout,
+                                       heartbeats=(0, 0))
+        self.conn.set_listener("receipts", self.listener)
+        self.n = 0
+        try:
+            self.conn.connect(opts.user, opts.password, wait=True)
+        except (StompException, OSError) as exc:
+            raise TargetDown(f"cannot connect to stomp://{opts.host}:{opts.port}: {type(exc).__name__} {exc}") \
+                from exc
+
+    def publish(self, rec: dict[str, Any]) -> None:
+        from stomp.exception import StompException
+
+        self.n += 1
+        receipt = f"r-{self.n}"
+        dest = self.destination.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        headers = message_headers(rec) | {"persistent": "true", "receipt": receipt}
+        try:
+            self.conn.send(dest, (rec["payload"] or "").encode("utf-8"), headers=headers)
+        except (StompException, OSError) as exc:
+            raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
+        with self.listener.cond:
+            ok = self.listener.cond.wait_for(lambda: receipt in self.listener.receipts or self.listener.error,
+                                             timeout=self.timeout)
+            if self.listener.error:
+                raise TargetDown(self.listener.error)
+            if not ok:
+                raise TargetDown(f"no receipt from the broker within {self.timeout}s")
+            self.listener.receipts.discard(receipt)
+
+    def close(self) -> None:
+        if self.conn.is_connected():
+            self.conn.disconnect()
+
+
+class StompTarget(BrokerTarget):
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.opts = parse_broker_uri(spec, 61613, {"destination"})
+
+    def publisher_factory(self) -> Callable[[], Publisher]:
+        opts = self.opts
+        return lambda: StompPublisher(opts)

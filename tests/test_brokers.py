@@ -1,0 +1,217 @@
+"""Re-drive to real brokers: RabbitMQ over AMQP (running here) and ActiveMQ Classic over STOMP (installed and
+started by dev/services.sh). Closed loops, headers, outage protection, rate limit."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.errors import ConfigError, TargetUnavailableError
+from reprocess.loop import closed_loop, drain_amqp, drain_stomp, transient_and_poison, write_failures
+from reprocess.policy import parse_policies
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.read import read_dataset
+from reprocess.targets.base import parse_target
+from reprocess.targets.broker import RateLimiter, redact
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
+STOMP_HOST, STOMP_PORT = "127.0.0.1", 61613
+POLICIES = parse_policies("""
+default_dead_letter_address: loop.dlq
+policies:
+  - match: "loop.#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 4}
+""")
+QUEUES = ["loop.orders", "loop.billing"]
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _brokers_up():
+    missing = [name for name, port in (("RabbitMQ", 5672), ("ActiveMQ STOMP", STOMP_PORT)) if not _port_open(port)]
+    assert not missing, f"{missing} not reachable: run `make services` (dev/services.sh) first"
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _amqp_queues(names: list[str]):
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP))
+    ch = conn.channel()
+    for q in names:
+        ch.queue_declare(q, durable=True)
+        ch.queue_purge(q)
+    return conn, ch
+
+
+def _messages() -> list[tuple[str, str]]:
+    """(message id, queue): transient ones succeed on delivery 3, poison ones never, the rest at once."""
+    out = []
+    for i in range(6):
+        out += [(f"transient-{i}", QUEUES[i % 2]), (f"poison-{i}", QUEUES[(i + 1) % 2]), (f"fine-{i}", QUEUES[0])]
+    return out
+
+
+def _closed_loop(spark, tmp_path, target: str, drain) -> tuple[dict, list[tuple[str, int]]]:
+    return closed_loop(spark, tmp_path / "landing", tmp_path / "wh", POLICIES, target, drain, start=T0, max_cycles=8)
+
+
+def _check_loop(spark, tmp_path, summary, consumed):
+    assert summary["waiting"] == 0, summary
+    consumed_ids = sorted(m for m, _ in consumed)
+    assert consumed_ids == sorted(m for m, _ in _messages() if not m.startswith("poison-")), "each exactly once"
+    assert {m: d for m, d in consumed if m.startswith("transient-")} == {f"transient-{i}": 3 for i in range(6)}
+    dlq = {r.message_id: r for r in read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()}
+    assert sorted(dlq) == sorted(f"poison-{i}" for i in range(6))
+    assert {r.deliveries for r in dlq.values()} == {4}, "stepped max_deliveries 4"
+    assert {r.reason_code for r in dlq.values()} == {"MAX_DELIVERIES_EXCEEDED"}
+    assert {r.original_address for r in dlq.values()} <= set(QUEUES)
+
+
+def test_closed_loop_through_rabbitmq(spark, tmp_path):
+    conn, ch = _amqp_queues(QUEUES)
+    import pika
+
+    def publish(mid: str, q: str) -> None:
+        ch.basic_publish("", q, f"payload of {mid}".encode(), pika.BasicProperties(message_id=mid, delivery_mode=2))
+
+    for mid, q in _messages():  # the producers, on a connection closed before the cycles (no idle heartbeat loss)
+        publish(mid, q)
+    conn.close()
+    summary, consumed = _closed_loop(spark, tmp_path, AMQP,
+                                     lambda: drain_amqp(AMQP, QUEUES, transient_and_poison))
+    _check_loop(spark, tmp_path, summary, consumed)
+
+
+def test_closed_loop_through_activemq_over_stomp(spark, tmp_path):
+    import stomp
+
+    conn = stomp.Connection12([(STOMP_HOST, STOMP_PORT)], heartbeats=(0, 0))
+    conn.connect(wait=True)
+    drain_stomp(STOMP_HOST, STOMP_PORT, QUEUES, lambda m, d: None, idle_seconds=0.5)  # start empty
+
+    for mid, q in _messages():  # the producers
+        conn.send(f"/queue/{q}", f"payload of {mid}", headers={"app-message-id": mid, "persistent": "true"})
+    conn.disconnect()
+    summary, consumed = _closed_loop(spark, tmp_path, f"stomp://{STOMP_HOST}:{STOMP_PORT}",
+                                     lambda: drain_stomp(STOMP_HOST, STOMP_PORT, QUEUES, transient_and_poison))
+    _check_loop(spark, tmp_path, summary, consumed)
+
+
+def test_redriven_messages_carry_the_original_id_address_deliveries_and_an_idempotency_key(spark, tmp_path):
+    conn, ch = _amqp_queues(["hdr.q"])
+    write_failures(tmp_path / "landing", T0, "a", [
+        {"message_id": "h-1", "address": "hdr.q", "payload": "body-1", "failed_at": "2026-11-21T10:00:00Z",
+         "headers": {"traceparent": "00-ab-01"}, "delivery_count": 2}])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
+                              "max_deliveries: 9}}]")
+    s = run_cycle(spark, CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
+                                      policies=policies, as_of_ms=_ms(T0 + timedelta(minutes=5)), target=AMQP))
+    assert (s["due"], s["delivered"]) == (1, 1)
+    method, props, body = ch.basic_get("hdr.q", auto_ack=True)
+    conn.close()
+    assert (body, props.message_id, props.delivery_mode) == (b"body-1", "h-1", 2)
+    assert props.headers == {"traceparent": "00-ab-01", "x-reprocess-message-id": "h-1",
+                             "x-reprocess-original-address": "hdr.q", "x-reprocess-delivery": "3",
+                             "x-reprocess-deliveries-before": "2", "x-reprocess-idempotency-key": "h-1:3"}
+    assert s["target"] == "amqp://guest:***@127.0.0.1:5672/%2F", "no password in the summary"
+
+
+def test_a_target_outage_consumes_no_delivery_and_the_retry_redrives_what_was_left(spark, tmp_path):
+    conn, ch = _amqp_queues(["outage.q"])
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_failures(landing, T0, "a", [
+        {"message_id": f"o-{i}", "address": "outage.q", "payload": "x", "failed_at": "2026-11-21T10:00:00Z"}
+        for i in range(5)])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
+                              "max_deliveries: 3}}]")
+
+    def cycle(target: str) -> dict:
+        return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=policies,
+                                             as_of_ms=_ms(T0 + timedelta(minutes=5)), target=target))
+
+    with pytest.raises(TargetUnavailableError, match="5 due messages consumed no delivery") as err:
+        cycle("amqp://guest:secret@127.0.0.1:1/?timeout=2")  # nothing listens on port 1
+    assert "secret" not in str(err.value)
+    snap = Warehouse(str(wh)).latest()
+    (first,) = snap.runs
+    assert first["summary"]["target_down"]["left_due"] == 5
+    assert first["summary"]["new_messages"] == 5, "the landing batch was ingested and committed"
+    rows = read_dataset(spark, str(wh), "ledger").collect()
+    assert {(r.state, r.deliveries, r.next_attempt_ms) for r in rows} == {
+        ("WAITING_RETRY", 1, _ms(T0 + timedelta(minutes=1)))}, "still due, no delivery consumed"
+    s = cycle(AMQP)  # the task retry: same as-of, RabbitMQ back
+    assert (s["run_id"], s["due"], s["delivered"]) == (first["run_id"] + "-2", 5, 5)
+    assert {(r.state, r.deliveries) for r in read_dataset(spark, str(wh), "ledger").collect()} == {("DELIVERED", 2)}
+    assert ch.queue_declare("outage.q", passive=True).method.message_count == 5
+    assert cycle(AMQP)["already_committed"]
+    conn.close()
+
+
+def test_rate_limiter_spaces_messages_evenly(monkeypatch):
+    clock = {"t": 100.0}
+    sends = []
+    monkeypatch.setattr("reprocess.targets.broker.time.monotonic", lambda: clock["t"])
+    monkeypatch.setattr("reprocess.targets.broker.time.sleep", lambda s: clock.__setitem__("t", clock["t"] + s))
+    limiter = RateLimiter(4.0)
+    for _ in range(9):
+        limiter.wait()
+        sends.append(clock["t"])
+    assert [round(b - a, 6) for a, b in zip(sends, sends[1:], strict=False)] == [0.25] * 8
+    assert RateLimiter(None).interval == 0.0
+
+
+def test_broker_target_specs_are_checked_before_any_work():
+    assert parse_target("amqp://u:p@h:1/v?rate=50&exchange=x").opts.rate == 50.0
+    assert parse_target("stomp://h?destination=/topic/{address}").opts.port == 61613
+    with pytest.raises(ConfigError, match="unknown option"):
+        parse_target("amqp://h/?exchnage=x")
+    with pytest.raises(ConfigError, match="rate must be > 0"):
+        parse_target("stomp://h?rate=0")
+    assert redact("amqp://u:p@h:1/v") == "amqp://u:***@h:1/v"
+
+
+def test_a_policy_can_name_its_own_target_with_secrets_from_the_environment(spark, tmp_path, monkeypatch):
+    conn, ch = _amqp_queues(["own.orders"])
+    monkeypatch.setenv("TEST_MQ_PASSWORD", "guest")
+    policies = parse_policies("""
+policies:
+  - match: "own.#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+    target: "amqp://guest:${TEST_MQ_PASSWORD}@127.0.0.1:5672/%2F"
+  - match: "#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+""")
+    write_failures(tmp_path / "landing", T0, "a", [
+        {"message_id": "p-1", "address": "own.orders", "payload": "to rabbit", "failed_at": "2026-11-21T10:00:00Z"},
+        {"message_id": "p-2", "address": "other.thing", "payload": "to outbox", "failed_at": "2026-11-21T10:00:00Z"}])
+    s = run_cycle(spark, CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
+                                      policies=policies, as_of_ms=_ms(T0 + timedelta(minutes=5)), target="outbox"))
+    assert (s["due"], s["delivered"]) == (2, 2)
+    method, props, body = ch.basic_get("own.orders", auto_ack=True)
+    conn.close()
+    assert (props.message_id, body) == ("p-1", b"to rabbit")
+    assert [r.message_id for r in read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()] == ["p-2"]
+
+
+def test_a_policy_target_is_checked_when_the_file_is_loaded():
+    with pytest.raises(ConfigError, match=r"policy='#'.*key='target'.*unknown option"):
+        parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m]}, "
+                       "target: 'amqp://h/?bogus=1'}]")

@@ -1,0 +1,103 @@
+"""The GX gate inside a cycle: landing rows quarantined with the expectations they broke, a failing output
+suite stops the commit, Data Docs per run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tests.test_cycle_steps import cycle, land, ledger, rec
+
+from reprocess.errors import ValidationFailedError
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.read import read_dataset
+from reprocess.validation.suites import SUITES_DIR
+
+pytestmark = pytest.mark.spark
+
+
+def _suites(tmp_path: Path, name: str, extra: dict) -> Path:
+    """A copy of the repo's suites with one expectation added to ``name``."""
+    out = tmp_path / "expectations"
+    shutil.copytree(SUITES_DIR, out)
+    doc = json.loads((out / f"{name}.json").read_text())
+    doc["expectations"].append(extra)
+    (out / f"{name}.json").write_text(json.dumps(doc))
+    return out
+
+
+def test_quarantined_rows_name_the_expectations_they_broke(spark, tmp_path):
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("ok-1", "2026-11-21T10:00:00Z"),
+        rec("bad-count", "2026-11-21T10:00:00Z", delivery_count=0),
+        rec("bad-address", "2026-11-21T10:00:00Z", address="orders..created"),
+        rec("", "2026-11-21T10:00:00Z"),
+        rec("future", "2026-11-23T10:00:00Z"),
+        "{not json",
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    q = {r.record_no: r for r in read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()}
+    assert {n: (q[n].reason_code, list(q[n].expectations)) for n in q} == {
+        2: ("INVALID_DELIVERY_COUNT", ["expect_column_values_to_be_between(delivery_count)"]),
+        3: ("INVALID_ADDRESS", ["expect_column_values_to_match_regex(address)"]),
+        4: ("EMPTY_MESSAGE_ID", ["expect_column_value_lengths_to_be_between(message_id)"]),
+        5: ("FUTURE_TIMESTAMP", ["expect_column_values_to_be_between(failed_ms)"]),
+        6: ("MALFORMED_JSON", []),  # no record to speak of: the contract's reason says why
+    }
+    assert set(ledger(spark, tmp_path)) == {"ok-1"}
+    assert s["validation"]["passed"]
+    assert set(s["validation"]["suites"]) == {"landing", "ledger", "dlq", "run"}
+    index = Path(s["validation"]["data_docs"])
+    assert index == tmp_path / "wh" / "runs" / s["run_id"] / "data_docs" / "index.html"
+    html = index.read_text()
+    for suite in ("landing", "ledger", "dlq", "run"):
+        assert suite in html
+    assert list(index.parent.glob("validations/**/*.html")), "one page per validation"
+
+
+def test_an_expectation_added_to_the_landing_suite_quarantines_the_rows_that_break_it(spark, tmp_path, monkeypatch):
+    suites = _suites(tmp_path, "landing", {"type": "expect_column_values_to_not_match_regex",
+                                           "kwargs": {"column": "address", "regex": "^orders\\.legacy"}})
+    monkeypatch.setenv("REPROCESS_EXPECTATIONS", str(suites))
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("ok-1", "2026-11-21T10:00:00Z"),
+        rec("legacy-1", "2026-11-21T10:00:00Z", address="orders.legacy.v1"),
+        rec("ok-2", "2026-11-21T10:00:00Z", address="billing.invoice"),
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    (q,) = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.record_no, q.reason_code, list(q.expectations)) == (
+        2, "EXPECTATION_FAILED", ["expect_column_values_to_not_match_regex(address)"])
+    assert q.reason == "breaks the landing suite: expect_column_values_to_not_match_regex(address)"
+    assert set(ledger(spark, tmp_path)) == {"ok-1", "ok-2"}
+    assert (s["quarantined"], s["new_messages"]) == (1, 2)
+
+
+def test_a_failing_output_suite_commits_nothing_and_the_fixed_run_then_commits(spark, tmp_path, monkeypatch):
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z"),
+                                                  rec("m2", "2026-11-21T10:01:00Z", address="billing.invoice")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = Warehouse(str(tmp_path / "wh"))
+    before = wh.latest()
+    # A stricter ledger suite than the policies allow stands in for a bug that writes a wrong ledger.
+    suites = _suites(tmp_path, "ledger", {"type": "expect_column_values_to_be_between",
+                                          "kwargs": {"column": "deliveries", "max_value": 1}})
+    monkeypatch.setenv("REPROCESS_EXPECTATIONS", str(suites))
+    with pytest.raises(ValidationFailedError) as err:
+        cycle(spark, tmp_path, "2026-11-21T10:15:00Z")  # m1 is due and fails again: deliveries 2
+    message = str(err.value)
+    assert "suite ledger" in message
+    assert "expect_column_values_to_be_between(deliveries) unexpected=1" in message
+    assert "nothing was committed" in message
+    docs = Path(message.rsplit("Data Docs: ", 1)[1])
+    assert docs.is_file()
+    assert wh.latest().version == before.version
+    assert ledger(spark, tmp_path)["m1"]["deliveries"] == 1
+    assert wh.prepared_runs(), "the deliveries persisted before the re-drive stay, to be resumed"
+    monkeypatch.delenv("REPROCESS_EXPECTATIONS")
+    s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z")  # resumes the prepared run with the same deliveries
+    assert ledger(spark, tmp_path)["m1"]["deliveries"] == 2
+    assert s["validation"]["passed"]
+    assert wh.latest().version == before.version + 1
