@@ -8,6 +8,7 @@
      +-- CommitConflictError       code="conflict"       exit 7   another run holds the warehouse
      +-- OutOfOrderError           code="out_of_order"   exit 8   (reprocess.cycle.run) as-of before the last
      +-- ValidationFailedError     code="validation"     exit 9   a GX suite on the run's outputs failed
+     +-- NotFoundError             code="not_found"      exit 10  an operator command asked for a record not there
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -37,6 +38,7 @@ class ConfigError(ReprocessError):
         policy: str | None = None,
         key: str | None = None,
     ) -> None:
+        self.message = message  # without the [file= policy= key=] prefix
         self.file = file
         self.policy = policy
         self.key = key
@@ -84,3 +86,10 @@ class ValidationFailedError(ReprocessError):
 
     code = "validation"
     exit_code = 9
+
+
+class NotFoundError(ReprocessError):
+    """An operator command (``reprocess dlq show``) asked for a record the committed snapshot does not hold."""
+
+    code = "not_found"
+    exit_code = 10

@@ -17,6 +17,7 @@ from reprocess.landing.contract import (
     read_parquet_records,
     read_text_records,
 )
+from reprocess.landing.manifest import partition_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,11 +66,12 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     corrupt: list[tuple[str, str]] = []
     readable = []
     for f in files:
-        if f.size == 0:
+        problem = partition_problem(f.path)
+        if problem is None and f.size == 0:
             readable.append(f)
             continue
-        problem = _gzip_problem(f.path) if f.path.endswith(".gz") else (
-            _parquet_problem(f.path) if f.fmt == "parquet" else None)
+        problem = problem or (_gzip_problem(f.path) if f.path.endswith(".gz") else (
+            _parquet_problem(f.path) if f.fmt == "parquet" else None))
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))

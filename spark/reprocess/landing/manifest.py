@@ -65,15 +65,39 @@ def list_landing(landing: str | Path, as_of_ms: int) -> list[LandingFile]:
             h = _HOUR.match(hour.name)
             if not h or not hour.is_dir():
                 continue
-            start = datetime.strptime(f"{m.group(1)} {h.group(1)}", "%Y-%m-%d %H").replace(tzinfo=UTC)
-            start_ms = int(start.timestamp() * 1000)
-            if start_ms > as_of_ms:
+            start_ms = _hour_start_ms(m.group(1), h.group(1))
+            if start_ms is None:
+                # Not a real date or hour (dt=2026-02-30, hour=24): its files cannot be placed in time, so the
+                # next run takes them and quarantines them whole, naming the folder (see partition_problem).
+                start_ms = 0
+            elif start_ms > as_of_ms:
                 continue
             for f in sorted(hour.iterdir()):
                 if f.is_file() and f.name.endswith(SUFFIXES) and not f.name.startswith((".", "_")):
                     fmt = "parquet" if f.name.endswith(".parquet") else "text"
                     out.append(LandingFile(str(f.resolve()), f.stat().st_size, start_ms, fmt))
     return out
+
+
+def _hour_start_ms(day: str, hour: str) -> int | None:
+    """``dt``/``hour`` partition values as the hour's start in ms, or None when they are no real date/hour."""
+    try:
+        start = datetime.strptime(f"{day} {hour}", "%Y-%m-%d %H").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(start.timestamp() * 1000)
+
+
+def partition_problem(path: str) -> str | None:
+    """Why the ``dt=/hour=`` folders of a landing file are not a real date and hour, or None when they are."""
+    hour_dir = Path(path).parent
+    m, h = _PARTITION.match(hour_dir.parent.name), _HOUR.match(hour_dir.name)
+    if m is None or h is None:
+        return None  # list_landing only lists files under well-formed partition folders
+    if _hour_start_ms(m.group(1), h.group(1)) is not None:
+        return None
+    return (f"the file is in partition {hour_dir.parent.name}/{hour_dir.name}, which is not a real date and hour "
+            "(expected dt=YYYY-MM-DD/hour=00..23 by failure time): it cannot be placed in time")
 
 
 def read_manifest(files: list[str]) -> dict[str, ManifestEntry]:

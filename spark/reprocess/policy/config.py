@@ -114,6 +114,36 @@ class PolicySet:
         return policy.dead_letter_address
 
 
+class _DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(f"duplicate key {key!r} at line {line}")
+        self.key = key
+        self.line = line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error, not 'the last one wins'."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # '<<: *anchor' merges: keys given here override the merged ones, as YAML intends
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: construct_mapping reports it
+            continue
+        if duplicate:
+            raise _DuplicateKeyError(str(key), key_node.start_mark.line + 1)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_policies(path: str | Path) -> PolicySet:
     """Read and validate a policy file."""
     path = Path(path)
@@ -121,13 +151,19 @@ def load_policies(path: str | Path) -> PolicySet:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read policy file: {exc.strerror}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}",
+                          file=str(path)) from exc
     return parse_policies(text, source=str(path))
 
 
 def parse_policies(text: str, source: str = "<inline>") -> PolicySet:
     """Validate YAML text into a :class:`PolicySet`."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that also refuses duplicate keys
+    except _DuplicateKeyError as exc:
+        raise ConfigError(f"duplicate key at line {exc.line}: YAML would silently keep only the last one",
+                          file=source, key=exc.key) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", file=source) from exc
     return policies_from_mapping(doc, source=source)
@@ -210,7 +246,7 @@ def _target(value: Any, source: str, label: str) -> str | None:
     try:
         parse_target(expand_target(value, check=False))
     except ConfigError as exc:
-        raise ConfigError(str(exc), file=source, policy=label, key="target") from exc
+        raise ConfigError(exc.message, file=source, policy=label, key="target") from exc
     return value
 
 

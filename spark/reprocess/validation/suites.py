@@ -169,12 +169,20 @@ def _limit(policies: PolicySet, address: Column) -> Column:
 def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
     """The ledger with the boolean columns the ledger suite expects to be true."""
     waiting = F.col("state") == WAITING
+    within = F.col("deliveries") <= _limit(policies, F.col("address"))
+    if "error_history" in ledger.columns:
+        # A message may arrive already past its bound: its source made the deliveries (a landing record's
+        # delivery_count, or more failures of one id than the bound). Counting keeps the source's number
+        # (docs/adr/0001-counting.md) and the message is dead-lettered at once; only a dead letter whose last
+        # delivery reprocess made itself (a re-drive: history entries without a landing fingerprint) is bounded.
+        last = F.try_element_at(F.col("error_history"), F.lit(-1))
+        within = within | ((F.col("state") == DEAD_LETTERED) & F.coalesce(last["fp"].isNotNull(), F.lit(False)))
     return ledger.select(
         "message_id", "state", "deliveries",
         (~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
         (~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
         .alias("next_attempt_after_last_failure"),
-        (F.col("deliveries") <= _limit(policies, F.col("address"))).alias("deliveries_within_policy_bound"),
+        within.alias("deliveries_within_policy_bound"),
     )
 
 

@@ -1,0 +1,500 @@
+"""The bad-input corpus (tests/data/bad/, its README lists every kind): each bad record or file is quarantined
+with its file, record number, reason code and a reason, every bad policy file is refused with a ConfigError
+naming file and key before Spark starts, and the good records next to the bad ones reach the ledger.
+
+One landing folder holds every record and file kind and ONE cycle runs over it (a module fixture); the tests
+then read its outputs. Kinds that cannot share that batch (they would fail the whole run today, or change how
+the batch's other Parquet files are read) live in ``isolated/`` and are checked below the cycle level.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+import pytest
+
+from reprocess.errors import ConfigError
+from reprocess.landing.manifest import list_landing, partition_problem
+from reprocess.policy import load_policies
+
+CORPUS = Path(__file__).resolve().parent / "data" / "bad"
+AS_OF = "2026-11-21T10:05:00Z"
+HOUR = "dt=2026-11-21/hour=10"
+# Files that must sit in a partition folder that is not a real date or hour.
+PLACED = {"bad_partition_date.jsonl": "dt=2026-02-30/hour=10", "bad_partition_hour.jsonl": "dt=2026-11-21/hour=24"}
+BIG = "payload_10mb.jsonl"  # written by the fixture: 10 MiB is not for the repository
+COMBINED = "records.jsonl"  # the record kinds, one after the other (see _build_landing)
+# Record kinds whose point is the file itself: they stay a landing file of their own.
+OWN_FILE = ("utf8_bom.jsonl",  # a byte order mark is only one at the start of a file
+            "truncated_json.jsonl")  # the writer died mid-record: the file ends without a newline
+BIG_PAYLOAD_BYTES = 10 << 20
+
+
+def _ms(iso: str) -> int:
+    from reprocess.cli import parse_instant
+
+    return parse_instant(iso)
+
+
+# -- expected outcomes ------------------------------------------------------------------------------------------
+# (file, record number (None: the whole file), reason code, a fragment the reason must contain)
+QUARANTINED = [
+    ("malformed_json.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    ("truncated_json.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    ("duplicate_json_keys.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    ("not_an_object.jsonl", 2, "NOT_AN_OBJECT", "one JSON object per line"),
+    ("missing_message_id.jsonl", 2, "MISSING_FIELD", "'message_id'"),
+    ("missing_address.jsonl", 2, "MISSING_FIELD", "'address'"),
+    ("missing_payload.jsonl", 2, "MISSING_FIELD", "'payload'"),
+    ("missing_failed_at.jsonl", 2, "MISSING_FIELD", "'failed_at'"),
+    ("wrong_type_message_id.jsonl", 2, "WRONG_TYPE", "'message_id' must be a string"),
+    ("wrong_type_address.jsonl", 2, "WRONG_TYPE", "'address' must be a string"),
+    ("wrong_type_payload.jsonl", 2, "WRONG_TYPE", "'payload' must be a string"),
+    ("wrong_type_failed_at.jsonl", 2, "WRONG_TYPE", "'failed_at' must be a string"),
+    ("wrong_type_headers.jsonl", 2, "WRONG_TYPE", "'headers' must be an object of strings"),
+    ("wrong_type_header_value.jsonl", 2, "WRONG_TYPE", "'headers' must be an object of strings"),
+    ("wrong_type_delivery_count.jsonl", 2, "INVALID_DELIVERY_COUNT", "'delivery_count' must be an integer"),
+    ("wrong_type_error_class.jsonl", 2, "WRONG_TYPE", "'error_class' must be a string"),
+    ("wrong_type_error_message.jsonl", 2, "WRONG_TYPE", "'error_message' must be a string"),
+    ("wrong_type_consumer_group.jsonl", 2, "WRONG_TYPE", "'consumer_group' must be a string"),
+    ("wrong_type_ordering_key.jsonl", 2, "WRONG_TYPE", "'ordering_key' must be a string"),
+    ("delivery_count_zero.jsonl", 2, "INVALID_DELIVERY_COUNT", "must be >= 1"),
+    ("delivery_count_fraction.jsonl", 2, "INVALID_DELIVERY_COUNT", "must be an integer"),
+    ("empty_message_id.jsonl", 2, "EMPTY_MESSAGE_ID", "'message_id' is empty"),
+    ("timestamp_without_offset.jsonl", 2, "INVALID_TIMESTAMP", "with an offset"),
+    ("timestamp_date_only.jsonl", 2, "INVALID_TIMESTAMP", "with an offset"),
+    ("timestamp_impossible_date.jsonl", 2, "INVALID_TIMESTAMP", "2026-02-30T10:00:00Z"),
+    ("timestamp_far_future.jsonl", 2, "FUTURE_TIMESTAMP", "after the as-of"),
+    ("nul_byte_raw.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    ("nul_escaped_message_id.jsonl", 2, "CONTROL_CHARACTER", "control characters"),
+    ("control_char_address.jsonl", 2, "CONTROL_CHARACTER", "control characters"),
+    ("address_double_dot.jsonl", 2, "INVALID_ADDRESS", '"orders..created"'),
+    ("address_path_traversal.jsonl", 2, "INVALID_ADDRESS", '"../../etc/passwd"'),
+    ("address_slash.jsonl", 2, "INVALID_ADDRESS", '"orders/created"'),
+    ("address_backslash.jsonl", 2, "INVALID_ADDRESS", "is not dot-separated words"),
+    ("address_space.jsonl", 2, "INVALID_ADDRESS", '"orders created"'),
+    ("address_empty.jsonl", 2, "INVALID_ADDRESS", '[""]'),
+    ("unknown_address.jsonl", 2, "UNKNOWN_ADDRESS", 'no policy matches address ["nobody.listens"]'),
+    ("blank_lines.jsonl", 4, "MALFORMED_JSON", "not valid JSON"),  # blank lines count as lines, not records
+    ("crlf_line_endings.jsonl", 2, "MISSING_FIELD", "'payload'"),
+    (BIG, 2, "PAYLOAD_TOO_LARGE", f"payload is {BIG_PAYLOAD_BYTES} bytes, above the limit of 1048576"),
+    ("gzip_bad_record.jsonl.gz", 2, "MALFORMED_JSON", "not valid JSON"),
+    ("parquet_wrong_type.parquet", 2, "WRONG_TYPE", "'headers' must be an object of strings"),
+    ("parquet_missing_field.parquet", 2, "MISSING_FIELD", "'payload'"),
+    ("truncated.jsonl.gz", None, "CORRUPT_FILE", "cannot decompress"),
+    ("not_gzip.jsonl.gz", None, "CORRUPT_FILE", "cannot decompress"),
+    ("corrupt.parquet", None, "CORRUPT_FILE", "not a readable Parquet file"),
+    ("truncated.parquet", None, "CORRUPT_FILE", "not a readable Parquet file"),
+    ("bad_partition_date.jsonl", None, "CORRUPT_FILE", "dt=2026-02-30/hour=10, which is not a real date and hour"),
+    ("bad_partition_hour.jsonl", None, "CORRUPT_FILE", "dt=2026-11-21/hour=24, which is not a real date and hour"),
+]
+# Kinds the contract missed until the corpus found them (invalid bytes, two values on a line, JSON null).
+FOUND_BY_THE_CORPUS = [
+    pytest.param("invalid_utf8.jsonl", 2, "INVALID_UTF8", "not valid UTF-8"),
+    pytest.param("concatenated_records.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    pytest.param("trailing_garbage.jsonl", 2, "MALFORMED_JSON", "not valid JSON"),
+    pytest.param("null_required_field.jsonl", 2, "MISSING_FIELD", "'payload' is missing or null"),
+]
+# Files that hold no record at all: read, marked done, nothing quarantined, nothing ingested.
+EMPTY_FILES = ["empty.jsonl", "empty.jsonl.gz", "empty.parquet", "whitespace_only.jsonl", "gzip_empty_member.jsonl.gz"]
+# Legal addresses that Spark must escape in the dlq/address=... partition folder, by message id.
+ESCAPED_ADDRESSES = {
+    "dlq-equals": "weird.k=v",
+    "dlq-percent": "weird.100%",
+    "dlq-pre-escaped": "weird.a%2Fb",
+    "dlq-reserved": "weird.a:b?c*d#e[f]g^h'i\"j{k}",
+    "dlq-unicode": "weird.bestellung.größe.注文",
+}
+
+
+# -- the one run -------------------------------------------------------------------------------------------------
+def _ok(kind: str) -> dict:
+    return {"message_id": f"ok-{kind}", "address": "orders.created", "payload": "{}",
+            "failed_at": "2026-11-21T10:00:00Z"}
+
+
+def _build_landing(root: Path) -> dict[tuple[str, int], tuple[str, int]]:
+    """The landing folder of the run; returns where each corpus line landed: (corpus file, line) -> (landing file,
+    line).
+
+    The record kinds are one landing file, ``records.jsonl``, line after line (a landing file is one Spark task in
+    every step of a cycle: 50 files of two lines would triple the cycle's time), except those whose point is the
+    file itself (OWN_FILE). Whole-file kinds and the 10 MB payload are files of their own.
+    """
+    where: dict[tuple[str, int], tuple[str, int]] = {}
+    combined = bytearray()
+    n = 0
+    for f in sorted((CORPUS / "records").iterdir()):
+        lines = f.read_bytes().splitlines(keepends=True)  # \n, \r\n: the line ends Spark's text reader knows
+        if f.name in OWN_FILE:
+            where |= {(f.name, i): (f.name, i) for i in range(1, len(lines) + 1)}
+            continue
+        for i, line in enumerate(lines, 1):
+            combined += line if line.endswith(b"\n") else line + b"\n"
+            n += 1
+            where[(f.name, i)] = (COMBINED, n)
+    (root / HOUR).mkdir(parents=True)
+    (root / HOUR / COMBINED).write_bytes(bytes(combined))
+    for f in [*sorted((CORPUS / "files").iterdir()), *[CORPUS / "records" / name for name in OWN_FILE]]:
+        dest = root / PLACED.get(f.name, HOUR) / f.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest)
+    big = {**_ok("x"), "message_id": "bad-payload_10mb", "payload": "x" * BIG_PAYLOAD_BYTES}
+    (root / HOUR / BIG).write_text(json.dumps(_ok("payload_10mb")) + "\n" + json.dumps(big) + "\n", encoding="utf-8")
+    return where
+
+
+@pytest.fixture(scope="module")
+def landed(spark, tmp_path_factory):
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.storage.read import read_dataset
+
+    tmp = tmp_path_factory.mktemp("bad_input")
+    where = _build_landing(tmp / "landing")
+    origin = {v: k for k, v in where.items()}
+    summary = run_cycle(spark, CycleOptions(
+        landing=str(tmp / "landing"), warehouse=str(tmp / "wh"), policies=load_policies(CORPUS / "policies.yaml"),
+        as_of_ms=_ms(AS_OF), target="python:reprocess.targets.examples:always_fail"))
+    rows = read_dataset(spark, str(tmp / "wh"), "quarantine").collect()
+    # keyed by where the record is in the corpus: (corpus file, line)
+    quarantine = {}
+    for r in rows:
+        landing_key = (Path(r.source_file).name, r.record_no)
+        quarantine[origin.get(landing_key, landing_key)] = r
+    assert len(quarantine) == len(rows), "one quarantine row per file and record"
+    ledger = {r.message_id: r.asDict(recursive=True) for r in read_dataset(spark, str(tmp / "wh"), "ledger").collect()}
+    dlq = read_dataset(spark, str(tmp / "wh"), "dlq").collect()
+    return SimpleNamespace(summary=summary, quarantine=quarantine, ledger=ledger, dlq=dlq, root=tmp, where=where,
+                           landing=tmp / "landing", wh=tmp / "wh")
+
+
+def _landed_path(landed, name: str) -> Path:
+    """The landing file a corpus file's records are in."""
+    name = landed.where.get((name, 1), (name, 1))[0]
+    return (landed.landing / PLACED.get(name, HOUR) / name).resolve()
+
+
+def _corpus_file(name: str) -> Path:
+    return next(p for d in ("records", "files") if (p := CORPUS / d / name).exists())
+
+
+def _line(path: Path, n: int) -> str:
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.splitlines()[n - 1].decode("utf-8", "replace")  # as Spark hands invalid bytes to Python
+
+
+def _good_ids(folder: Path) -> set[str]:
+    """The message ids of the corpus's good records (``ok-...``) in every file Python can read."""
+    ids: set[str] = set()
+    for f in folder.iterdir():
+        if f.suffix == ".parquet":
+            try:
+                ids |= {r["message_id"] for r in pq.read_table(f).to_pylist()}
+            except (OSError, ValueError):  # the corrupt Parquet files of the corpus: quarantined whole
+                pass
+            continue
+        try:
+            data = gzip.decompress(f.read_bytes()) if f.name.endswith(".gz") else f.read_bytes()
+        except (OSError, EOFError):
+            continue  # a truncated or fake gzip: quarantined whole
+        for raw in data.splitlines():
+            try:
+                ids.add(json.loads(raw)["message_id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return {i for i in ids if isinstance(i, str) and i.startswith("ok-")}
+
+
+# -- record and file kinds ---------------------------------------------------------------------------------------
+@pytest.mark.spark
+@pytest.mark.parametrize(("name", "record_no", "code", "fragment"), [*QUARANTINED, *FOUND_BY_THE_CORPUS])
+def test_bad_record_or_file_is_quarantined_naming_file_record_and_reason(landed, name, record_no, code, fragment):
+    row = landed.quarantine.get((name, record_no))
+    assert row is not None, f"no quarantine row for {name} record {record_no}"
+    landing_name, landing_no = landed.where.get((name, record_no), (name, record_no))
+    assert row.source_file == str(_landed_path(landed, name))  # the landing file, by its full path
+    assert (Path(row.source_file).name, row.record_no, row.reason_code) == (landing_name, landing_no, code)
+    assert fragment in row.reason
+    assert row.run_id == landed.summary["run_id"]
+    if record_no is not None and name.endswith((".jsonl", ".jsonl.gz")) and name != BIG:
+        assert row.raw == _line(_corpus_file(name), record_no)  # the line kept as it was
+    if row.message_id is not None:
+        assert row.message_id not in landed.ledger
+
+
+@pytest.mark.spark
+def test_nothing_but_the_listed_kinds_is_quarantined(landed):
+    expected = {(n, r) for n, r, _, _ in QUARANTINED} | {tuple(p.values[:2]) for p in FOUND_BY_THE_CORPUS}
+    assert set(landed.quarantine) == expected
+    assert landed.summary["quarantined"] == len(landed.quarantine)
+    assert sorted(c["file"] for c in landed.summary["corrupt_files"]) == sorted(
+        str(_landed_path(landed, n)) for n, r, _, _ in QUARANTINED if r is None)
+
+
+@pytest.mark.spark
+def test_every_good_record_next_to_a_bad_one_reaches_the_ledger(landed):
+    good = _good_ids(CORPUS / "records") | _good_ids(CORPUS / "files") | {"ok-payload_10mb"}
+    assert len(good) >= 60
+    assert good - set(landed.ledger) == set()
+    assert {landed.ledger[i]["state"] for i in good} == {"WAITING_RETRY"}
+
+
+@pytest.mark.spark
+def test_the_run_balances_and_passes_its_gx_suites(landed):
+    s = landed.summary
+    assert all(s["conservation"].values()), s["conservation"]
+    assert s["validation"]["passed"]
+    assert s["landing_files"] == len([f for f in landed.landing.rglob("*") if f.is_file()])
+
+
+@pytest.mark.spark
+def test_files_without_records_are_read_once_and_quarantine_nothing(landed):
+    from reprocess.landing.manifest import read_manifest
+    from reprocess.storage.commit import Warehouse
+
+    manifest = read_manifest(Warehouse(str(landed.wh)).live_files("manifest"))
+    for name in EMPTY_FILES:
+        entry = manifest[str(_landed_path(landed, name))]
+        assert entry.done, name
+        assert not [k for k in landed.quarantine if k[0] == name]
+    # corrupt files and files in impossible partitions are done too: quarantined whole, never read again
+    for name, record_no, _, _ in QUARANTINED:
+        if record_no is None:
+            assert manifest[str(_landed_path(landed, name))].done, name
+
+
+@pytest.mark.spark
+def test_a_record_failed_later_than_the_as_of_waits_for_its_run_and_is_not_quarantined(landed):
+    assert "later" not in landed.ledger
+    assert not [k for k in landed.quarantine if k[0] == "timestamp_after_as_of.jsonl"]
+    assert landed.summary["deferred_until_later_as_of"] == 1
+
+
+# -- legal but unusual -------------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_addresses_with_equals_percent_reserved_characters_or_unicode_stay_one_escaped_dlq_partition(landed):
+    got = {r.message_id: (r.address, r.original_address, r.reason_code) for r in landed.dlq}
+    for mid, address in ESCAPED_ADDRESSES.items():
+        assert got[mid] == (address, address, "NON_RETRYABLE")  # read back exactly
+    dlq_root = (landed.wh / "dlq").resolve()
+    partitions = sorted(p for p in dlq_root.iterdir() if p.is_dir())
+    for part in partitions:
+        key, _, value = part.name.partition("=")
+        assert key == "address"
+        assert "=" not in value  # '=' and '/' are escaped inside the one folder name
+        assert "/" not in value
+        assert [d.name.startswith("dt=") for d in part.iterdir()] == [True]
+    names = {unquote(p.name.partition("=")[2]) for p in partitions}
+    assert names == {*ESCAPED_ADDRESSES.values(), "orders.created"}
+    assert dlq_root / "address=weird.k%3Dv" in partitions
+    assert dlq_root / "address=weird.100%25" in partitions
+    assert dlq_root / "address=weird.a%252Fb" in partitions
+    assert dlq_root / "address=weird.bestellung.größe.注文" in partitions  # Spark leaves non-ASCII letters alone
+    for f in landed.wh.rglob("*"):  # no address made a folder anywhere else, nor left the warehouse
+        assert f.resolve().is_relative_to(landed.wh.resolve())
+        assert f.name not in ("passwd", "etc", "..", "v", "b")
+
+
+@pytest.mark.spark
+def test_null_optional_fields_mean_absent(landed):
+    assert not [k for k in landed.quarantine if k[0] == "null_optional_fields.jsonl"]
+    m = landed.ledger["null-optionals"]
+    assert (m["deliveries"], m["headers"], m["last_error_class"], m["ordering_key"]) == (1, {}, None, None)
+
+
+@pytest.mark.spark
+def test_a_line_of_tabs_is_blank_and_skipped(landed):
+    assert not [k for k in landed.quarantine if k[0] == "tab_only_line.jsonl"]
+
+
+@pytest.mark.spark
+def test_a_utf8_byte_order_mark_at_the_start_of_a_file_is_skipped(landed):
+    assert landed.ledger["bom-first-record"]["payload"] == '{"order": 2}'
+    assert not [k for k in landed.quarantine if k[0] == "utf8_bom.jsonl"]
+
+
+@pytest.mark.spark
+def test_a_nul_character_in_a_payload_is_kept_exactly(landed):
+    assert landed.ledger["nul-payload"]["payload"] == "a\x00b"
+
+
+@pytest.mark.spark
+def test_conflicting_duplicates_of_one_id_count_one_delivery_each_in_failed_at_order(landed):
+    """ADR 0001: one counter, deliveries; each failure reported is a failed delivery (merge.py: several failures
+    of one message in one batch count one delivery each, in failed_at order, whatever the file order)."""
+    m = landed.ledger["dup-conflict"]
+    assert [(h["delivery"], h["failed_ms"], h["error_class"]) for h in m["error_history"]] == [
+        (1, _ms("2026-11-21T10:01:00Z"), "IOError"), (2, _ms("2026-11-21T10:02:00Z"), "TimeoutError")]
+    assert (m["deliveries"], m["state"], m["payload"], m["last_error_class"]) == (
+        2, "WAITING_RETRY", "second", "TimeoutError")  # the latest failure's payload and error
+    assert (m["first_failed_ms"], m["last_failed_ms"]) == (_ms("2026-11-21T10:01:00Z"), _ms("2026-11-21T10:02:00Z"))
+    assert m["next_attempt_ms"] == _ms("2026-11-21T10:12:00Z")  # delay(2) = 10m after the last failure
+    same = landed.ledger["dup-same-time"]  # same time, different payload: two failures, ordered by fingerprint
+    assert [h["delivery"] for h in same["error_history"]] == [1, 2]
+    assert same["deliveries"] == 2
+    assert landed.ledger["dup-exact"]["deliveries"] == 1  # an exact duplicate counts once
+    assert landed.summary["duplicates"] == 1
+
+
+@pytest.mark.spark
+def test_a_message_arriving_past_its_policy_bound_is_dead_lettered_at_the_sources_count(landed):
+    """More failures of one id than max_deliveries (3), or delivery_count 50: counting keeps the source's number
+    (ADR 0001: the first failure here is k = delivery_count) and the message is dead-lettered at once; the run's
+    GX ledger suite must not take that for a bug and fail the whole run."""
+    four = landed.ledger["dup-beyond"]
+    assert (four["state"], four["deliveries"], four["reason_code"]) == ("DEAD_LETTERED", 4, "MAX_DELIVERIES_EXCEEDED")
+    assert [h["delivery"] for h in four["error_history"]] == [1, 2, 3, 4]
+    fifty = landed.ledger["dc-beyond"]
+    assert (fifty["state"], fifty["deliveries"], fifty["reason_code"]) == (
+        "DEAD_LETTERED", 50, "MAX_DELIVERIES_EXCEEDED")
+    dlq = {r.message_id: (r.address, r.deliveries) for r in landed.dlq}
+    assert (dlq["dup-beyond"], dlq["dc-beyond"]) == (("orders.created", 4), ("orders.created", 50))
+
+
+# -- kinds that cannot share the batch (isolated/) -----------------------------------------------------------------
+def _read_alone(spark, tmp_path, files: dict[str, Path]):
+    """Parse ``{landing name: corpus file}`` as the cycle's landing step does, keyed by (name, record number)."""
+    from reprocess.cycle.landing_batch import read_batch
+
+    for name, f in files.items():
+        dest = tmp_path / "landing" / HOUR / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest)
+    listed = list_landing(tmp_path / "landing", _ms(AS_OF))
+    batch = read_batch(spark, listed, {}, _ms(AS_OF), 1 << 20, 24 * 3600 * 1000)
+    return {(Path(r.source_file).name, r.record_no): r for r in batch.records.collect()}
+
+
+@pytest.mark.spark
+def test_an_address_with_unicode_whitespace_is_an_invalid_address(spark, tmp_path):
+    names = ["address_nbsp.jsonl", "address_nel.jsonl"]  # U+00A0 no-break space, U+0085 next line
+    rows = _read_alone(spark, tmp_path, {n: CORPUS / "isolated" / n for n in names})
+    assert [(rows[(n, 1)].problem, rows[(n, 2)].problem) for n in names] == [(None, "INVALID_ADDRESS")] * 2
+
+
+@pytest.mark.spark
+def test_parquet_files_of_different_schemas_are_each_parsed_with_their_own(spark, tmp_path):
+    conflict, extra = CORPUS / "isolated" / "parquet_type_conflict", CORPUS / "isolated" / "parquet_extra_columns"
+    rows = _read_alone(spark, tmp_path, {
+        "conflict_string_id.parquet": conflict / "a.parquet", "conflict_int_id.parquet": conflict / "b.parquet",
+        "extra_plain.parquet": extra / "a.parquet", "extra_more_columns.parquet": extra / "b.parquet"})
+    assert rows[("conflict_string_id.parquet", 1)].problem is None
+    assert rows[("conflict_int_id.parquet", 1)].problem == "WRONG_TYPE"
+    assert rows[("extra_plain.parquet", 1)].problem is None
+    more = rows[("extra_more_columns.parquet", 1)]
+    assert (more.problem, more.delivery_count, json.loads(more.extra or "{}")) == (None, 3, {"shard": 7})
+
+
+@pytest.mark.unit
+def test_partition_folders_that_are_no_real_date_or_hour_are_listed_and_named(tmp_path):
+    for folder in ("dt=2026-02-30/hour=10", "dt=2026-11-21/hour=24", "dt=2026-11-21/hour=10"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "a.jsonl").write_text("{}\n")
+    listed = {str(Path(f.path).relative_to(tmp_path.resolve())): f for f in list_landing(tmp_path, _ms(AS_OF))}
+    assert sorted(listed) == ["dt=2026-02-30/hour=10/a.jsonl", "dt=2026-11-21/hour=10/a.jsonl",
+                              "dt=2026-11-21/hour=24/a.jsonl"]
+    assert "dt=2026-02-30/hour=10" in (partition_problem(listed["dt=2026-02-30/hour=10/a.jsonl"].path) or "")
+    assert "dt=2026-11-21/hour=24" in (partition_problem(listed["dt=2026-11-21/hour=24/a.jsonl"].path) or "")
+    assert partition_problem(listed["dt=2026-11-21/hour=10/a.jsonl"].path) is None
+
+
+# -- policy files ------------------------------------------------------------------------------------------------
+# file -> (policy, key, a fragment of the message)
+CONFIGS = {
+    "yaml_syntax_error.yaml": (None, None, "not valid YAML"),
+    "not_a_mapping.yaml": (None, None, "the top level must be a mapping"),
+    "empty_file.yaml": (None, None, "the top level must be a mapping"),
+    "not_utf8.yaml": (None, None, "not UTF-8 text: byte 0xe9"),
+    "unknown_top_level_key.yaml": (None, "polices", "unknown top-level key"),
+    "empty_policies.yaml": (None, "policies", "must be a non-empty list"),
+    "duplicate_key.yaml": (None, "policies", "duplicate key at line 5"),
+    "duplicate_settings_key.yaml": (None, "max_deliveries", "duplicate key at line 7"),
+    "policy_not_a_mapping.yaml": ("#0", None, "each policy must be a mapping"),
+    "missing_match.yaml": ("#0", "match", "'match' is required"),
+    "unknown_policy_key.yaml": ("orders.#", "retries", "unknown key"),
+    "bad_wildcard_mixed.yaml": ("orders.cre*", "match", "wildcard mixed with text"),
+    "bad_wildcard_empty_word.yaml": ("orders..#", "match", "empty word"),
+    "duplicate_match.yaml": ("orders.#", "match", "duplicate match"),
+    "unknown_profile.yaml": ("orders.#", "profile", "got 'kafka'"),
+    "settings_not_a_mapping.yaml": ("orders.#", "settings", "must be a mapping"),
+    "unknown_settings_key.yaml": ("orders.#", "settings.maximumRedeliverys", "unknown key"),
+    "negative_delay.yaml": ("orders.#", "settings.initialRedeliveryDelay", "must be >= 0, got -1000"),
+    "negative_duration.yaml": ("orders.#", "settings.delays[1]", "got '-5m'"),
+    "wrong_type_setting.yaml": ("orders.#", "settings.maximumRedeliveries", "must be an integer"),
+    "zero_max_deliveries.yaml": ("orders.#", "settings.max_deliveries", "got 0"),
+    "multiplier_below_one.yaml": ("orders.#", "settings.multiplier", "must be >= 1.0"),
+    "max_delay_below_initial.yaml": ("orders.#", "settings.max_delay", "must be >= initial_delay"),
+    "jitter_factor_missing.yaml": ("orders.#", "settings.jitter_factor", "is required with jitter: proportional"),
+    "bad_delay_level.yaml": ("orders.#", "settings.messageDelayLevel", "bad level '5x'"),
+    "empty_default_dla.yaml": (None, "default_dead_letter_address", "must be a non-empty address"),
+    "blank_policy_dla.yaml": ("orders.#", "dead_letter_address", "must be a non-empty address"),
+    "artemis_empty_dla.yaml": ("billing.*", "settings.dead-letter-address", "must be a non-empty address"),
+    "artemis_dla_outside_settings.yaml": ("billing.*", "dead_letter_address", "in settings as 'dead-letter-address'"),
+    "ordered_not_boolean.yaml": ("inventory.#", "ordered", "must be true or false"),
+    "bad_target.yaml": ("orders.#", "target", "unknown target 'ftp://files.example.com/outbox'"),
+    "bad_regex.yaml": (None, "non_retryable[0].error_class", "bad regular expression"),
+    "python_only_regex.yaml": ("orders.#", "non_retryable[0].message", "Python-only"),
+    "bad_rule.yaml": ("orders.#", "non_retryable[0]", "a rule is a mapping"),
+}
+
+
+@pytest.mark.unit
+def test_every_policy_file_of_the_corpus_has_an_expected_error():
+    assert sorted(p.name for p in (CORPUS / "configs").iterdir()) == sorted(CONFIGS)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_bad_policy_file_is_a_config_error_naming_file_policy_and_key(name):
+    policy, key, fragment = CONFIGS[name]
+    path = CORPUS / "configs" / name
+    with pytest.raises(ConfigError) as info:
+        load_policies(path)
+    err = info.value
+    assert (err.file, err.policy, err.key) == (str(path), policy, key)
+    assert fragment in str(err)
+    assert str(err).startswith(f"[file={path}")
+    assert "] [" not in str(err)  # one [file= policy= key=] prefix, not one per layer
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_bad_policy_file_fails_the_run_command_before_spark_starts(name, tmp_path, monkeypatch, capsys):
+    from reprocess import cli, sparkutil
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark must not start with a bad policy file")
+
+    monkeypatch.setattr(sparkutil, "build_session", no_spark)
+    path = CORPUS / "configs" / name
+    rc = cli.main(["run", "--config", str(path), "--landing", str(tmp_path / "landing"),
+                   "--warehouse", str(tmp_path / "wh"), "--as-of", AS_OF])
+    assert rc == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert "configuration error" in err
+    assert str(path) in err
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.unit
+def test_the_runs_policy_file_is_valid_and_has_no_default_policy():
+    policies = load_policies(CORPUS / "policies.yaml")
+    assert policies.resolve("nobody.listens") is None
+    assert policies.resolve("weird.k=v") is not None
+
+
+@pytest.mark.unit
+def test_the_corpus_readme_lists_every_kind():
+    readme = (CORPUS / "README.md").read_text(encoding="utf-8")
+    names = [p.name for d in ("records", "files", "configs") for p in (CORPUS / d).iterdir()]
+    names += [str(p.relative_to(CORPUS / "isolated")) for p in (CORPUS / "isolated").rglob("*") if p.is_file()]
+    missing = [n for n in names + [BIG] if f"`{n}`" not in readme]
+    assert missing == []
