@@ -9,6 +9,7 @@ from reprocess.errors import (
     ConfigError,
     ConservationError,
     ContractError,
+    NotFoundError,
     ReprocessError,
     TargetUnavailableError,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "ConservationError",
     "ContractError",
     "Decision",
+    "NotFoundError",
     "Policy",
     "PolicySet",
     "Profile",

@@ -2,6 +2,8 @@
 
     reprocess schedule --config FILE --address A [--address B ...] [--deliveries N]
                        [--message-id ID] [--format table|json]
+    reprocess run | generate | redrive ...                       (Spark jobs; see --help)
+    reprocess dlq list|show|stats, ledger stats, report ...       (operator commands, no Spark)
 
 Exit codes come from the error classes in :mod:`reprocess.errors`.
 """
@@ -17,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 from reprocess.errors import ConfigError, ReprocessError
+from reprocess.ledger.states import REASON_CODES
 from reprocess.policy import PolicySet, load_policies, parse_policies, schedule
 from reprocess.policy.durations import human
 from reprocess.policy.reference import has_jitter, max_deliveries
@@ -137,7 +140,194 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
     d.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     d.set_defaults(func=cmd_redrive)
+    _add_operator_commands(sub)
     return parser
+
+
+# -- operator commands: the latest committed snapshot read with pyarrow, no Spark (reprocess.ops, reprocess.report)
+
+_OPS_NOTE = ("Reads the latest committed snapshot of the warehouse with pyarrow (no Spark): answers in about "
+             "a second and never sees a half-written run.")
+
+
+def _pattern(text: str) -> str:
+    from reprocess.policy.wildcard import validate_pattern
+
+    why = validate_pattern(text)
+    if why:
+        raise argparse.ArgumentTypeError(f"{why} (words separated by '.', '*' one word, '#' any number)")
+    return text
+
+
+def _since(text: str) -> int:
+    from reprocess.ops import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _until(text: str) -> int:
+    from reprocess.ops import parse_time
+
+    try:
+        return parse_time(text, end_of_day=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description; keeps each example of the epilog on its own line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _ops_parser(sub: Any, name: str, help_: str, description: str, examples: str,
+                note: str = _OPS_NOTE) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        name, help=help_, description=f"{description} {note}", epilog="examples:\n" + examples,
+        formatter_class=_ExamplesFormatter)
+    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (holds _snapshots/)")
+    return p
+
+
+def _format_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+
+
+def _dlq_filter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", metavar="PATTERN", type=_pattern,
+                   help="original address wildcard: 'orders.#', '*.created', 'billing.eu' (default: all)")
+    p.add_argument("--reason", dest="reasons", metavar="CODE", action="append", default=[], choices=REASON_CODES,
+                   help=f"reason code, repeatable: {', '.join(REASON_CODES)} (default: all)")
+    p.add_argument("--since", metavar="DATE", type=_since,
+                   help="dead-lettered at or after: a UTC day (2026-11-21) or an instant (2026-11-21T10:00:00Z)")
+    p.add_argument("--until", metavar="DATE", type=_until,
+                   help="dead-lettered before this instant, or on or before this UTC day (2026-11-21 includes "
+                   "the whole day)")
+
+
+def _add_operator_commands(sub: Any) -> None:
+    dlq = sub.add_parser("dlq", help="inspect dead letters: list, show, stats (no Spark)",
+                         description="Inspect the dead letters of a warehouse. " + _OPS_NOTE)
+    dsub = dlq.add_subparsers(dest="dlq_command", required=True, metavar="SUBCOMMAND")
+    p = _ops_parser(dsub, "list", "dead letters, newest first, with filters", "List dead letters, newest first.",
+                    "  reprocess dlq list --warehouse wh/ --address 'orders.#' --reason NON_RETRYABLE\n"
+                    "  reprocess dlq list --warehouse wh/ --since 2026-11-21 --until 2026-11-22 --limit 200 "
+                    "--format json")
+    _dlq_filter_args(p)
+    p.add_argument("--limit", metavar="N", type=_positive_int, default=50,
+                   help="show at most N dead letters (default: 50); the total matched is always reported")
+    _format_arg(p)
+    p.set_defaults(func=cmd_dlq_list)
+
+    p = _ops_parser(dsub, "show", "one dead letter in full (payload, headers, error history)",
+                    "Show one dead letter in full: payload, headers, error history, reason, deliveries, policy. "
+                    f"Exits with {_not_found_exit()} (not_found) when the message is not a dead letter, "
+                    "saying where it is if the ledger holds it.",
+                    "  reprocess dlq show --warehouse wh/ m-42\n"
+                    "  reprocess dlq show --warehouse wh/ m-42 --format json")
+    p.add_argument("message_id", metavar="MESSAGE_ID", help="the message id (as the consumer landed it)")
+    _format_arg(p)
+    p.set_defaults(func=cmd_dlq_show)
+
+    p = _ops_parser(dsub, "stats", "dead letters counted by reason, by address, by day",
+                    "Count dead letters by reason, by original address and reason, by day of dead-lettering "
+                    "(UTC), and the top error classes.",
+                    "  reprocess dlq stats --warehouse wh/\n"
+                    "  reprocess dlq stats --warehouse wh/ --address 'payments.#' --since 2026-11-01 --format json")
+    _dlq_filter_args(p)
+    _format_arg(p)
+    p.set_defaults(func=cmd_dlq_stats)
+
+    ledger = sub.add_parser("ledger", help="inspect the retry ledger: stats (no Spark)",
+                            description="Inspect the retry ledger of a warehouse. " + _OPS_NOTE)
+    lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="SUBCOMMAND")
+    p = _ops_parser(lsub, "stats", "messages per state and policy, deliveries, waiting messages by next attempt",
+                    "Count ledger messages per state and per policy, the distribution of deliveries, waiting "
+                    "messages by the hour of their next attempt (and how many are overdue at the snapshot's "
+                    "as-of), and the oldest waiting messages.",
+                    "  reprocess ledger stats --warehouse wh/\n  reprocess ledger stats --warehouse wh/ --format json")
+    p.add_argument("--oldest", metavar="N", type=_positive_int, default=5,
+                   help="list the N oldest waiting messages (default: 5)")
+    _format_arg(p)
+    p.set_defaults(func=cmd_ledger_stats)
+
+    p = _ops_parser(sub, "report", "write one self-contained HTML report with plots (no Spark, no network)",
+                    "Write a single HTML file (plots embedded as PNG, no external resource) about the latest "
+                    "snapshot: dead letters by reason and by address over time, deliveries per message, schedule "
+                    "lateness per run, waiting messages by next attempt, realised retry intervals, and summary "
+                    "tables.",
+                    "  reprocess report --warehouse wh/ --out reports/reprocess.html",
+                    note="Reads the latest committed snapshot with pyarrow (no Spark) and draws with matplotlib's "
+                    "Agg canvas (no display); every record value is HTML-escaped.")
+    p.add_argument("--out", metavar="FILE.html", required=True,
+                   help="the HTML file to write (replaced atomically; parent folders are created)")
+    p.add_argument("--newest", metavar="N", type=_positive_int, default=20,
+                   help="list the N newest dead letters (default: 20)")
+    p.set_defaults(func=cmd_report)
+
+
+def _not_found_exit() -> int:
+    from reprocess.errors import NotFoundError
+
+    return NotFoundError.exit_code
+
+
+def _emit(doc: dict[str, Any], fmt: str, render: Any) -> int:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc))
+    return 0
+
+
+def _dlq_filter(args: argparse.Namespace) -> Any:
+    from reprocess.dlq_stats import DlqFilter
+
+    return DlqFilter(address=args.address, reasons=tuple(args.reasons), since_ms=args.since, until_ms=args.until)
+
+
+def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from reprocess.ops import list_dead_letters
+    from reprocess.ops_text import render_dead_letters
+
+    return _emit(list_dead_letters(args.warehouse, _dlq_filter(args), args.limit), args.format, render_dead_letters)
+
+
+def cmd_dlq_show(args: argparse.Namespace) -> int:
+    from reprocess.ops import show_dead_letter
+    from reprocess.ops_text import render_dead_letter
+
+    return _emit(show_dead_letter(args.warehouse, args.message_id), args.format, render_dead_letter)
+
+
+def cmd_dlq_stats(args: argparse.Namespace) -> int:
+    from reprocess.dlq_stats import dlq_stats
+    from reprocess.ops_text import render_dlq_stats
+    from reprocess.storage.arrow import open_snapshot
+
+    where = _dlq_filter(args)
+    where.validate()
+    _, snap = open_snapshot(args.warehouse)
+    return _emit(dlq_stats(args.warehouse, where=where, snapshot=snap), args.format, render_dlq_stats)
+
+
+def cmd_ledger_stats(args: argparse.Namespace) -> int:
+    from reprocess.ops import ledger_stats
+    from reprocess.ops_text import render_ledger_stats
+
+    return _emit(ledger_stats(args.warehouse, oldest=args.oldest), args.format, render_ledger_stats)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reprocess.report import write_report
+
+    r = write_report(args.warehouse, args.out, newest=args.newest)
+    sys.stdout.write(f"wrote {r['out']} ({r['bytes']} bytes, {r['plots']} plots): snapshot {r['snapshot']} as of "
+                     f"{r['as_of']}, {r['messages']} ledger messages, {r['dead_letters']} dead letters\n")
+    return 0
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+# States and reason codes live in a pyspark-free module (the operator CLI reads them); re-exported here.
+from reprocess.ledger.states import DEAD_LETTERED as DEAD_LETTERED
+from reprocess.ledger.states import DELIVERED as DELIVERED
+from reprocess.ledger.states import MAX_DELIVERIES_EXCEEDED as MAX_DELIVERIES_EXCEEDED
+from reprocess.ledger.states import NO_DEAD_LETTER_ADDRESS as NO_DEAD_LETTER_ADDRESS
+from reprocess.ledger.states import NON_RETRYABLE as NON_RETRYABLE
+from reprocess.ledger.states import REASON_CODES as REASON_CODES
+from reprocess.ledger.states import STATES as STATES
+from reprocess.ledger.states import WAITING as WAITING
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
-
-WAITING = "WAITING_RETRY"
-DELIVERED = "DELIVERED"
-DEAD_LETTERED = "DEAD_LETTERED"
-STATES = (WAITING, DELIVERED, DEAD_LETTERED)
-
-MAX_DELIVERIES_EXCEEDED = "MAX_DELIVERIES_EXCEEDED"
-NON_RETRYABLE = "NON_RETRYABLE"
-NO_DEAD_LETTER_ADDRESS = "NO_DEAD_LETTER_ADDRESS"
-REASON_CODES = (MAX_DELIVERIES_EXCEEDED, NON_RETRYABLE, NO_DEAD_LETTER_ADDRESS)
 
 HISTORY_LIMIT = 10
 HOUR_MS = 3_600_000

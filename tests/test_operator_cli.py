@@ -1,0 +1,309 @@
+"""Operator commands on one small committed warehouse: `reprocess dlq list|show|stats`, `ledger stats`, `report`.
+
+The warehouse is built once for the module by ONE real cycle (embedded policy file, as of 2026-11-21T10:05Z,
+target `flaky`: it raises PoisonMessage for "poison" payloads and fails delivery d of message m when
+xxh64("m/d") % 10 < 4, so the ids below were chosen for their outcome) and then only read, without Spark.
+
+    o-ok, o-done   orders.created      due -> delivery 2 succeeds -> DELIVERED
+    o-val          orders.created      ValidationError -> NON_RETRYABLE      (payload and a header hold markup)
+    n-max          orders.created      7th delivery (activemq: 6 redeliveries) -> MAX_DELIVERIES_EXCEEDED
+    o-max          orders.eu.paid      7th delivery -> MAX_DELIVERIES_EXCEEDED
+    b-max          billing.eu          3rd delivery (artemis) -> MAX_DELIVERIES_EXCEEDED, into billing.dlq
+    b-dead         billing.eu          2nd delivery; due; delivery 3 fails -> MAX_DELIVERIES_EXCEEDED, billing.dlq
+    i-poison       inventory.stock     PoisonMessage -> NON_RETRYABLE
+    i-retry        inventory.stock     due; delivery 2 fails -> waits until 10:10
+    n-wait         inventory.eu.stock  failed at 10:04:30 -> waits until 10:05:30
+    n-val          payments.card       SchemaError -> NON_RETRYABLE
+    p-poison       payments.card       due; "poison" payload -> NON_RETRYABLE at the re-drive
+    p-wait         payments.card       5th delivery -> waits 4-8 min (equal jitter)
+    m-wait         misc.audit          16th delivery (rocketmq, policy '#') -> waits 2 h, until 12:03
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from reprocess.cli import load_config, main, parse_instant
+from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.errors import ConfigError, NotFoundError
+from reprocess.storage.commit import Snapshot, Warehouse
+from test_cycle_steps import land, rec
+
+pytestmark = pytest.mark.spark
+
+AS_OF = "2026-11-21T10:05:00Z"
+NON_RETRYABLE = {"o-val", "i-poison", "n-val", "p-poison"}
+EXCEEDED = {"n-max", "o-max", "b-max", "b-dead"}
+DEAD = NON_RETRYABLE | EXCEEDED
+MARKUP = '<script>alert("pwn")</script>'
+
+
+@pytest.fixture(scope="module")
+def wh(spark, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("operator")
+    land(root / "landing", "10", "a.jsonl", [
+        rec("o-ok", "2026-11-21T10:00:00Z"),
+        rec("o-done", "2026-11-21T10:00:00Z"),
+        {**rec("o-val", "2026-11-21T10:01:00Z", error_class="com.acme.ValidationError", error_message="amount <0>",
+               headers={"x-note": "<i>hi</i>"}), "payload": MARKUP},
+        rec("n-max", "2026-11-21T10:02:30Z", delivery_count=7),
+        rec("o-max", "2026-11-21T10:02:00Z", address="orders.eu.paid", delivery_count=7, error_class="TimeoutError"),
+        rec("b-max", "2026-11-21T10:03:00Z", address="billing.eu", delivery_count=3, error_class="TimeoutError"),
+        rec("b-dead", "2026-11-21T10:00:00Z", address="billing.eu", delivery_count=2, error_class="TimeoutError"),
+        rec("i-poison", "2026-11-21T10:03:30Z", address="inventory.stock",
+            error_class="reprocess.targets.examples.PoisonMessage"),
+        rec("i-retry", "2026-11-21T10:00:00Z", address="inventory.stock"),
+        rec("n-wait", "2026-11-21T10:04:30Z", address="inventory.eu.stock"),
+        rec("n-val", "2026-11-21T10:01:30Z", address="payments.card", error_class="SchemaError"),
+        {**rec("p-poison", "2026-11-21T10:00:00Z", address="payments.card"), "payload": "poison pill"},
+        rec("p-wait", "2026-11-21T10:04:00Z", address="payments.card", delivery_count=5),
+        rec("m-wait", "2026-11-21T10:03:00Z", address="misc.audit", delivery_count=16),
+    ])
+    # validate=False: the GX gate is tested elsewhere; these tests only read what the cycle committed
+    run_cycle(spark, CycleOptions(landing=str(root / "landing"), warehouse=str(root / "wh"),
+                                  policies=load_config(None), as_of_ms=parse_instant(AS_OF), validate=False,
+                                  target="python:reprocess.targets.examples:flaky"))
+    return str(root / "wh")
+
+
+def _run(capsys, *args: str) -> str:
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def _json(capsys, *args: str) -> dict:
+    return json.loads(_run(capsys, *args, "--format", "json"))
+
+
+def test_dlq_list_gives_every_dead_letter_newest_first_with_its_reason_and_dlq_address(capsys, wh):
+    doc = _json(capsys, "dlq", "list", "--warehouse", wh)
+    assert (doc["snapshot"], doc["as_of"], doc["matched"], doc["shown"]) == (1, AS_OF, 8, 8)
+    ids = [d["message_id"] for d in doc["dead_letters"]]
+    assert ids == sorted(DEAD)  # one run: the same dead-lettering time, then by id
+    by_id = {d["message_id"]: d for d in doc["dead_letters"]}
+    assert {i for i, d in by_id.items() if d["reason_code"] == "NON_RETRYABLE"} == NON_RETRYABLE
+    assert {i for i, d in by_id.items() if d["reason_code"] == "MAX_DELIVERIES_EXCEEDED"} == EXCEEDED
+    b = by_id["b-dead"]
+    assert (b["dead_lettered_at"], b["original_address"], b["dead_letter_address"], b["deliveries"],
+            b["last_error_class"]) == (AS_OF, "billing.eu", "billing.dlq", 3,
+                                       "reprocess.targets.examples.TransientError")
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    (["--address", "orders.#"], {"n-max", "o-max", "o-val"}),
+    (["--address", "*.created"], {"n-max", "o-val"}),
+    (["--address", "billing.eu"], {"b-max", "b-dead"}),
+    (["--address", "#.card"], {"n-val", "p-poison"}),
+    (["--address", "nobody.#"], set()),
+    (["--reason", "NON_RETRYABLE"], NON_RETRYABLE),
+    (["--reason", "NON_RETRYABLE", "--reason", "MAX_DELIVERIES_EXCEEDED"], DEAD),
+    (["--reason", "NO_DEAD_LETTER_ADDRESS"], set()),
+    (["--since", AS_OF], DEAD),
+    (["--since", "2026-11-21T10:05:00.001Z"], set()),
+    (["--until", AS_OF], set()),  # --until is exclusive for an instant ...
+    (["--until", "2026-11-21"], DEAD),  # ... and includes the whole of a day
+    (["--until", "2026-11-20"], set()),
+    (["--since", "2026-11-22"], set()),
+    (["--address", "billing.*", "--reason", "MAX_DELIVERIES_EXCEEDED", "--since", "2026-11-21T11:05:00+01:00"],
+     {"b-max", "b-dead"}),
+])
+def test_dlq_list_filters_narrow_by_wildcard_reason_and_time(capsys, wh, filters, expected):
+    doc = _json(capsys, "dlq", "list", "--warehouse", wh, *filters)
+    assert {d["message_id"] for d in doc["dead_letters"]} == expected
+    assert doc["matched"] == len(expected)
+
+
+def test_dlq_list_table_shows_the_limit_and_the_total_matched(capsys, wh):
+    out = _run(capsys, "dlq", "list", "--warehouse", wh, "--limit", "2")
+    lines = out.splitlines()
+    assert "8 matched, newest 2 shown" in lines[0]
+    assert lines[1].split()[:3] == ["dead-lettered", "at", "message"]
+    assert [line.split()[:5] for line in lines[2:]] == [
+        [AS_OF, "b-dead", "billing.eu", "billing.dlq", "MAX_DELIVERIES_EXCEEDED"],
+        [AS_OF, "b-max", "billing.eu", "billing.dlq", "MAX_DELIVERIES_EXCEEDED"]]
+
+
+def test_dlq_show_prints_payload_headers_error_history_reason_and_deliveries(capsys, wh):
+    out = _run(capsys, "dlq", "show", "--warehouse", wh, "b-dead")
+    assert "dead letter b-dead" in out
+    assert "dead-letter address  billing.dlq" in out
+    assert "reason               MAX_DELIVERIES_EXCEEDED" in out
+    assert "deliveries           3" in out
+    assert "payload (8 bytes)\n    p-b-dead" in out
+    history = out.split("error history (2, oldest first)\n")[1].splitlines()
+    assert history[1].split()[:3] == ["2", "2026-11-21T10:00:00Z", "TimeoutError"]
+    assert history[2].split() == ["3", AS_OF, "reprocess.targets.examples.TransientError", "downstream", "timed",
+                                  "out", "on", "delivery", "3"]
+
+    doc = _json(capsys, "dlq", "show", "--warehouse", wh, "o-val")
+    assert (doc["payload"], doc["headers"], doc["reason_code"], doc["deliveries"]) == (
+        MARKUP, {"x-note": "<i>hi</i>"}, "NON_RETRYABLE", 1)
+    assert doc["error_history"] == [{"delivery": 1, "failed_at": "2026-11-21T10:01:00Z",
+                                     "error_class": "com.acme.ValidationError", "error_message": "amount <0>"}]
+    assert _json(capsys, "dlq", "show", "--warehouse", wh, "p-poison")["last_error_class"] == (
+        "reprocess.targets.examples.PoisonMessage")
+
+
+def test_dlq_show_of_an_unknown_or_waiting_message_fails_with_the_not_found_exit_code(capsys, wh):
+    assert main(["dlq", "show", "--warehouse", wh, "no-such-id"]) == NotFoundError.exit_code == 10
+    err = capsys.readouterr().err
+    assert "not_found" in err
+    assert "no message 'no-such-id'" in err
+    assert main(["dlq", "show", "--warehouse", wh, "i-retry"]) == 10
+    err = capsys.readouterr().err
+    assert "'i-retry' is not a dead letter" in err
+    assert "ledger state WAITING_RETRY, deliveries 2, next attempt 2026-11-21T10:10:00Z" in err
+    assert main(["dlq", "show", "--warehouse", wh, "o-ok"]) == 10
+    assert "ledger state DELIVERED, deliveries 2" in capsys.readouterr().err
+
+
+def test_dlq_stats_counts_by_reason_by_address_and_by_day(capsys, wh):
+    doc = _json(capsys, "dlq", "stats", "--warehouse", wh)
+    assert doc["total"] == 8
+    assert doc["by_reason"] == {"MAX_DELIVERIES_EXCEEDED": 4, "NON_RETRYABLE": 4}
+    assert doc["by_address"] == {
+        "billing.eu": {"MAX_DELIVERIES_EXCEEDED": 2},
+        "orders.created": {"MAX_DELIVERIES_EXCEEDED": 1, "NON_RETRYABLE": 1},
+        "payments.card": {"NON_RETRYABLE": 2},
+        "inventory.stock": {"NON_RETRYABLE": 1},
+        "orders.eu.paid": {"MAX_DELIVERIES_EXCEEDED": 1}}
+    assert list(doc["by_address"]) == ["billing.eu", "orders.created", "payments.card", "inventory.stock",
+                                       "orders.eu.paid"]  # most first, then by name
+    assert doc["by_day"] == {"2026-11-21": {"MAX_DELIVERIES_EXCEEDED": 4, "NON_RETRYABLE": 4}}
+    assert doc["by_dead_letter_address"] == {"billing.dlq": 2, "orders.created": 2, "payments.card": 2,
+                                             "inventory.stock": 1, "orders.eu.paid": 1}
+    assert [r["run_id"] for r in doc["latest_runs"]] == ["run-20261121T100500Z"]
+
+    narrowed = _json(capsys, "dlq", "stats", "--warehouse", wh, "--address", "orders.#", "--reason",
+                     "MAX_DELIVERIES_EXCEEDED")
+    assert (narrowed["total"], narrowed["by_address"]) == (
+        2, {"orders.created": {"MAX_DELIVERIES_EXCEEDED": 1}, "orders.eu.paid": {"MAX_DELIVERIES_EXCEEDED": 1}})
+    rows = [line.split() for line in _run(capsys, "dlq", "stats", "--warehouse", wh).splitlines()]
+    assert ["payments.card", "2", "0", "2"] in rows  # total, MAX_DELIVERIES_EXCEEDED, NON_RETRYABLE
+    assert ["2026-11-21", "8", "4", "4"] in rows
+
+
+def test_ledger_stats_counts_states_policies_deliveries_and_waiting_by_next_attempt_hour(capsys, wh):
+    doc = _json(capsys, "ledger", "stats", "--warehouse", wh)
+    assert doc["messages"] == 14
+    assert doc["states"] == {"WAITING_RETRY": 4, "DELIVERED": 2, "DEAD_LETTERED": 8}
+    assert doc["matches_last_run_summary"] is True
+    assert {p: (v["profile"], v["total"], v["WAITING_RETRY"], v["DELIVERED"], v["DEAD_LETTERED"])
+            for p, v in doc["policies"].items()} == {
+        "orders.#": ("activemq", 5, 0, 2, 3), "inventory.#": ("stepped", 3, 2, 0, 1),
+        "payments.#": ("exponential", 3, 1, 0, 2), "billing.*": ("artemis", 2, 0, 0, 2),
+        "#": ("rocketmq", 1, 1, 0, 0)}
+    assert {d["deliveries"]: d["messages"] for d in doc["deliveries"]} == {1: 4, 2: 4, 3: 2, 5: 1, 7: 2, 16: 1}
+    waiting = doc["waiting"]
+    assert (waiting["total"], waiting["overdue"]) == (4, 0)
+    assert waiting["by_next_attempt_hour"] == {"2026-11-21T10:00:00Z": 3, "2026-11-21T12:00:00Z": 1}
+    assert [o["message_id"] for o in waiting["oldest"]] == ["i-retry", "m-wait", "p-wait", "n-wait"]
+    oldest = waiting["oldest"][0]
+    assert (oldest["deliveries"], oldest["next_attempt_at"], oldest["age_ms"]) == (2, "2026-11-21T10:10:00Z", 300_000)
+    assert waiting["oldest"][1]["next_attempt_at"] == "2026-11-21T12:03:00Z"
+    out = _run(capsys, "ledger", "stats", "--warehouse", wh, "--oldest", "1")
+    assert "WAITING_RETRY 4, DELIVERED 2, DEAD_LETTERED 8" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["i-retry", "inventory.stock", "2", "2026-11-21T10:00:00Z", "5m", "2026-11-21T10:10:00Z"] in rows
+    assert ["#", "rocketmq", "1", "1", "0", "0"] in rows
+    assert "m-wait" not in out
+
+
+def test_operator_commands_name_what_is_wrong(capsys, tmp_path, wh):
+    missing = str(tmp_path / "nowhere")
+    assert main(["dlq", "list", "--warehouse", missing]) == ConfigError.exit_code == 3
+    assert f"warehouse {missing} does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["ledger", "stats", "--warehouse", str(tmp_path / "empty")]) == 3
+    assert "no committed snapshot" in capsys.readouterr().err
+    assert main(["dlq", "stats", "--warehouse", wh, "--since", "2026-11-22", "--until", "2026-11-21"]) == 3
+    assert "empty time range" in capsys.readouterr().err
+    for bad, why in ((["--address", "orders..x"], "empty word"), (["--since", "yesterday"], "expected a date"),
+                     (["--reason", "OOPS"], "invalid choice"), (["--limit", "0"], "must be >= 1")):
+        with pytest.raises(SystemExit) as exc:
+            main(["dlq", "list", "--warehouse", wh, *bad])
+        assert exc.value.code == 2
+        assert why in capsys.readouterr().err
+
+
+def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_data(capsys, tmp_path):
+    root = Warehouse(tmp_path / "wh")
+    root.root.mkdir()
+    root.commit(Snapshot(), Snapshot(as_of_ms=parse_instant(AS_OF)))
+    wh = str(root.root)
+    assert _json(capsys, "dlq", "list", "--warehouse", wh)["matched"] == 0
+    assert _json(capsys, "dlq", "stats", "--warehouse", wh)["total"] == 0
+    assert _json(capsys, "ledger", "stats", "--warehouse", wh)["states"] == {
+        "WAITING_RETRY": 0, "DELIVERED": 0, "DEAD_LETTERED": 0}
+    assert main(["report", "--warehouse", wh, "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert page.count('<img class="plot"') == 6
+
+
+def test_operator_commands_never_load_pyspark(wh):
+    code = ("import sys, contextlib, io\nfrom reprocess.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['dlq', 'list', '--warehouse', {wh!r}]) == 0\n"
+            f"    assert main(['dlq', 'show', '--warehouse', {wh!r}, 'o-val']) == 0\n"
+            f"    assert main(['ledger', 'stats', '--warehouse', {wh!r}]) == 0\n"
+            "print('pyspark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def report(wh, tmp_path_factory) -> tuple[str, str]:
+    out = tmp_path_factory.mktemp("report") / "sub" / "report.html"
+    assert main(["report", "--warehouse", wh, "--out", str(out)]) == 0
+    return str(out), out.read_text(encoding="utf-8")
+
+
+def test_report_is_one_self_contained_file_with_its_plots_and_escaped_values(report, wh):
+    _, page = report
+    assert page.count('<img class="plot"') == 6
+    assert page.count("data:image/png;base64,") == 6
+    assert "http://" not in page
+    assert "https://" not in page
+    assert "<script" not in page
+    assert html.escape(MARKUP) in page
+    assert "&lt;script&gt;alert(&quot;pwn&quot;)&lt;/script&gt;" in page
+    assert f"Warehouse <code>{html.escape(wh)}</code>, snapshot 1, as of {AS_OF}" in page
+    for title in ("Dead letters over time, by reason", "Dead letters over time, by original address",
+                  "Deliveries per message, by state", "Schedule lateness per run (p50, p99)",
+                  "Waiting messages by next-attempt hour"):
+        assert f'alt="{title}"' in page
+    assert "<td>billing.eu</td><td class=n>2</td>" in page
+    assert "<td class=p>poison pill</td>" in page
+
+
+def test_report_renders_in_headless_chromium_with_visible_plots(report, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (make test installs it)")
+    path, _ = report
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2000",
+                    f"file://{path}"], capture_output=True, timeout=120, check=True)
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert img.shape == (2000, 1200, 3)
+    non_white = (img.sum(axis=2) < 720).mean()
+    assert non_white > 0.03
+    assert np.unique(img[..., 0] * 65536 + img[..., 1] * 256 + img[..., 2]).size > 50  # distinct colours
+
+    def near(hex_color: str) -> int:
+        rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)])
+        return int((np.abs(img - rgb).max(axis=2) < 12).sum())
+
+    # the bars of the dead-letter plots in their reason colours (a broken image would show none)
+    assert near("#d9534f") > 500  # MAX_DELIVERIES_EXCEEDED
+    assert near("#f0ad4e") > 500  # NON_RETRYABLE
