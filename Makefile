@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-unit test-slow demo demo-cli airflow services lint typecheck lock clean
+.PHONY: help venv test test-unit test-slow bench demo demo-cli airflow services lint typecheck lock clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,10 @@ test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 
 test-slow: $(STAMP) ## the slow suites
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+BENCH_ARGS ?= --messages 1000000 --parts floor,cycle,schedule,due,udf --waiting 10000000 --due 100000
+bench: $(STAMP) ## benchmarks behind bench/RESULTS.md (about 30 min at 1M; BENCH_ARGS="--messages 10000000 ..." for more)
+	$(BIN)/python bench/scale.py $(BENCH_ARGS) --results bench/results.jsonl
 
 demo: $(STAMP) ## run the main job end to end through Airflow on embedded defaults (SQLite, local Spark)
 	$(BIN)/python dev/demo.py
