@@ -23,7 +23,8 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 
-pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration]
+# slow: a cluster start and a full dag.test() on it take minutes; `make test-slow` runs it (CI time is capped).
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
 
 MASTER_PORT = 7077
 UI_PORT = 18080  # the master's web UI (8080 is Airflow's); workers 18081, 18082
@@ -85,7 +86,7 @@ def _wait(ok, seconds: float, what: str, logs: Path) -> None:
         try:
             if ok():
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or the UI answers before it has a state to give
             pass
         time.sleep(1)
     tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(logs.glob("*.log")))
