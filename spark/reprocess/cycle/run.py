@@ -38,7 +38,7 @@ from reprocess.errors import (
 )
 from reprocess.landing import contract
 from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, pending, read_manifest, write_manifest
-from reprocess.ledger.merge import apply_outcomes, merge_failures, non_retryable_column, with_bucket
+from reprocess.ledger.merge import aggregate_failures, apply_outcomes, merge_failures, non_retryable_column, with_bucket
 from reprocess.ledger.model import (
     DEAD_LETTERED,
     LEDGER_COLUMNS,
@@ -212,34 +212,35 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
                     F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
     in_window = F.col("problem").isNull() & (F.col("failed_ms") <= F.lit(as_of)) & (
         F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
-    rec = rec.withColumn("fp", fp).withColumn("in_window", in_window).persist()
+    # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
+    rec = rec.withColumns({"fp": fp, "in_window": in_window,
+                           "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).persist()
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
         "non_retryable", non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
                                               F.col("error_message")))
-    deduped = fresh.dropDuplicates(["fp"])
+    failures = aggregate_failures(fresh)
 
-    steps.done("landing", files=len(files))
+    records_read = rec.count()  # parses the batch into the cache once, for every use below
+    steps.done("landing", files=len(files), records=records_read)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
     due_files = [f for f in ledger_files if (b := bucket_of(f) or "").startswith("w") and b <= due_limit]
     hit_files: list[str] = []
     if ledger_files:
-        ids = deduped.select("message_id").distinct()
+        ids = fresh.select("message_id").distinct()
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
         uris = {r.uri for r in located.select("uri").distinct().collect()}
         to_local = {spark_file_uri(spark, f): f for f in ledger_files}
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
-    if touched:
-        existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched)
-    else:
-        existing = spark.createDataFrame([], LEDGER_FILE_SCHEMA)
-    merged = merge_failures(existing, deduped, policies, run_id, as_of).persist()
+    existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched))
+    merged = merge_failures(existing, failures, policies, run_id, as_of).persist()
+    steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
     due = merged.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= F.lit(as_of)))
@@ -254,10 +255,10 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
     due = due.persist()
     due_count = due.count()
-    steps.done("merge_and_select_due", due=due_count)
+    steps.done("select_due", due=due_count)
 
     if opts.dry_run:
-        summary = _dry_summary(rec, bad, fresh, deduped, merged, due_count, run_id, as_of, files)
+        summary = _dry_summary(rec, bad, fresh, merged, due_count, run_id, as_of, files)
         for df in (rec, merged, due):
             df.unpersist()
         return summary
@@ -280,20 +281,19 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket").parquet(str(stage / "ledger"))
+    steps.done("stage_ledger")
     dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of)
     dlq.write.mode("overwrite").partitionBy("address", "dt").parquet(str(stage / "dlq"))
+    steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of)
     quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
     write_manifest(stage / "manifest" / "manifest.parquet", list(entries.values()))
-
-    steps.done("stage_outputs")
+    steps.done("stage_quarantine_and_manifest")
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
-    summary = _summary(spark, rec, fresh, deduped, final, due, quarantine, run_id, as_of, files, changed,
-                       batch.corrupt, redact(opts.target), snap, touched, due_count)
-    summary["balance"]["target_down_partitions"] = 0 if target_down is None else target_down["partitions_stopped"]
-    summary["conservation"] = conservation(summary["balance"])
+    summary = _summary(spark, rec, final, due, quarantine, run_id, as_of, files, changed, batch.corrupt,
+                       redact(opts.target), snap, touched, due_count, target_down)
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
     steps.done("summary")
@@ -420,10 +420,10 @@ def _ints(row: Any) -> dict[str, int]:
     return {k: int(v or 0) for k, v in (row.asDict() if row is not None else {}).items()}
 
 
-def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: DataFrame, final: DataFrame,
-             due: DataFrame, quarantine: DataFrame, run_id: str, as_of: int, files: list[LandingFile],
-             changed: list[str], corrupt: list[tuple[str, str]], target: str, snap: Snapshot,
-             touched: list[str], due_count: int) -> dict[str, Any]:
+def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFrame, quarantine: DataFrame,
+             run_id: str, as_of: int, files: list[LandingFile], changed: list[str], corrupt: list[tuple[str, str]],
+             target: str, snap: Snapshot, touched: list[str], due_count: int,
+             target_down: dict[str, Any] | None) -> dict[str, Any]:
     a = _ints(final.agg(
         *[F.sum((F.col("state") == st).cast("int")).alias(f"state_{st}") for st in STATES],
         *[F.sum((F.col("dlq_event") & (F.col("reason_code") == r)).cast("int")).alias(f"reason_{r}")
@@ -435,23 +435,23 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
         F.sum(F.when(~F.col("is_new"), F.col("new_failures")).otherwise(0)).alias("repeat_failures"),
         F.sum(F.when(F.col("is_new"), F.col("new_failures")).otherwise(0)).alias("new_message_failures"),
         F.sum("cross_batch_duplicates").alias("cross_batch_duplicates"),
+        F.sum("batch_duplicates").alias("batch_duplicates"),
+        F.sum(F.col("redriven").cast("int")).alias("redriven"),
         F.sum(F.col("delivered_now").cast("int")).alias("delivered"),
         F.sum((F.col("redriven") & (F.col("state") == WAITING)).cast("int")).alias("rescheduled"),
         F.sum(F.col("dlq_event").cast("int")).alias("dlq_events"),
     ).first())
-    left_due = due_count - due.join(final.filter(F.col("redriven")).select("message_id"), "message_id",
-                                    "left_semi").count()
+    # Outcomes come only from re-driving the due messages, one each: the due ones without are left due.
+    left_due = due_count - a["redriven"]
     states_written = {st: a[f"state_{st}"] for st in STATES}
     reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
     c = _ints(rec.agg(
         F.sum(F.col("in_window").cast("int")).alias("fresh"),
-        F.countDistinct(F.when(F.col("in_window"), F.col("fp"))).alias("fresh_distinct"),
         F.count(F.lit(1)).alias("records"),
         F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
         F.sum((F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of))).cast("int")).alias("deferred"),
     ).first())
     fresh_n = c["fresh"]
-    within_batch_dups = fresh_n - c["fresh_distinct"]
     quarantined = quarantine.count()
     lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first()
     p50, p99 = (lat.p[0], lat.p[1]) if lat is not None and lat.p else (None, None)
@@ -460,14 +460,15 @@ def _summary(spark: SparkSession, rec: DataFrame, fresh: DataFrame, deduped: Dat
     states_after = {s: prev_states.get(s, 0) - removed_states.get(s, 0) + states_written.get(s, 0) for s in STATES}
     total_before = sum(prev_states.values())
     total_after = sum(states_after.values())
-    duplicates = within_batch_dups + a["cross_batch_duplicates"]
+    duplicates = a["batch_duplicates"] + a["cross_batch_duplicates"]
     balance = {
         "messages_before": total_before, "new_messages": a["new_messages"], "messages_after": total_after,
         "ingested": fresh_n + c["bad"], "new_message_failures": a["new_message_failures"],
         "repeat_failures": a["repeat_failures"], "duplicates": duplicates, "bad_records": c["bad"],
         "corrupt_files": len(corrupt), "quarantined": quarantined, "ledger_rows": a["rows"],
         "ledger_distinct_ids": a["distinct_ids"], "due": due_count, "delivered": a["delivered"],
-        "rescheduled": a["rescheduled"], "redriven_dead_lettered": a["redrive_dead"], "left_due": left_due}
+        "rescheduled": a["rescheduled"], "redriven_dead_lettered": a["redrive_dead"], "left_due": left_due,
+        "target_down_partitions": 0 if target_down is None else target_down["partitions_stopped"]}
     return {
         "run_id": run_id,
         "as_of": iso(as_of),
@@ -564,13 +565,14 @@ def _check_conservation(summary: dict[str, Any]) -> None:
                                                   'repeat_failures', 'messages_before', 'messages_after')}))
 
 
-def _dry_summary(rec: DataFrame, bad: DataFrame, fresh: DataFrame, deduped: DataFrame, merged: DataFrame,
-                 due_count: int, run_id: str, as_of: int, files: list[LandingFile]) -> dict[str, Any]:
+def _dry_summary(rec: DataFrame, bad: DataFrame, fresh: DataFrame, merged: DataFrame, due_count: int, run_id: str,
+                 as_of: int, files: list[LandingFile]) -> dict[str, Any]:
+    m = _ints(merged.agg(F.sum("batch_duplicates").alias("duplicates"),
+                         F.sum(F.col("dlq_event").cast("int")).alias("dead")).first())
     return {
         "run_id": run_id, "as_of": iso(as_of), "dry_run": True, "landing_files": len(files),
         "records_read": rec.count(), "would_quarantine": bad.count(), "would_ingest": fresh.count(),
-        "duplicates": fresh.count() - deduped.count(),
-        "would_dead_letter_on_ingest": merged.filter(F.col("dlq_event")).count(), "due": due_count,
+        "duplicates": m["duplicates"], "would_dead_letter_on_ingest": m["dead"], "due": due_count,
     }
 
 

@@ -104,44 +104,75 @@ def _get(m: Column, name: str, sql_type: str) -> Column:
     return F.call_function("try_variant_get", m.getItem(name), F.lit("$"), F.lit(sql_type))
 
 
-def _one_json_value(raw: Column) -> Column:
-    """True when ``raw`` holds exactly one JSON value: JSON parsers stop after the first one and ignore the rest
-    (``{...}{...}``, ``{...} text``). Wrapped in ``[...]`` and in ``{"r": ...}``, anything after the value is a
-    syntax error; no text can close both wrappers."""
-    in_array = F.json_array_length(F.concat(F.lit("["), raw, F.lit("]"))) == 1
-    in_object = F.json_object_keys(F.concat(F.lit('{"r":'), raw, F.lit("}"))).isNotNull()
-    return F.coalesce(in_array & in_object, F.lit(False))
+def _json_array_of_the_line(raw: Column) -> Column:
+    """The line wrapped in ``[...]`` and parsed strictly (duplicate keys refused): a variant array, or null.
 
-
-def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-                  max_future_ms: int = DEFAULT_MAX_FUTURE_MS) -> DataFrame:
-    """Parse and check ``raw``: typed contract columns plus ``problem``/``problem_detail`` (null when fine).
-
-    Three projections, so that each costly expression runs once per record (Spark does not merge a projection
-    into the next when that would repeat a costly expression): the fields and their variant types; the index of
-    the first check that fails; the code and text of that check (texts are built for failing records only).
+    Spark's JSON readers stop after the first value and ignore what follows (``{...}{...}``, ``{...} text``).
+    Inside ``[...]`` what follows the first value must be ``,`` (then the array has a second element) or the
+    closing ``]``; only text that itself starts with ``]`` escapes the wrapper, which :func:`_one_json_value`
+    checks separately. One parse gives both the value and the proof that it is alone.
     """
-    m = F.from_json(F.col("raw"), "map<string,variant>")
-    df = records.filter(F.btrim(F.col("raw"), F.lit(" \t\r\f")) != "").withColumn("_m", m)
+    return F.call_function("try_parse_json", F.concat(F.lit("["), raw, F.lit("]")))
+
+
+def _one_json_value(raw: Column, wrapped: Column) -> Column:
+    """True when the line holds exactly one JSON value (``wrapped`` = :func:`_json_array_of_the_line`).
+
+    The array wrapper lets through text after the value only when that text starts with ``]``; a line holding
+    ``]`` is checked once more wrapped in ``{"r": ...}``, where that ``]`` is a syntax error (the object wrapper
+    alone would let ``}`` through instead). No text can close both wrappers.
+    """
+    alone = wrapped.isNotNull() & F.call_function("variant_get", wrapped, F.lit("$[0]")).isNotNull() \
+        & F.call_function("variant_get", wrapped, F.lit("$[1]")).isNull()
+    in_object = F.json_object_keys(F.concat(F.lit('{"r":'), raw, F.lit("}"))).isNotNull()
+    return F.coalesce(alone & F.when(raw.contains("]"), in_object).otherwise(F.lit(True)), F.lit(False))
+
+
+_VALUES_SCHEMA = (
+    "struct<message_id: string, address: string, payload: string, failed_at: string, "
+    "headers: map<string,string>, delivery_count: bigint, error_class: string, error_message: string, "
+    "consumer_group: string, ordering_key: string>"
+)
+
+
+def _fields(records: DataFrame) -> DataFrame:
+    """The contract fields of each non-blank line, the variant type of each known field (``_t_<name>``), the
+    strict parse (``_w``, ``_m``) and ``extra`` (unknown fields as JSON).
+
+    Two parses of the line, both cheaper than reading values out of variants: a strict one into a variant, which
+    proves the line is one JSON value without duplicate keys and gives each field's JSON type; and Spark's
+    JSON reader into typed columns for the values (it turns any value into a string, hence the types from the
+    variant).
+    """
+    df = records.filter(F.btrim(F.col("raw"), F.lit(" \t\r\f")) != "") \
+        .withColumn("_w", _json_array_of_the_line(F.col("raw")))
+    df = df.withColumn("_m", F.call_function("try_variant_get", F.col("_w"), F.lit("$[0]"),
+                                             F.lit("map<string,variant>")))
     mcol = F.col("_m")
-    failed_at_raw = _get(mcol, "failed_at", "string")
+    v = F.from_json(F.col("raw"), _VALUES_SCHEMA)
     ts_raw = F.coalesce(*[F.call_function("try_to_timestamp", F.col("_failed_at_s"), F.lit(fmt))
                           for fmt in _TS_FORMATS])
     known = F.array(*[F.lit(k) for k in KNOWN_FIELDS])
     unknown = F.map_filter(mcol, lambda k, v: ~F.array_contains(known, k))
-    fields = df.select(
-        "source_file", "record_no", "raw", "_m",
+    valid = mcol.isNotNull()
+    return df.withColumn("_v", F.when(valid, v)).select(
+        "source_file", "record_no", "raw", "_m", "_w",
         *[F.call_function("schema_of_variant", mcol.getItem(name)).alias(f"_t_{name}") for name in KNOWN_FIELDS],
-        _get(mcol, "message_id", "string").alias("message_id"),
-        _get(mcol, "address", "string").alias("address"),
-        _get(mcol, "payload", "string").alias("payload"),
-        failed_at_raw.alias("_failed_at_s"),
-        _get(mcol, "headers", "map<string,string>").alias("_headers"),
-        F.coalesce(_get(mcol, "delivery_count", "bigint"), F.lit(1).cast("long")).alias("delivery_count"),
-        *[_get(mcol, name, "string").alias(name) for name in OPTIONAL_STRINGS],
-        F.when(F.size(unknown) > 0, F.to_json(unknown)).alias("extra"),
+        F.col("_v.message_id").alias("message_id"),
+        F.col("_v.address").alias("address"),
+        F.col("_v.payload").alias("payload"),
+        F.col("_v.failed_at").alias("_failed_at_s"),
+        F.col("_v.headers").alias("_headers"),
+        F.coalesce(F.col("_v.delivery_count"), F.lit(1).cast("long")).alias("delivery_count"),
+        *[F.col(f"_v.{name}").alias(name) for name in OPTIONAL_STRINGS],
+        # Unknown keys are rare: the lambda that keeps them runs only where there are some.
+        F.when(F.size(F.array_except(F.map_keys(mcol), known)) > 0, F.to_json(unknown)).alias("extra"),
     ).withColumn("failed_at", ts_raw).withColumn("failed_ms", F.unix_millis(F.col("failed_at")))
 
+
+def _checks(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> list[tuple[Column, str, Column]]:
+    """``(fails, code, text)`` of every contract check over the columns of :func:`_fields`, in order."""
+    mcol = F.col("_m")
     t = {name: F.col(f"_t_{name}") for name in KNOWN_FIELDS}
     failed_at_s = F.col("_failed_at_s")
     ts = F.col("failed_at")
@@ -151,11 +182,10 @@ def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DE
     address = F.col("address")
     payload = F.col("payload")
     failed_ms = F.col("failed_ms")
-
     checks: list[tuple[Column, str, Column]] = [
         (~F.is_valid_utf8(F.col("raw")) | F.col("raw").contains("\ufffd"), INVALID_UTF8,
          F.lit("the line is not valid UTF-8 (or contains U+FFFD)")),
-        (F.call_function("try_parse_json", F.col("raw")).isNull() | ~_one_json_value(F.col("raw")), MALFORMED_JSON,
+        (~_one_json_value(F.col("raw"), F.col("_w")), MALFORMED_JSON,
          F.lit("not valid JSON (one JSON object per line, nothing after it)")),
         (mcol.isNull(), NOT_AN_OBJECT, F.lit("a record must be one JSON object per line")),
     ]
@@ -192,6 +222,19 @@ def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DE
          F.concat(F.lit("payload is "), F.octet_length(payload).cast("string"),
                   F.lit(f" bytes, above the limit of {max_payload_bytes}"))),
     ]
+    return checks
+
+
+def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                  max_future_ms: int = DEFAULT_MAX_FUTURE_MS) -> DataFrame:
+    """Parse and check ``raw``: typed contract columns plus ``problem``/``problem_detail`` (null when fine).
+
+    Three projections, so that each costly expression runs once per record (Spark does not merge a projection
+    into the next when that would repeat a costly expression): the fields and their variant types; the index of
+    the first check that fails; the code and text of that check (texts are built for failing records only).
+    """
+    fields = _fields(records)
+    checks = _checks(as_of_ms, max_payload_bytes, max_future_ms)
     first: Column | None = None  # the index of the first failing check, null when all pass
     for i, (cond, _code, _text) in enumerate(checks):
         c = F.coalesce(cond, F.lit(False))

@@ -18,6 +18,7 @@ from reprocess.ledger.model import (
     DELIVERED,
     HISTORY_LIMIT,
     LEDGER_COLUMNS,
+    LEDGER_SCHEMA,
     MAX_DELIVERIES_EXCEEDED,
     NO_DEAD_LETTER_ADDRESS,
     NON_RETRYABLE,
@@ -86,7 +87,11 @@ def exhausted_reason_column(policies: PolicySet, policy_idx: Column) -> Column:
 
 
 def aggregate_failures(failures: DataFrame) -> DataFrame:
-    """One row per message: its new failures as an array sorted by (failed_ms, fp)."""
+    """One row per message: ``new_failures``, its failures in the batch without exact duplicates (same ``fp``),
+    sorted by (failed_ms, fp); and ``batch_duplicates``, the records that were exact duplicates of another.
+
+    Removing duplicates here, inside the one shuffle by message id, spares a second shuffle of the whole batch.
+    """
     rec = F.struct(
         F.col("failed_ms"), F.col("fp"), F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
         F.col("address"), F.col("payload"), F.col("headers"), F.col("extra"), F.col("consumer_group"),
@@ -96,52 +101,74 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
         return (F.when(left["failed_ms"] < right["failed_ms"], -1).when(left["failed_ms"] > right["failed_ms"], 1)
                 .when(left["fp"] < right["fp"], -1).when(left["fp"] > right["fp"], 1).otherwise(0))
 
-    return failures.groupBy("message_id").agg(F.array_sort(F.collect_list(rec), order).alias("new_failures"))
+    grouped = failures.groupBy("message_id").agg(F.array_sort(F.collect_list(rec), order).alias("_all"))
+    everything = F.col("_all")
+    # Sorted by (failed_ms, fp): exact duplicates sit side by side (equal fp implies equal failed_ms).
+    distinct = F.when(F.size(everything) == 1, everything).otherwise(F.filter(
+        everything, lambda x, i: F.when(i == 0, F.lit(True)).otherwise(x["fp"] != F.element_at(everything, i)["fp"])))
+    return grouped.select("message_id", distinct.alias("new_failures"),
+                          (F.size(everything) - F.size(distinct)).cast("long").alias("batch_duplicates"))
 
 
-def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet, run_id: str,
+def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: PolicySet, run_id: str,
                    as_of_ms: int) -> DataFrame:
     """The ledger rows after applying new failures: ``existing`` rows updated, new messages added.
 
-    ``existing`` has ledger columns (rows of the files being rewritten); ``failures`` has one row
-    per record (contract columns plus ``fp``, ``policy_idx``, ``non_retryable``). Adds ``changed``
-    and ``dlq_event`` (dead-lettered by this merge).
+    ``existing`` has ledger columns (rows of the files being rewritten; None when no file is); ``failures`` is
+    :func:`aggregate_failures` of the batch (records with contract columns plus ``fp``, ``policy_idx``,
+    ``non_retryable``). Adds ``changed``, ``dlq_event`` (dead-lettered by this merge), ``is_new``,
+    ``new_failures``, ``cross_batch_duplicates`` and ``batch_duplicates``.
     """
-    agg = aggregate_failures(failures)
-    e = existing.alias("e")
-    a = agg.alias("a")
-    joined = e.join(a, F.col("e.message_id") == F.col("a.message_id"), "full_outer").select(
-        F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
-        *[F.col(f"e.{c}").alias(f"e_{c}") for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")],
-        F.col("a.new_failures").alias("nf_all"),
-    )
+    kept = [c for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")]
+    a = failures.alias("a")
+    if existing is None:  # nothing to join with: every message is new
+        joined = a.select("message_id", *[F.lit(None).cast(LEDGER_SCHEMA[c].dataType).alias(f"e_{c}") for c in kept],
+                          F.col("new_failures").alias("nf_all"), "batch_duplicates")
+    else:
+        e = existing.alias("e")
+        joined = e.join(a, F.col("e.message_id") == F.col("a.message_id"), "full_outer").select(
+            F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
+            *[F.col(f"e.{c}").alias(f"e_{c}") for c in kept],
+            F.col("a.new_failures").alias("nf_all"),
+            F.coalesce(F.col("a.batch_duplicates"), F.lit(0).cast("long")).alias("batch_duplicates"),
+        )
+    # Most rows are a new message failing once: that case is computed without the lambdas (higher-order
+    # functions run interpreted, row by row) the general case needs.
+    single = F.coalesce((F.size("nf_all") == 1) & F.col("e_state").isNull(), F.lit(False))
+    one = F.element_at(F.col("nf_all"), 1)
     # Drop exact duplicates of failures already recorded for this message.
     known_fps = F.transform(F.coalesce(F.col("e_error_history"), F.array()), lambda h: h["fp"])
     # array_contains is NULL (not false) when the array holds a null: re-drive entries have no fp.
-    nf = F.filter(F.col("nf_all"), lambda x: ~F.coalesce(F.array_contains(known_fps, x["fp"]), F.lit(False)))
-    df = joined.withColumn("nf", nf).withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
+    nf = F.when(single, F.col("nf_all")).otherwise(
+        F.filter(F.col("nf_all"), lambda x: ~F.coalesce(F.array_contains(known_fps, x["fp"]), F.lit(False))))
+    df = joined.withColumn("_single", single).withColumn("nf", nf) \
+        .withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
+    single = F.col("_single")
     df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
     has_new = F.col("n") > 0
     base = F.coalesce(F.col("e_deliveries"), F.lit(0).cast("long"))
     inc = F.when(F.col("e_state") == DELIVERED, F.lit(0)).otherwise(F.lit(1)).cast("long")
-    # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j
+    # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j; a single new failure: max(1, c_1)
     cm = F.transform(F.col("nf"), lambda x, i: x["delivery_count"] - (i + 1))
-    ks = F.transform(F.col("nf"), lambda x, i: F.greatest(
-        base + inc + i, F.array_max(F.slice(cm, 1, i + 1)) + i + 1))
+    ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(
+        F.transform(F.col("nf"), lambda x, i: F.greatest(base + inc + i, F.array_max(F.slice(cm, 1, i + 1)) + i + 1)))
     df = df.withColumn("ks", ks)
     last = F.element_at(F.col("nf"), -1)
     k_last = F.element_at(F.col("ks"), -1)
     pidx = last["policy_idx"]
     df = df.withColumn("pidx", F.when(has_new, pidx))
     exhausted, delay = decision_columns(policies, F.col("pidx"), k_last, F.col("message_id"))
-    any_nr = F.exists(F.col("nf"), lambda x: x["non_retryable"])
+    any_nr = F.when(single, one["non_retryable"]).otherwise(F.exists(F.col("nf"), lambda x: x["non_retryable"]))
     new_state = F.when(any_nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
     reason = F.when(any_nr, F.lit(NON_RETRYABLE)).when(exhausted, exhausted_reason_column(policies, F.col("pidx")))
-    history_new = F.transform(F.col("nf"), lambda x, i: F.struct(
-        x["failed_ms"].alias("failed_ms"), F.element_at(F.col("ks"), i + 1).alias("delivery"),
-        x["error_class"].alias("error_class"), x["error_message"].alias("error_message"), x["fp"].alias("fp")))
-    history = F.concat(F.coalesce(F.col("e_error_history"), F.array().cast("array<struct<failed_ms:bigint,"
-                       "delivery:bigint,error_class:string,error_message:string,fp:bigint>>")), history_new)
+    history_entry = "struct<failed_ms:bigint,delivery:bigint,error_class:string,error_message:string,fp:bigint>"
+    history_new = F.when(single, F.array(F.struct(
+        one["failed_ms"].alias("failed_ms"), k_last.alias("delivery"), one["error_class"].alias("error_class"),
+        one["error_message"].alias("error_message"), one["fp"].alias("fp")))).otherwise(
+        F.transform(F.col("nf"), lambda x, i: F.struct(
+            x["failed_ms"].alias("failed_ms"), F.element_at(F.col("ks"), i + 1).alias("delivery"),
+            x["error_class"].alias("error_class"), x["error_message"].alias("error_message"), x["fp"].alias("fp"))))
+    history = F.concat(F.coalesce(F.col("e_error_history"), F.array().cast(f"array<{history_entry}>")), history_new)
     history = F.slice(history, F.greatest(F.size(history) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
 
     def pick(name: str, new_value: Column) -> Column:
@@ -178,6 +205,7 @@ def merge_failures(existing: DataFrame, failures: DataFrame, policies: PolicySet
         F.col("e_state").isNull().alias("is_new"),
         F.col("n").alias("new_failures"),
         F.col("cross_batch_duplicates"),
+        F.col("batch_duplicates"),
     )
     return out
 
