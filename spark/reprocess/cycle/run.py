@@ -367,7 +367,7 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     ordered = [p.match for p in policies.policies if p.ordered]
     if not ordered:
         return due
-    is_ordered = F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull()
+    is_ordered = F.coalesce(F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull(), F.lit(False))
     keys = due.filter(is_ordered).select("ordering_key").distinct()
     cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
     waiting = merged.select(*cols)
@@ -378,9 +378,10 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     w = Window.partitionBy("ordering_key").orderBy("first_failed_ms", "message_id")
     heads = waiting.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1) \
         .select("ordering_key", F.col("message_id").alias("_head"))
-    joined = due.join(heads, "ordering_key", "left")
-    keep = ~is_ordered | (F.col("_head") == F.col("message_id"))
-    return joined.filter(keep).drop("_head")
+    # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
+    held = due.filter(is_ordered).join(heads, "ordering_key", "left") \
+        .filter(F.col("_head") == F.col("message_id")).drop("_head")
+    return due.filter(~is_ordered).unionByName(held)
 
 
 def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[str, str]], run_id: str,
