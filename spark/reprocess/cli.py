@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--now", metavar="ISO8601", type=parse_instant, required=True,
                    help="the request's 'now' (Airflow passes the run's logical time)")
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
+    d.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
+                   help="wait this long for another writer to release the warehouse (default: fail at once)")
     d.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     d.set_defaults(func=cmd_redrive)
     _add_operator_commands(sub)
@@ -338,8 +340,10 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                          reason_codes=tuple(args.reasons), max_messages=args.max_messages,
                          rate_per_second=args.rate, reset_deliveries=args.reset_deliveries)
     req.validate()
-    spark = build_session("reprocess-redrive", master=args.master)
-    audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by)
+    with _writer_lock(args.warehouse, req.request_id, args.lock_wait):
+        spark = build_session("reprocess-redrive", master=args.master)
+        audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
+                                     lock_wait_seconds=args.lock_wait)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
     return 0
 
@@ -371,16 +375,26 @@ def parse_instant(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def _writer_lock(warehouse: str, owner: str, wait_seconds: float, skip: bool = False) -> Any:
+    """The warehouse's writer lock, taken before Spark starts so that a busy warehouse fails in a second."""
+    from contextlib import nullcontext
+
+    from reprocess.storage.commit import Warehouse
+
+    return nullcontext() if skip else Warehouse(warehouse).lock(owner=owner, wait_seconds=wait_seconds)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.cycle.run import CycleOptions, run_cycle, run_id_for
     from reprocess.sparkutil import build_session
 
     policies = load_config(args.config)
-    spark = build_session("reprocess-cycle", master=args.master)
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
                         target=args.target, dry_run=args.dry_run, address_filter=args.address_filter,
                         max_payload_bytes=args.max_payload_bytes, lock_wait_seconds=args.lock_wait)
-    summary = run_cycle(spark, opts)
+    with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, skip=args.dry_run):
+        spark = build_session("reprocess-cycle", master=args.master)
+        summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,17 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
             "changed_files_ignored": changed}
 
 
+def lock_wait_seconds() -> str:
+    """How long a DAG's Spark job waits for another writer of the warehouse (``$REPROCESS_LOCK_WAIT``, default
+    1800 s): a scheduled cycle and a re-drive triggered by hand queue behind each other instead of failing."""
+    return os.environ.get("REPROCESS_LOCK_WAIT", "1800")
+
+
 def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, target: str | None,
                address_filter: str | None, dry_run: bool) -> list[str]:
     """The arguments of ``reprocess run`` for this DAG run."""
-    args = ["--landing", landing, "--warehouse", warehouse, "--as-of", as_of, "--format", "json"]
+    args = ["--landing", landing, "--warehouse", warehouse, "--as-of", as_of, "--format", "json",
+            "--lock-wait", lock_wait_seconds()]
     if config:
         args += ["--config", config]
     if target:
@@ -176,7 +184,7 @@ def set_run_note(dag_id: str, run_id: str, note: str) -> bool:
 def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by: str) -> list[str]:
     """The arguments of ``reprocess redrive`` from the re-drive DAG's params."""
     args = ["--warehouse", warehouse, "--address", params.get("address_pattern") or "#", "--now", now,
-            "--requested-by", requested_by]
+            "--requested-by", requested_by, "--lock-wait", lock_wait_seconds()]
     if params.get("date_from"):
         args += ["--from", params["date_from"]]
     if params.get("date_to"):

@@ -16,11 +16,13 @@ snapshot file exclusively: the snapshot's creation is the commit point.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import shutil
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -34,6 +36,7 @@ from reprocess.errors import CommitConflictError
 log = logging.getLogger(__name__)
 
 DATASETS = ("ledger", "dlq", "outbox", "quarantine", "manifest")
+_HELD: dict[tuple[str, int], int] = {}  # writer locks this process holds: (lock path, thread) -> depth
 _SNAPSHOT_DIGITS = 8
 
 
@@ -213,61 +216,75 @@ class Warehouse:
 
     # -- the writer lock -----------------------------------------------------------------------
     @contextmanager
-    def lock(self, owner: str, wait_seconds: float = 0.0, poll: float = 0.5) -> Iterator[None]:
-        """Hold the warehouse's writer lock. A lock whose process died on this host is taken over.
+    def lock(self, owner: str, wait_seconds: float = 0.0, poll: float = 0.2) -> Iterator[None]:
+        """Hold the warehouse's writer lock: an exclusive ``flock`` on ``_lock``, for the whole run.
 
-        Raises :class:`CommitConflictError` naming the holder when the lock stays busy.
+        The kernel (or the NFS lock manager) grants it to one open file at a time and drops it when the holder's
+        process dies, even by ``kill -9``: there is no stale-lock guess and no window between "is it free?" and
+        "take it". The file itself is never deleted (deleting it would let two writers lock two different
+        files); it holds the current holder's description, for the error the loser gets.
+
+        Waits up to ``wait_seconds`` for the holder to finish, then raises :class:`CommitConflictError` naming it.
+        Re-entrant within one thread: the CLI takes the lock before it starts Spark (a busy warehouse fails in a
+        second, not after the JVM's start-up) and the run inside takes it again.
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "_lock"
-        me = {"owner": owner, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        deadline = time.monotonic() + wait_seconds
-        while True:
+        key = (str(path.resolve()), threading.get_ident())
+        if key in _HELD:
+            _HELD[key] += 1
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = _read_lock(path)
-                if holder is not None and _stale(holder):
-                    log.warning("taking over stale lock holder=%s", holder)
-                    path.unlink(missing_ok=True)
-                    continue
-                if time.monotonic() >= deadline:
-                    raise CommitConflictError(
-                        f"warehouse {self.uri} is locked by {holder or 'an unknown writer'}: another run, backfill "
-                        "or re-drive is writing it; wait for it to finish") from None
-                time.sleep(poll)
-                continue
-            with os.fdopen(fd, "w") as fh:
-                json.dump(me, fh)
-            break
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        me = {"owner": owner, "pid": os.getpid(), "host": socket.gethostname(),
+              "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield
+            deadline = time.monotonic() + wait_seconds
+            waited = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = _read_lock(path)
+                    if time.monotonic() >= deadline:
+                        raise CommitConflictError(
+                            f"warehouse {self.uri} is locked by {_describe(holder)}: another run, backfill or "
+                            "re-drive is writing it; wait for it to finish (or pass --lock-wait SECONDS)") from None
+                    if not waited:
+                        log.info("waiting up to %.0fs for the warehouse lock held by %s", wait_seconds,
+                                 _describe(holder))
+                        waited = True
+                    time.sleep(poll)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                del _HELD[key]
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            holder = _read_lock(path)
-            if holder is not None and holder.get("pid") == me["pid"] and holder.get("since") == me["since"]:
-                path.unlink(missing_ok=True)
+            os.close(fd)
 
 
 def _read_lock(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
-def _stale(holder: Mapping[str, Any]) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return False
-    pid = holder.get("pid")
-    if not isinstance(pid, int):
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def _describe(holder: Mapping[str, Any] | None) -> str:
+    if not holder:
+        return "another writer"
+    return (f"{holder.get('owner', '?')} (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
+            f"since {holder.get('since', '?')})")
 
 
 def _fsync_dir(path: Path) -> None:

@@ -66,10 +66,9 @@ class Validator:
     """
 
     def __init__(self, run_name: str = "adhoc", run_time_ms: int = 0, docs_dir: str | None = None) -> None:
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)  # before the import: it logs at INFO
         import great_expectations as gx
         from great_expectations.core.run_identifier import RunIdentifier
-
-        logging.getLogger("great_expectations").setLevel(logging.WARNING)
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         self.ctx = gx.get_context(mode="ephemeral")

@@ -1,0 +1,23 @@
+"""A re-drive target for concurrency tests: it holds the cycle inside its re-drive until the test opens a gate.
+
+``python:gated_target:gated`` (with ``tests/`` on ``PYTHONPATH``) touches ``$REPROCESS_TEST_GATE.entered`` on its
+first call, then waits until the file ``$REPROCESS_TEST_GATE`` exists (two minutes at most) and accepts the
+message. The test thereby knows, without guessing at timings, that the cycle holds the warehouse lock.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def gated(message: dict[str, Any]) -> None:
+    gate = Path(os.environ["REPROCESS_TEST_GATE"])
+    Path(str(gate) + ".entered").touch()
+    deadline = time.monotonic() + 120
+    while not gate.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the test never opened {gate}")
+        time.sleep(0.05)

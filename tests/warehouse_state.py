@@ -1,0 +1,47 @@
+"""What a committed warehouse holds, for tests that compare an interrupted run with an uninterrupted one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.read import read_dataset
+
+
+def warehouse_state(spark: Any, wh: Path) -> dict[str, Any]:
+    """Ledger rows by message id, and the sorted message ids of the DLQ, outbox and quarantine.
+
+    Asserts the invariants every committed state keeps: one ledger row per message, no dead letter or outbox
+    record twice for one delivery, no quarantined record twice.
+    """
+    ledger = read_dataset(spark, str(wh), "ledger")
+    rows = {r.message_id: (r.state, r.deliveries, r.next_attempt_ms, r.reason_code)
+            for r in ledger.select("message_id", "state", "deliveries", "next_attempt_ms", "reason_code").collect()}
+    assert len(rows) == ledger.count(), "duplicate message in the ledger"
+    out: dict[str, Any] = {"ledger": rows}
+    keys = {"dlq": ["message_id", "deliveries"], "outbox": ["message_id", "delivery"],
+            "quarantine": ["source_file", "record_no"]}
+    for name, key in keys.items():
+        df = read_dataset(spark, str(wh), name)
+        if df is None:
+            out[name] = []
+            continue
+        twice = df.groupBy(*key).count().filter(F.col("count") > 1).count()
+        assert twice == 0, f"{twice} records twice in {name}"
+        out[name] = sorted(tuple(str(v) for v in r) for r in df.select(*key).collect())
+    return out
+
+
+def assert_committed_cleanly(wh: Path) -> None:
+    """No run left half-done: no prepared run, contiguous snapshots, every committed run balanced."""
+    w = Warehouse(wh)
+    assert w.prepared_runs() == [], "a prepared run was left behind"
+    versions = sorted(int(p.stem) for p in (wh / "_snapshots").glob("*.json") if p.stem.isdigit())
+    assert versions == list(range(versions[0], versions[-1] + 1)), f"snapshot versions not contiguous: {versions}"
+    for run in w.latest().runs:
+        checks = run["summary"].get("conservation")
+        if checks is not None:
+            assert all(checks.values()), f"{run['run_id']} does not balance: {checks}"
