@@ -1,24 +1,24 @@
-"""A cycle killed at any point is finished by the next call: nothing lost, nothing doubled, deliveries counted."""
+"""A cycle killed at each crash point is finished by the next call: nothing lost, nothing doubled, deliveries counted.
+
+Random kills of the spark-submit driver are in tests/test_fault_injection.py.
+"""
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle.run import CRASH_POINTS, CycleOptions, run_cycle
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
-from reprocess.storage.read import read_dataset
+from warehouse_state import assert_committed_cleanly, warehouse_state
 
 pytestmark = pytest.mark.spark
 
@@ -49,30 +49,11 @@ def _run(spark, landing, wh, as_of, target=FLAKY):
                                          as_of_ms=parse_instant(as_of), target=target))
 
 
-def _cli(landing, wh, as_of, target, env_extra, wait=True):
+def _cli(landing, wh, as_of, target, env_extra):
     env = {**os.environ, **env_extra, "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
            "--as-of", as_of, "--target", target, "--master", "local[2]"]
-    if wait:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _state(spark, wh):
-    ledger = read_dataset(spark, str(wh), "ledger")
-    rows = {r.message_id: (r.state, r.deliveries, r.next_attempt_ms, r.reason_code)
-            for r in ledger.select("message_id", "state", "deliveries", "next_attempt_ms", "reason_code").collect()}
-    assert len(rows) == ledger.count(), "duplicate message in the ledger"
-    out = {"ledger": rows}
-    for name in ("dlq", "outbox"):
-        df = read_dataset(spark, str(wh), name)
-        if df is None:
-            out[name] = []
-            continue
-        assert df.groupBy("message_id", "deliveries" if name == "dlq" else "delivery").count() \
-            .filter(F.col("count") > 1).count() == 0, f"duplicate in {name}"
-        out[name] = sorted(r.message_id for r in df.select("message_id").collect())
-    return out
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +64,7 @@ def reference(spark, landing, tmp_path_factory, after_t1):
         wh = tmp_path_factory.mktemp("ref") / "wh"
         shutil.copytree(after_t1[target], wh)
         _run(spark, landing, wh, T2, target)
-        refs[target] = _state(spark, wh)
+        refs[target] = warehouse_state(spark, wh)
     return refs
 
 
@@ -101,17 +82,5 @@ def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, lan
     assert prepared["due"] > 0
     summary = _run(spark, landing, wh, T2, target)  # the next call resumes and commits
     assert all(summary["conservation"].values())
-    assert _state(spark, wh) == reference[target]
-    assert Warehouse(wh).prepared_runs() == []
-
-
-def test_kill_9_at_a_random_moment_then_rerun_ends_in_the_uninterrupted_state(spark, landing, tmp_path, reference,
-                                                                            after_t1):
-    wh = tmp_path / "wh"
-    shutil.copytree(after_t1[FLAKY], wh)
-    proc = _cli(landing, wh, T2, FLAKY, {}, wait=False)
-    time.sleep(random.Random(os.getpid()).uniform(8, 20))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    _run(spark, landing, wh, T2)
-    assert _state(spark, wh) == reference[FLAKY]
+    assert warehouse_state(spark, wh) == reference[target]
+    assert_committed_cleanly(wh)

@@ -89,6 +89,9 @@ class CycleOptions:
 
 
 CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
+# The steps a cycle logs (``step=<name> ... seconds=``), in order; validate only when the GX gate is on.
+STEPS = ("landing", "locate", "merge", "select_due", "redrive", "stage_ledger", "stage_dlq",
+         "stage_quarantine_and_manifest", "summary", "validate")
 
 
 def _crash_point(name: str) -> None:

@@ -1,0 +1,149 @@
+"""Fault injection: the cycle's spark-submit driver is killed with SIGKILL at random moments, then run again.
+
+Each trial starts the real spark-submit entry point (``spark/entrypoints/cycle.py``) on a copy of the same
+warehouse and kills its whole process tree (the spark-submit JVM and the Python driver, as a lost node would)
+at a random moment: a random point of the cycle is drawn (JVM start-up, or just after one of its steps is
+logged, or just after the commit), then a random extra delay. Then the cycle runs again. Every trial must end
+in the state of an uninterrupted run: every input message in exactly one ledger row with the same state and
+deliveries, no dead letter, outbox record or quarantined record twice, no run left prepared, every committed
+run balanced. ``make test`` runs 5 trials; the ``slow`` suite (``make test-slow``) 50 more. Each trial appends a
+line to ``$REPROCESS_FAULT_REPORT`` (default: a file in pytest's temporary directory) for the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import STEPS, CycleOptions, run_cycle
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.storage.commit import Warehouse
+from warehouse_state import assert_committed_cleanly, warehouse_state
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[1]
+T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
+FLAKY = "python:reprocess.targets.examples:flaky"
+FAST_TRIALS = 5
+SLOW_TRIALS = 50
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("landing")
+    write_landing(GenerateOptions(out=root, messages=150, hours=3, seed=11, malformed=3))
+    return root
+
+
+@pytest.fixture(scope="module")
+def after_t1(spark, landing, tmp_path_factory) -> Path:
+    wh = tmp_path_factory.mktemp("t1") / "wh"
+    _run(spark, landing, wh, T1)
+    return wh
+
+
+def _run(spark, landing: Path, wh: Path, as_of: str) -> dict:
+    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
+                                         as_of_ms=parse_instant(as_of), target=FLAKY))
+
+
+def _submit(landing: Path, wh: Path, log: Path) -> subprocess.Popen:
+    """``spark-submit cycle.py`` in a session of its own, so that its whole process tree can be killed."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+           "--conf", "spark.ui.enabled=false", str(ROOT / "spark" / "entrypoints" / "cycle.py"),
+           "--landing", str(landing), "--warehouse", str(wh), "--as-of", T2, "--target", FLAKY]
+    with open(log, "w", encoding="utf-8") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def reference(spark, after_t1, tmp_path_factory, landing) -> dict:
+    """The state after the uninterrupted second run."""
+    wh = tmp_path_factory.mktemp("ref") / "wh"
+    shutil.copytree(after_t1, wh)
+    _run(spark, landing, wh, T2)
+    assert_committed_cleanly(wh)
+    return warehouse_state(spark, wh)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    path = Path(os.environ.get("REPROCESS_FAULT_REPORT") or tmp_path_factory.getbasetemp() / "fault_trials.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# Where a kill is aimed: during the JVM's start-up, just after one of these log lines, or after the commit.
+ANCHORS = ("startup", "cycle start", *(f"step={s}" for s in STEPS), "committed snapshot")
+
+
+def _kill_at_random(proc: subprocess.Popen, log: Path, rnd: random.Random) -> tuple[str, bool]:
+    anchor = rnd.choice(ANCHORS)
+    if anchor == "startup":
+        time.sleep(rnd.uniform(0.5, 8.0))
+    else:
+        deadline = time.monotonic() + 600
+        while anchor not in log.read_text(errors="replace") and proc.poll() is None:
+            assert time.monotonic() < deadline, f"{anchor!r} never logged"
+            time.sleep(0.05)
+        time.sleep(rnd.uniform(0.0, 1.5))
+    killed = proc.poll() is None
+    if killed:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    return anchor, killed
+
+
+def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, tmp_path: Path, n: int) -> None:
+    rnd = random.Random(1000 + n)
+    wh = tmp_path / "wh"
+    shutil.copytree(after_t1, wh)
+    log = tmp_path / "submit.log"
+    t = time.monotonic()
+    proc = _submit(landing, wh, log)
+    anchor, killed = _kill_at_random(proc, log, rnd)
+    killed_after = time.monotonic() - t
+    steps = re.findall(r"step=(\w+)", log.read_text(errors="replace"))
+    w = Warehouse(wh)
+    prepared = bool(w.prepared_runs())
+    committed = w.latest().run("run-20261121T023000Z") is not None
+    t = time.monotonic()
+    summary = _run(spark, landing, wh, T2)
+    rerun_s = time.monotonic() - t
+    state = warehouse_state(spark, wh)
+    with open(report, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"trial": n, "aimed_at": anchor, "killed_after_s": round(killed_after, 1),
+                             "killed": killed, "last_step_logged": steps[-1] if steps else None,
+                             "prepared_before_rerun": prepared, "committed_before_rerun": committed,
+                             "rerun_s": round(rerun_s, 1), "same_as_uninterrupted": state == reference}) + "\n")
+    assert all(summary["conservation"].values()), summary["conservation"]
+    assert_committed_cleanly(wh)
+    assert state["ledger"] == reference["ledger"], "ledger differs from the uninterrupted run"
+    for name in ("dlq", "outbox", "quarantine"):
+        assert state[name] == reference[name], f"{name} differs from the uninterrupted run"
+
+
+@pytest.mark.parametrize("n", range(FAST_TRIALS))
+def test_a_driver_killed_at_a_random_moment_ends_like_the_uninterrupted_run(spark, landing, after_t1, reference,
+                                                                           report, tmp_path, n):
+    _trial(spark, landing, after_t1, reference, report, tmp_path, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", range(FAST_TRIALS, FAST_TRIALS + SLOW_TRIALS))
+def test_fifty_more_random_kills_end_like_the_uninterrupted_run(spark, landing, after_t1, reference, report,
+                                                               tmp_path, n):
+    _trial(spark, landing, after_t1, reference, report, tmp_path, n)
