@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -23,12 +24,19 @@ BIN = Path(sys.executable).parent
 
 
 def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db: str | None = None,
-                user: str = "admin", password: str = "admin", target: str = "outbox",
+                user: str = "admin", password: str | None = None, target: str = "outbox",
                 spark_master: str = "local[*]") -> dict[str, str]:
-    """The environment of an Airflow made for this project (also writes the password file)."""
+    """The environment of an Airflow made for this project (also writes the password file, owner-only).
+
+    No password is built in: without one a random password is generated (``REPROCESS_AIRFLOW_PASSWORD`` in the
+    returned environment holds it).
+    """
     home.mkdir(parents=True, exist_ok=True)
+    password = password or secrets.token_urlsafe(12)
     passwords = home / "passwords.json"
-    passwords.write_text(json.dumps({user: password}))
+    fd = os.open(passwords, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({user: password}, fh)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update({
         "AIRFLOW_HOME": str(home),
@@ -93,12 +101,13 @@ def main() -> int:
     parser.add_argument("--landing", default=str(ROOT / "demo-out" / "landing"))
     parser.add_argument("--warehouse", default=str(ROOT / "demo-out" / "warehouse"))
     parser.add_argument("--user", default="admin")
-    parser.add_argument("--password", default=os.environ.get("REPROCESS_AIRFLOW_PASSWORD", "admin"))
+    parser.add_argument("--password", default=os.environ.get("REPROCESS_AIRFLOW_PASSWORD"),
+                        help="the login's password (default: $REPROCESS_AIRFLOW_PASSWORD, else a random one, printed)")
     args = parser.parse_args()
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
                       args.user, args.password)
     migrate(env)
-    print(f"Airflow UI: http://localhost:{args.port}  login: {args.user} / {args.password}")
+    print(f"Airflow UI: http://localhost:{args.port}  login: {args.user} / {env['REPROCESS_AIRFLOW_PASSWORD']}")
     print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
           "Browse > Dead letters for the DLQ page. Ctrl-C stops everything.", flush=True)
     return subprocess.call([str(BIN / "airflow"), "standalone"], env=env)

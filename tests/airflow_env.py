@@ -16,7 +16,7 @@ def airflow_env(home: Path, landing: Path, warehouse: Path, **extra: str) -> dic
     import airflow_local
 
     env = airflow_local.environment(home, landing, warehouse, target="python:reprocess.targets.examples:flaky",
-                                    spark_master="local[2]")
+                                    spark_master="local[2]", password="admin")
     env.update(extra)
     return env
 

@@ -75,7 +75,8 @@ def airflow(tmp_path_factory):
     _psql(f"DROP DATABASE IF EXISTS {db}")
     _psql(f"CREATE DATABASE {db}")
     env = airflow_local.environment(base / "home", landing, warehouse, port=PORT, target=TARGET,
-                                    db=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}", spark_master="local[2]")
+                                    db=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}", spark_master="local[2]",
+                                    password="admin")
     # no live scheduled run in this test (its as-of would be "now", after the backfilled range);
     # manual triggers and backfills still run
     env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"

@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="larger payloads are quarantined (default: 1048576)")
     r.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
+    r.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
+                   "data "
+                   "(default: $REPROCESS_PRIVATE_FILES, else off)")
     r.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     r.add_argument("--format", choices=("text", "json"), default="text", help="summary format (default: text)")
     r.set_defaults(func=cmd_run)
@@ -140,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
     d.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
+    d.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
+                   "data "
+                   "(default: $REPROCESS_PRIVATE_FILES, else off)")
     d.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     d.set_defaults(func=cmd_redrive)
     _add_operator_commands(sub)
@@ -271,6 +279,9 @@ def _add_operator_commands(sub: Any) -> None:
                    help="the HTML file to write (replaced atomically; parent folders are created)")
     p.add_argument("--newest", metavar="N", type=_positive_int, default=20,
                    help="list the N newest dead letters (default: 20)")
+    p.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the report owner-only (0600): it previews payloads "
+                   "(default: $REPROCESS_PRIVATE_FILES, else off)")
     p.set_defaults(func=cmd_report)
 
 
@@ -326,7 +337,7 @@ def cmd_ledger_stats(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from reprocess.report import write_report
 
-    r = write_report(args.warehouse, args.out, newest=args.newest)
+    r = write_report(args.warehouse, args.out, newest=args.newest, private=args.private_files)
     sys.stdout.write(f"wrote {r['out']} ({r['bytes']} bytes, {r['plots']} plots): snapshot {r['snapshot']} as of "
                      f"{r['as_of']}, {r['messages']} ledger messages, {r['dead_letters']} dead letters\n")
     return 0
@@ -340,10 +351,10 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                          reason_codes=tuple(args.reasons), max_messages=args.max_messages,
                          rate_per_second=args.rate, reset_deliveries=args.reset_deliveries)
     req.validate()
-    with _writer_lock(args.warehouse, req.request_id, args.lock_wait):
+    with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         spark = build_session("reprocess-redrive", master=args.master)
         audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
-                                     lock_wait_seconds=args.lock_wait)
+                                     lock_wait_seconds=args.lock_wait, private_files=args.private_files)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
     return 0
 
@@ -375,13 +386,16 @@ def parse_instant(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def _writer_lock(warehouse: str, owner: str, wait_seconds: float, skip: bool = False) -> Any:
+def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool | None,
+                 skip: bool = False) -> Any:
     """The warehouse's writer lock, taken before Spark starts so that a busy warehouse fails in a second."""
     from contextlib import nullcontext
 
     from reprocess.storage.commit import Warehouse
 
-    return nullcontext() if skip else Warehouse(warehouse).lock(owner=owner, wait_seconds=wait_seconds)
+    if skip:
+        return nullcontext()
+    return Warehouse(warehouse, private=private).lock(owner=owner, wait_seconds=wait_seconds)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -391,8 +405,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     policies = load_config(args.config)
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
                         target=args.target, dry_run=args.dry_run, address_filter=args.address_filter,
-                        max_payload_bytes=args.max_payload_bytes, lock_wait_seconds=args.lock_wait)
-    with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, skip=args.dry_run):
+                        max_payload_bytes=args.max_payload_bytes, lock_wait_seconds=args.lock_wait,
+                        private_files=args.private_files)
+    with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, args.private_files,
+                      skip=args.dry_run):
         spark = build_session("reprocess-cycle", master=args.master)
         summary = run_cycle(spark, opts)
     if args.format == "json":

@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     from reprocess.sparkutil import build_session
 
     parser = argparse.ArgumentParser(prog="python -m reprocess.loop", description=main.__doc__)
-    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/%2F", help="RabbitMQ URL")
+    parser.add_argument("--amqp", default=os.environ.get("REPROCESS_AMQP_URL", LOCAL_AMQP),
+                        help="RabbitMQ URL (default: $REPROCESS_AMQP_URL, else the local broker's guest account)")
     parser.add_argument("--out", default="demo-out/loop", help="where landing/ and warehouse/ go (wiped)")
     parser.add_argument("--messages", type=int, default=30, help="messages to publish (default 30)")
     args = parser.parse_args(argv)
@@ -205,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(consumed)} consumed by the consumer, ledger {summary['states']} (warehouse {out / 'warehouse'})")
     return 0
 
+
+# RabbitMQ's built-in account: it exists on every fresh broker and only logs in from localhost (not a secret).
+LOCAL_AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 __all__ = ["Fails", "as_records", "closed_loop", "drain_amqp", "drain_stomp", "main", "transient_and_poison",
            "write_failures"]

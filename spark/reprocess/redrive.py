@@ -25,7 +25,8 @@ from reprocess.errors import ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, REASON_CODES, WAITING
 from reprocess.policy.wildcard import to_regex, validate_pattern
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.sparkutil import owner_only_writes
+from reprocess.storage.commit import Snapshot, Warehouse, owner_only
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,10 +82,20 @@ def _matching(dlq: DataFrame, req: RedriveRequest) -> DataFrame:
 
 
 def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveRequest, now_ms: int,
-                         requested_by: str = "unknown", lock_wait_seconds: float = 0.0) -> dict[str, Any]:
-    """Apply ``req`` at ``now_ms``; returns the audit record (the earlier one if already applied)."""
+                         requested_by: str = "unknown", lock_wait_seconds: float = 0.0,
+                         private_files: bool | None = None) -> dict[str, Any]:
+    """Apply ``req`` at ``now_ms``; returns the audit record (the earlier one if already applied).
+
+    ``private_files`` (default ``$REPROCESS_PRIVATE_FILES``): write owner-only files, as a cycle does.
+    """
     req.validate()
-    wh = Warehouse(warehouse)
+    wh = Warehouse(warehouse, private=private_files)
+    with owner_only(wh.private), owner_only_writes(spark, wh.private):
+        return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
+
+
+def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: int, requested_by: str,
+             lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
         previous = _find_audit(wh, snap, req.request_id)

@@ -22,6 +22,7 @@ from reprocess.ledger.states import DEAD_LETTERED, DELIVERED, REASON_CODES, STAT
 from reprocess.ops import ledger_stats
 from reprocess.policy.durations import human
 from reprocess.storage.arrow import iso_ms, open_snapshot, read_live, to_ms
+from reprocess.storage.commit import private_files_default
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -333,12 +334,19 @@ def _run_row(r: dict[str, Any]) -> tuple[object, ...]:
             human(lat["p99"]) if lat.get("p99") is not None else None)
 
 
-def write_report(warehouse: str, out: str | Path, newest: int = 20) -> dict[str, Any]:
-    """Write the report to ``out`` (atomically: a temporary file renamed into place); return its summary."""
+def write_report(warehouse: str, out: str | Path, newest: int = 20, private: bool | None = None) -> dict[str, Any]:
+    """Write the report to ``out`` (atomically: a temporary file renamed into place); return its summary.
+
+    The newest dead letters' payloads are previewed in it: with ``private`` (default ``$REPROCESS_PRIVATE_FILES``)
+    the file is owner-only (0600).
+    """
     page, summary = render_report(warehouse, newest=newest)
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
+    private = private_files_default() if private is None else private
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(page)
     os.replace(tmp, path)
     return {"out": str(path), "bytes": len(page.encode("utf-8")), **summary}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,3 +57,25 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+@contextmanager
+def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
+    """While active, files Spark writes through Hadoop get no group or other permissions (umask-mask 077).
+
+    The session's SQL conf is copied into the Hadoop conf of every write job, so executors on a cluster
+    apply it too. The previous value is restored afterwards.
+    """
+    if not enabled:
+        yield
+        return
+    key = "fs.permissions.umask-mask"
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, "077")
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)

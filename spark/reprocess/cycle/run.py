@@ -52,7 +52,8 @@ from reprocess.ledger.model import (
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import dlq_records
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.sparkutil import owner_only_writes
+from reprocess.storage.commit import Snapshot, Warehouse, owner_only
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -84,6 +85,7 @@ class CycleOptions:
     max_payload_bytes: int = contract.DEFAULT_MAX_PAYLOAD_BYTES
     max_future_ms: int = contract.DEFAULT_MAX_FUTURE_MS
     lock_wait_seconds: float = 0.0
+    private_files: bool | None = None  # owner-only files (0600/0700); None: $REPROCESS_PRIVATE_FILES
     validate: bool = True  # GX suites gate the commit; Data Docs under runs/<run_id>/data_docs
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -131,7 +133,12 @@ def iso(ms: int) -> str:
 
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
-    wh = Warehouse(opts.warehouse)
+    wh = Warehouse(opts.warehouse, private=opts.private_files)
+    with owner_only(wh.private), owner_only_writes(spark, wh.private):
+        return _run_cycle(spark, wh, opts)
+
+
+def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions) -> dict[str, Any]:
     run_id = run_id_for(opts.as_of_ms)
     if opts.dry_run:
         return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)

@@ -80,12 +80,40 @@ class Snapshot:
         return [r for r in self.runs if r["as_of_ms"] == as_of_ms]
 
 
-class Warehouse:
-    """Reads and commits snapshots of one warehouse directory."""
+def private_files_default() -> bool:
+    """``$REPROCESS_PRIVATE_FILES`` (1/true/yes): write warehouses owner-only unless told otherwise."""
+    return os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower() in ("1", "true", "yes", "on")
 
-    def __init__(self, root: str | Path) -> None:
+
+@contextmanager
+def owner_only(enabled: bool) -> Iterator[None]:
+    """While active, files and directories this process creates get no group or other permissions (umask 077).
+
+    The Spark JVM keeps the umask it started with; its writes are covered by Hadoop's
+    ``fs.permissions.umask-mask`` (see :func:`reprocess.sparkutil.owner_only_writes`) and by
+    :meth:`Warehouse.publish`, which sets 0600/0700 on what it moves into place.
+    """
+    if not enabled:
+        yield
+        return
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+class Warehouse:
+    """Reads and commits snapshots of one warehouse directory.
+
+    ``private`` (default ``$REPROCESS_PRIVATE_FILES``): payloads may hold personal data, so the warehouse root is
+    made 0700 when a writer takes the lock and every published file 0600 in 0700 directories.
+    """
+
+    def __init__(self, root: str | Path, private: bool | None = None) -> None:
         self.uri = str(root)
         self.root = local_path(root)
+        self.private = private_files_default() if private is None else private
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -157,6 +185,12 @@ class Warehouse:
             dest_dir.mkdir(parents=True, exist_ok=True)
             dest = dest_dir / f"{run_id}-{src.name}"
             os.replace(src, dest)
+            if self.private:
+                os.chmod(dest, 0o600)
+                rel = dest_dir.relative_to(self.root)
+                for d in (rel, *rel.parents):
+                    if d != Path("."):
+                        os.chmod(self.root / d, 0o700)
             published.append(str(dest.relative_to(self.root)))
         return published
 
@@ -229,6 +263,11 @@ class Warehouse:
         second, not after the JVM's start-up) and the run inside takes it again.
         """
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.private:
+            os.chmod(self.root, 0o700)
+            # Spark's staging writes create their folders with the JVM's own umask: give them a private parent.
+            (self.root / "_runs").mkdir(exist_ok=True)
+            os.chmod(self.root / "_runs", 0o700)
         path = self.root / "_lock"
         key = (str(path.resolve()), threading.get_ident())
         if key in _HELD:
@@ -240,7 +279,7 @@ class Warehouse:
             return
         me = {"owner": owner, "pid": os.getpid(), "host": socket.gethostname(),
               "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600 if self.private else 0o644)
         try:
             deadline = time.monotonic() + wait_seconds
             waited = False
