@@ -10,7 +10,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -73,7 +72,7 @@ def test_no_key_token_or_literal_password_is_committed():
 @pytest.mark.unit
 def test_the_scan_finds_what_it_looks_for():
     """The patterns themselves: a scan that can never fire proves nothing."""
-    samples = ["-----BEGIN RSA PRIVATE KEY-----", "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "a" * 36]
+    samples = ["-----BEGIN RSA " + "PRIVATE KEY-----", "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "a" * 36]
     assert [any(rx.search(s) for rx, _ in _KEYS) for s in samples] == [True, True, True]
     assert _URL_CREDENTIALS.findall("amqp://app:" + "s3cr3t" + "@mq:5672/") == [("app", "s3cr3t")]
     assert _ASSIGNED.findall('password = "' + 'hunter22"') == [("password", "hunter22")]
@@ -97,24 +96,26 @@ def landing(tmp_path_factory) -> Path:
 
 
 @pytest.mark.spark
-def test_private_files_make_every_warehouse_file_owner_only_and_the_default_does_not(spark, landing, tmp_path):
+def test_private_files_make_every_warehouse_file_owner_only_and_the_default_does_not(spark, landing, tmp_path,
+                                                                                   monkeypatch):
     old = os.umask(0o022)  # what a service usually runs with: new files readable by everybody
     try:
         for private in (True, False):
+            # on: from the environment, as the DAGs' Spark jobs get it; off: the default
+            monkeypatch.setenv("REPROCESS_PRIVATE_FILES", "1" if private else "")
             wh = tmp_path / f"wh-{private}"
-            for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"):
+            for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z")[0 if private else 1:]:
                 run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
                                               as_of_ms=parse_instant(as_of),
-                                              target="python:reprocess.targets.examples:flaky",
-                                              private_files=private))
+                                              target="python:reprocess.targets.examples:flaky"))
             snap = Warehouse(wh).latest()
             assert snap.files["dlq"], "no dead letter was written"
             assert snap.files["quarantine"], "no record was quarantined"
             audit = redrive_dead_letters(spark, str(wh), RedriveRequest(address_pattern="#"),
-                                         parse_instant("2026-11-21T02:30:00Z"), private_files=private)
-            report = tmp_path / f"report-{private}.html"
-            write_report(str(wh), report, private=private)
+                                         parse_instant("2026-11-21T02:30:00Z"))
             assert audit["moved"] > 0
+            report = tmp_path / f"report-{private}.html"
+            write_report(str(wh), report)
             leaks = _modes(wh)
             if private:
                 assert leaks == {}, leaks
@@ -127,14 +128,15 @@ def test_private_files_make_every_warehouse_file_owner_only_and_the_default_does
     assert spark.conf.get("fs.permissions.umask-mask", None) is None  # the session is left as it was
 
 
-@pytest.mark.spark
-def test_private_files_from_the_environment_through_the_cli(landing, tmp_path):
-    wh = tmp_path / "wh"
-    env = {**os.environ, "REPROCESS_PRIVATE_FILES": "1", "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse",
-                           str(wh), "--as-of", "2026-11-21T02:30:00Z", "--master", "local[2]",
-                           "--target", "python:reprocess.targets.examples:flaky"],
-                          env=env, capture_output=True, text=True, timeout=600, umask=0o022)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert Warehouse(wh).latest().files["dlq"]
-    assert _modes(wh) == {}
+@pytest.mark.unit
+def test_the_cli_passes_private_files_to_runs_redrives_and_reports():
+    from reprocess.cli import build_parser
+
+    p = build_parser()
+    common = ["--warehouse", "wh"]
+    run = ["run", "--landing", "l", *common, "--as-of", "2026-11-21T02:30:00Z"]
+    assert p.parse_args(run).private_files is None  # the environment decides
+    assert p.parse_args([*run, "--private-files"]).private_files is True
+    assert p.parse_args([*run, "--no-private-files"]).private_files is False
+    assert p.parse_args(["redrive", *common, "--now", "2026-11-21T02:30:00Z", "--private-files"]).private_files
+    assert p.parse_args(["report", *common, "--out", "r.html", "--private-files"]).private_files
