@@ -94,12 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report, re-drive nothing, commit nothing")
     r.add_argument("--max-payload-bytes", metavar="N", type=_positive_int, default=1 << 20,
                    help="larger payloads are quarantined (default: 1048576)")
-    r.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
-                   help="wait this long for another writer to release the warehouse (default: fail at once)")
-    r.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
-                   help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
-                   "data "
-                   "(default: $REPROCESS_PRIVATE_FILES, else off)")
+    _add_writer_options(r)
     r.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     r.add_argument("--format", choices=("text", "json"), default="text", help="summary format (default: text)")
     r.set_defaults(func=cmd_run)
@@ -142,16 +137,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--now", metavar="ISO8601", type=parse_instant, required=True,
                    help="the request's 'now' (Airflow passes the run's logical time)")
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
-    d.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
-                   help="wait this long for another writer to release the warehouse (default: fail at once)")
-    d.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
-                   help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
-                   "data "
-                   "(default: $REPROCESS_PRIVATE_FILES, else off)")
+    _add_writer_options(d)
     d.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
     d.set_defaults(func=cmd_redrive)
     _add_operator_commands(sub)
     return parser
+
+
+def _add_writer_options(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that write the warehouse (``run``, ``redrive``)."""
+    p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
+                   help="wait this long for another writer to release the warehouse (default: fail at once)")
+    p.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
+                   "data (default: $REPROCESS_PRIVATE_FILES, else off)")
 
 
 # -- operator commands: the latest committed snapshot read with pyarrow, no Spark (reprocess.ops, reprocess.report)

@@ -26,7 +26,7 @@ from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, REASON_CODES, WAITING
 from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.sparkutil import owner_only_writes
-from reprocess.storage.commit import Snapshot, Warehouse, owner_only
+from reprocess.storage.commit import Snapshot, Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +90,7 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
     """
     req.validate()
     wh = Warehouse(warehouse, private=private_files)
-    with owner_only(wh.private), owner_only_writes(spark, wh.private):
+    with owner_only_writes(spark, wh.private):
         return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
 
 

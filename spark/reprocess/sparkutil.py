@@ -61,20 +61,24 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
 
 @contextmanager
 def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
-    """While active, files Spark writes through Hadoop get no group or other permissions (umask-mask 077).
+    """While active, files and folders written by this process and by Spark get no group or other permissions.
 
-    The session's SQL conf is copied into the Hadoop conf of every write job, so executors on a cluster
-    apply it too. The previous value is restored afterwards.
+    The Python side runs with umask 077. The Spark JVM keeps the umask it started with, so Hadoop's
+    ``fs.permissions.umask-mask`` is set to 077 in the session's SQL conf, which is copied into the Hadoop conf
+    of every write job (executors on a cluster apply it too). Both are restored afterwards.
+    :meth:`reprocess.storage.commit.Warehouse.publish` also sets 0600/0700 on what it moves into place.
     """
     if not enabled:
         yield
         return
     key = "fs.permissions.umask-mask"
     old = spark.conf.get(key, None)
+    old_umask = os.umask(0o077)
     spark.conf.set(key, "077")
     try:
         yield
     finally:
+        os.umask(old_umask)
         if old is None:
             spark.conf.unset(key)
         else:

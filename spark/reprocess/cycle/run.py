@@ -53,7 +53,7 @@ from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import dlq_records
 from reprocess.sparkutil import owner_only_writes
-from reprocess.storage.commit import Snapshot, Warehouse, owner_only
+from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -134,7 +134,7 @@ def iso(ms: int) -> str:
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
     wh = Warehouse(opts.warehouse, private=opts.private_files)
-    with owner_only(wh.private), owner_only_writes(spark, wh.private):
+    with owner_only_writes(spark, wh.private):
         return _run_cycle(spark, wh, opts)
 
 

@@ -85,24 +85,6 @@ def private_files_default() -> bool:
     return os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-@contextmanager
-def owner_only(enabled: bool) -> Iterator[None]:
-    """While active, files and directories this process creates get no group or other permissions (umask 077).
-
-    The Spark JVM keeps the umask it started with; its writes are covered by Hadoop's
-    ``fs.permissions.umask-mask`` (see :func:`reprocess.sparkutil.owner_only_writes`) and by
-    :meth:`Warehouse.publish`, which sets 0600/0700 on what it moves into place.
-    """
-    if not enabled:
-        yield
-        return
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
 class Warehouse:
     """Reads and commits snapshots of one warehouse directory.
 
