@@ -21,17 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.cli import load_config, parse_instant
-from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.cli import parse_instant
 from reprocess.errors import CommitConflictError
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from reprocess.storage.commit import Warehouse
-from warehouse_state import assert_committed_cleanly, warehouse_state
+from warehouse_state import assert_committed_cleanly, cycle_at, warehouse_state
 
 TESTS = Path(__file__).resolve().parent
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
-FLAKY = "python:reprocess.targets.examples:flaky"
 GATED = "python:gated_target:gated"
 
 _HOLDER = textwrap.dedent("""
@@ -152,8 +150,7 @@ def landing(tmp_path_factory) -> Path:
 def after_t1(spark, landing, tmp_path_factory) -> Path:
     """A warehouse whose first cycle dead-lettered the poison messages."""
     wh = tmp_path_factory.mktemp("t1") / "wh"
-    run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
-                                  as_of_ms=parse_instant(T1), target=FLAKY))
+    cycle_at(spark, landing, wh, T1)
     return wh
 
 
@@ -181,8 +178,7 @@ def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_wareh
     # The reference: the same cycle, then the same re-drive, one after the other.
     ref = tmp_path / "ref"
     shutil.copytree(after_t1, ref)
-    run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(ref), policies=load_config(None),
-                                  as_of_ms=parse_instant(T2), target="python:reprocess.targets.examples:always_ok"))
+    cycle_at(spark, landing, ref, T2, target="python:reprocess.targets.examples:always_ok")
     ref_audit = redrive_dead_letters(spark, str(ref), RedriveRequest(address_pattern="#"), parse_instant(T2),
                                      requested_by="test")
     assert ref_audit["moved"] > 0

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.cli import load_config, parse_instant
-from reprocess.cycle.run import CRASH_POINTS, CycleOptions, run_cycle
+from reprocess.cycle.run import CRASH_POINTS
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
-from warehouse_state import assert_committed_cleanly, warehouse_state
+from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
 
 pytestmark = pytest.mark.spark
 
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
-FLAKY = "python:reprocess.targets.examples:flaky"
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +37,9 @@ def after_t1(spark, landing, tmp_path_factory) -> dict[str, Path]:
     out = {}
     for target in (FLAKY, "outbox"):
         wh = tmp_path_factory.mktemp("t1")
-        _run(spark, landing, wh, T1, target)
+        cycle_at(spark, landing, wh, T1, target)
         out[target] = wh
     return out
-
-
-def _run(spark, landing, wh, as_of, target=FLAKY):
-    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
-                                         as_of_ms=parse_instant(as_of), target=target))
 
 
 def _cli(landing, wh, as_of, target, env_extra):
@@ -63,7 +56,7 @@ def reference(spark, landing, tmp_path_factory, after_t1):
     for target in (FLAKY, "outbox"):
         wh = tmp_path_factory.mktemp("ref") / "wh"
         shutil.copytree(after_t1[target], wh)
-        _run(spark, landing, wh, T2, target)
+        cycle_at(spark, landing, wh, T2, target)
         refs[target] = warehouse_state(spark, wh)
     return refs
 
@@ -80,7 +73,7 @@ def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, lan
     prepared = Warehouse(wh).read_prepared("run-20261121T023000Z")
     assert prepared is not None
     assert prepared["due"] > 0
-    summary = _run(spark, landing, wh, T2, target)  # the next call resumes and commits
+    summary = cycle_at(spark, landing, wh, T2, target)  # the next call resumes and commits
     assert all(summary["conservation"].values())
     assert warehouse_state(spark, wh) == reference[target]
     assert_committed_cleanly(wh)

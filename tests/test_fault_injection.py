@@ -25,17 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.cli import load_config, parse_instant
-from reprocess.cycle.run import STEPS, CycleOptions, run_cycle
+from reprocess.cycle.run import STEPS
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
-from warehouse_state import assert_committed_cleanly, warehouse_state
+from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
-FLAKY = "python:reprocess.targets.examples:flaky"
 FAST_TRIALS = 5
 SLOW_TRIALS = 50
 
@@ -50,13 +48,8 @@ def landing(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def after_t1(spark, landing, tmp_path_factory) -> Path:
     wh = tmp_path_factory.mktemp("t1") / "wh"
-    _run(spark, landing, wh, T1)
+    cycle_at(spark, landing, wh, T1)
     return wh
-
-
-def _run(spark, landing: Path, wh: Path, as_of: str) -> dict:
-    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
-                                         as_of_ms=parse_instant(as_of), target=FLAKY))
 
 
 def _submit(landing: Path, wh: Path, log: Path) -> subprocess.Popen:
@@ -74,7 +67,7 @@ def reference(spark, after_t1, tmp_path_factory, landing) -> dict:
     """The state after the uninterrupted second run."""
     wh = tmp_path_factory.mktemp("ref") / "wh"
     shutil.copytree(after_t1, wh)
-    _run(spark, landing, wh, T2)
+    cycle_at(spark, landing, wh, T2)
     assert_committed_cleanly(wh)
     return warehouse_state(spark, wh)
 
@@ -121,7 +114,7 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
     prepared = bool(w.prepared_runs())
     committed = w.latest().run("run-20261121T023000Z") is not None
     t = time.monotonic()
-    summary = _run(spark, landing, wh, T2)
+    summary = cycle_at(spark, landing, wh, T2)
     rerun_s = time.monotonic() - t
     state = warehouse_state(spark, wh)
     with open(report, "a", encoding="utf-8") as fh:
@@ -137,13 +130,13 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
 
 
 @pytest.mark.parametrize("n", range(FAST_TRIALS))
-def test_a_driver_killed_at_a_random_moment_ends_like_the_uninterrupted_run(spark, landing, after_t1, reference,
+def test_a_driver_killed_at_a_random_moment_ends_like_the_uninterruptedcycle_at(spark, landing, after_t1, reference,
                                                                            report, tmp_path, n):
     _trial(spark, landing, after_t1, reference, report, tmp_path, n)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n", range(FAST_TRIALS, FAST_TRIALS + SLOW_TRIALS))
-def test_fifty_more_random_kills_end_like_the_uninterrupted_run(spark, landing, after_t1, reference, report,
+def test_fifty_more_random_kills_end_like_the_uninterruptedcycle_at(spark, landing, after_t1, reference, report,
                                                                tmp_path, n):
     _trial(spark, landing, after_t1, reference, report, tmp_path, n)

@@ -1,4 +1,5 @@
-"""What a committed warehouse holds, for tests that compare an interrupted run with an uninterrupted one."""
+"""What a committed warehouse holds, for tests that compare an interrupted run with an uninterrupted one, and the
+in-process cycle those tests run."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import CycleOptions, run_cycle
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
+
+FLAKY = "python:reprocess.targets.examples:flaky"
+
+
+def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY) -> dict[str, Any]:
+    """One cycle in this process as of ``as_of`` (ISO 8601) with the embedded policies; its summary."""
+    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
+                                         as_of_ms=parse_instant(as_of), target=target))
 
 
 def warehouse_state(spark: Any, wh: Path) -> dict[str, Any]:
