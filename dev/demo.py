@@ -69,8 +69,8 @@ def main() -> int:
     print(f"  dead letters   {warehouse}/dlq/address=<dead-letter address>/dt=<date>/")
     print(f"  quarantine     {warehouse}/quarantine/dt=<date>/ (bad landing records with file, line, reason)")
     print(f"  retry ledger   {warehouse}/ledger/ (read through the latest {warehouse}/_snapshots/*.json)")
-    print("  the UI         make airflow   (http://localhost:8080, admin/admin: the runs above, the trigger form,")
-    print("                                 Browse > Dead letters)")
+    print("  the UI         make airflow   (http://localhost:8080, login admin and the password it prints:")
+    print("                                 the runs above, the trigger form, Browse > Dead letters)")
     return 0
 
 
