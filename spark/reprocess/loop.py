@@ -55,14 +55,34 @@ def _record(message_id: str, address: str, payload: str, delivery: int, error: s
             "consumer_group": "loop-consumer"}
 
 
+class _Drained:
+    """What a drain took: the failures (to land) and the consumed (message_id, delivery) pairs."""
+
+    def __init__(self, fails: Fails) -> None:
+        self.fails = fails
+        self.failures: list[dict[str, Any]] = []
+        self.consumed: list[tuple[str, int]] = []
+
+    def take(self, mid: str, queue: str, body: str | bytes, headers: dict[str, str]) -> None:
+        delivery = int(headers.get(f"{HEADER_PREFIX}delivery", "1"))
+        error = self.fails(mid, delivery)
+        if error is None:
+            self.consumed.append((mid, delivery))
+        else:
+            text = body if isinstance(body, str) else body.decode("utf-8")
+            self.failures.append({"_": (mid, queue, text, delivery, error, headers)})
+
+    def result(self) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+        return self.failures, self.consumed
+
+
 def drain_amqp(url: str, queues: list[str], fails: Fails) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
     """Consume everything waiting on ``queues``; return (failures, consumed (message_id, delivery))."""
     import pika
 
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
-    failures: list[dict[str, Any]] = []
-    consumed: list[tuple[str, int]] = []
+    drained = _Drained(fails)
     try:
         for q in queues:
             while True:
@@ -70,17 +90,11 @@ def drain_amqp(url: str, queues: list[str], fails: Fails) -> tuple[list[dict[str
                 if method is None:
                     break
                 headers = {str(k): str(v) for k, v in (props.headers or {}).items()}
-                mid = props.message_id or headers.get(f"{HEADER_PREFIX}message-id", "")
-                delivery = int(headers.get(f"{HEADER_PREFIX}delivery", "1"))
-                error = fails(mid, delivery)
-                if error is None:
-                    consumed.append((mid, delivery))
-                else:
-                    failures.append({"_": (mid, q, body.decode("utf-8"), delivery, error, headers)})
+                drained.take(props.message_id or headers.get(f"{HEADER_PREFIX}message-id", ""), q, body, headers)
                 ch.basic_ack(method.delivery_tag)
     finally:
         conn.close()
-    return failures, consumed
+    return drained.result()
 
 
 def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
@@ -106,19 +120,11 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
         while cond.wait(timeout=idle_seconds):
             pass
     conn.disconnect()
-    failures: list[dict[str, Any]] = []
-    consumed: list[tuple[str, int]] = []
+    drained = _Drained(fails)
     for headers, body in got:
         mid = headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id") or headers["message-id"]
-        delivery = int(headers.get(f"{HEADER_PREFIX}delivery", "1"))
-        q = headers["destination"].removeprefix("/queue/")
-        error = fails(mid, delivery)
-        if error is None:
-            consumed.append((mid, delivery))
-        else:
-            failures.append({"_": (mid, q, body if isinstance(body, str) else body.decode("utf-8"), delivery, error,
-                                   headers)})
-    return failures, consumed
+        drained.take(mid, headers["destination"].removeprefix("/queue/"), body, headers)
+    return drained.result()
 
 
 def as_records(failures: list[dict[str, Any]], at: datetime) -> list[dict[str, Any]]:
