@@ -213,3 +213,16 @@ def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
     assert [c["file"].endswith("c.jsonl.gz") for c in s["corrupt_files"]] == [True]
     q = read_dataset(spark, str(tmp_path / "wh"), "quarantine").filter(F.col("reason_code") == "CORRUPT_FILE")
     assert q.count() == 1
+
+
+def test_large_inputs_keep_generated_methods_within_the_jit_limit_and_the_setting_is_restored(spark):
+    from reprocess.sparkutil import HUGE_METHOD_LIMIT_KEY, JIT_SIZED_CODEGEN_FROM_BYTES, jit_sized_codegen
+
+    before = spark.conf.get(HUGE_METHOD_LIMIT_KEY)
+    assert before != "8000"
+    with jit_sized_codegen(spark) as sized:
+        sized(JIT_SIZED_CODEGEN_FROM_BYTES - 1)  # a small cycle keeps whole-stage code (one compilation per stage)
+        assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before
+        sized(JIT_SIZED_CODEGEN_FROM_BYTES)
+        assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == "8000"
+    assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -83,3 +83,32 @@ def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, old)
+
+
+# HotSpot does not JIT-compile a method of more than 8000 bytes of bytecode, and whole-stage code generation fuses
+# a stage's expressions into one method: the retry schedules over five policies make one that big, which then
+# runs interpreted, about three times slower (bench/RESULTS.md). With ``spark.sql.codegen.hugeMethodLimit`` at
+# 8000, Spark compiles such a stage per operator instead, in methods the JIT takes. Finding out costs a second
+# compilation of each stage, about 2 s per small cycle, so it pays only on large inputs.
+HUGE_METHOD_LIMIT_KEY = "spark.sql.codegen.hugeMethodLimit"
+JIT_SIZED_CODEGEN_FROM_BYTES = 64 << 20
+
+
+@contextmanager
+def jit_sized_codegen(spark: SparkSession) -> Iterator[Callable[[int], None]]:
+    """Yield ``sized(input_bytes)``: from :data:`JIT_SIZED_CODEGEN_FROM_BYTES` of input on, later queries keep
+    every generated method within the JIT's limit. The session's own setting is restored afterwards."""
+    old = spark.conf.get(HUGE_METHOD_LIMIT_KEY, None)
+
+    def sized(input_bytes: int) -> None:
+        if input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
+            spark.conf.set(HUGE_METHOD_LIMIT_KEY, "8000")
+
+    try:
+        yield sized
+    finally:
+        if old is None:
+            spark.conf.unset(HUGE_METHOD_LIMIT_KEY)
+        else:
+            spark.conf.set(HUGE_METHOD_LIMIT_KEY, old)
+
