@@ -2,7 +2,9 @@
 per-message cost from 1M to 10M, and cost that follows the due work.
 
 Every measurement runs in its own Python process (its own local JVM), watched by this one for the peak
-resident memory of the whole process tree (Python driver + JVM + Python workers). Figures are printed as
+memory of the whole process tree (Python driver + JVM + Python workers): ``peak_pss_mb`` (proportional set
+size, shared pages split between the processes sharing them: what the tree really holds) and ``peak_rss_mb``
+(summed resident sets, which count a shared page once per process and so overstate). Figures are printed as
 one JSON document (and appended to ``--results``); nothing is asserted. Parts:
 
 ``floor``     read every landing byte as text and write it as Parquet (the least any cycle must do), and a
@@ -11,7 +13,9 @@ one JSON document (and appended to ``--results``); nothing is asserted. Parts:
               its step timings give the GX share;
 ``udf``       the same cycle with retry schedules computed by a row-at-a-time Python UDF over the pure-Python
               reference instead of built-in column expressions;
-``schedule``  the schedule computation alone over the ledger the cycle wrote, built-ins vs the Python UDF;
+``schedule``  the schedule computation alone over the ledger the cycle wrote: built-ins as a large cycle runs
+              them, built-ins under Spark's default whole-stage code generation, the Python UDF, and the same
+              scan and output with no schedule (what every variant pays regardless);
 ``due``       a warehouse holding ``--waiting`` waiting messages of which ``--due`` are due, against one
               holding ``--due`` waiting messages, all due; both cycles get the same small landing batch.
 
@@ -50,21 +54,31 @@ SEED_CHUNK = 1_000_000  # the generator holds one chunk in memory; larger inputs
 
 # -- the parent: generate, spawn one process per part, watch its memory ------------------------------------------
 
-def _tree_rss(pid: int) -> int:
+def _tree_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) summed over the process tree, in bytes.
+
+    Summed RSS counts a page shared by several processes (forked Python workers, mapped files) once per
+    process, so it overstates; PSS charges each process its share of a shared page, so the sum is what the
+    tree really holds. PSS needs Linux's smaps; elsewhere it equals RSS.
+    """
     import psutil
 
     try:
         proc = psutil.Process(pid)
         procs = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
-    total = 0
+        return 0, 0
+    rss = pss = 0
     for p in procs:
         try:
-            total += p.memory_info().rss
+            full = p.memory_full_info()
         except psutil.NoSuchProcess:
-            pass
-    return total
+            continue
+        except psutil.AccessDenied:
+            full = p.memory_info()
+        rss += full.rss
+        pss += getattr(full, "pss", full.rss)
+    return rss, pss
 
 
 def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
@@ -73,13 +87,14 @@ def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> di
     env = {**os.environ, "REPROCESS_DRIVER_MEMORY": args.driver_memory}
     print(f"[{datetime.now(UTC):%H:%M:%S}] {part}: {' '.join(cmd[2:4])} ...", flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-    peak = 0
+    peak_rss = peak_pss = 0
     stop = threading.Event()
 
     def watch() -> None:
-        nonlocal peak
+        nonlocal peak_rss, peak_pss
         while not stop.is_set():
-            peak = max(peak, _tree_rss(proc.pid))
+            rss, pss = _tree_memory(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             stop.wait(0.25)
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -90,7 +105,8 @@ def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> di
     if proc.returncode != 0:
         raise SystemExit(f"part {part} failed with exit code {proc.returncode}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mb"] = round(peak / 2**20)
+    result["peak_pss_mb"] = round(peak_pss / 2**20)  # the tree's real footprint
+    result["peak_rss_mb"] = round(peak_rss / 2**20)  # summed RSS: counts shared pages once per process
     print(f"[{datetime.now(UTC):%H:%M:%S}] {part}: {json.dumps(result)}", flush=True)
     return result
 
@@ -184,7 +200,11 @@ def _ratios(r: dict[str, Any], messages: int) -> None:
         if "udf" in r:
             out["udf_cycle_over_builtin_cycle"] = round(r["udf"]["seconds"] / s, 2)
     if "schedule" in r:
-        out["udf_schedule_over_builtin_schedule"] = round(r["schedule"]["udf_s"] / r["schedule"]["builtin_s"], 2)
+        sch = r["schedule"]
+        out["udf_schedule_over_builtin_schedule"] = round(sch["udf_s"] / sch["builtin_s"], 2)
+        if "scan_s" in sch and sch["builtin_s"] > sch["scan_s"]:  # the schedule's own cost, the scan taken off
+            out["udf_over_builtin_net_of_scan"] = round((sch["udf_s"] - sch["scan_s"])
+                                                        / (sch["builtin_s"] - sch["scan_s"]), 2)
     if "due" in r:
         out["due_big_over_small"] = round(r["due"]["big"]["seconds"] / r["due"]["small"]["seconds"], 2)
     r["ratios"] = out
@@ -291,6 +311,7 @@ def _schedule(spark: Any, work: Path) -> dict[str, Any]:
     from reprocess.cli import load_config
     from reprocess.ledger.model import LEDGER_FILE_SCHEMA
     from reprocess.policy.columns import decision_columns, policy_index_column
+    from reprocess.sparkutil import HUGE_METHOD_LIMIT_KEY
     from reprocess.storage.commit import Warehouse
 
     policies = load_config(None)
@@ -301,17 +322,29 @@ def _schedule(spark: Any, work: Path) -> dict[str, Any]:
     rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*files).select("message_id", "address", "deliveries")
     rows = rows.withColumn("idx", policy_index_column(policies, F.col("address"))).cache()
     n = rows.count()
+    def scan_only(policies: Any, index: Any, k: Any, message_id: Any) -> tuple[Any, Any]:
+        return F.lit(False), k  # the same scan and output, no schedule: what both variants pay regardless
+
     timings = {}
-    for name, fn in (("builtin", decision_columns), ("udf", udf_decision_columns),
-                     ("builtin_again", decision_columns)):
+    # "wholestage": Spark's default code generation, whose fused method over five policies is too big for the
+    # JIT; "builtin": as a cycle over a large input computes them (reprocess.sparkutil.jit_sized_codegen).
+    runs = (("scan", scan_only), ("wholestage", decision_columns), ("udf", udf_decision_columns),
+            ("wholestage_again", decision_columns), ("jit", None), ("builtin", decision_columns),
+            ("scan_again", scan_only), ("builtin_again", decision_columns))
+    for name, fn in runs:
+        if fn is None:
+            spark.conf.set(HUGE_METHOD_LIMIT_KEY, "8000")
+            continue
         ex, delay = fn(policies, F.col("idx"), F.col("deliveries") + 1, F.col("message_id"))
         t = time.monotonic()
         out = rows.select("message_id", ex.alias("exhausted"), delay.alias("delay"))
         out.write.format("noop").mode("overwrite").save()
         timings[name] = time.monotonic() - t
+    spark.conf.unset(HUGE_METHOD_LIMIT_KEY)
     rows.unpersist()
     return {"rows": n, "builtin_s": round(min(timings["builtin"], timings["builtin_again"]), 2),
-            "udf_s": round(timings["udf"], 2)}
+            "udf_s": round(timings["udf"], 2), "scan_s": round(min(timings["scan"], timings["scan_again"]), 2),
+            "builtin_wholestage_s": round(min(timings["wholestage"], timings["wholestage_again"]), 2)}
 
 
 def _seed_warehouse(spark: Any, wh_root: Path, waiting: int, due: int, as_of_ms: int) -> None:
