@@ -216,13 +216,18 @@ def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
 
 
 def test_large_inputs_keep_generated_methods_within_the_jit_limit_and_the_setting_is_restored(spark):
-    from reprocess.sparkutil import HUGE_METHOD_LIMIT_KEY, JIT_SIZED_CODEGEN_FROM_BYTES, jit_sized_codegen
+    from reprocess.sparkutil import (
+        HUGE_METHOD_LIMIT_KEY,
+        JIT_SIZED_CODEGEN_FROM_BYTES,
+        fit_codegen_to_jit,
+        restoring_conf,
+    )
 
     before = spark.conf.get(HUGE_METHOD_LIMIT_KEY)
     assert before != "8000"
-    with jit_sized_codegen(spark) as sized:
-        sized(JIT_SIZED_CODEGEN_FROM_BYTES - 1)  # a small cycle keeps whole-stage code (one compilation per stage)
+    with restoring_conf(spark, HUGE_METHOD_LIMIT_KEY):  # as run_cycle wraps a run
+        fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1)  # a small cycle keeps whole-stage code
         assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before
-        sized(JIT_SIZED_CODEGEN_FROM_BYTES)
+        fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES)
         assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == "8000"
     assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before

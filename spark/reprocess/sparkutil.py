@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,20 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
 
 
 @contextmanager
+def restoring_conf(spark: SparkSession, *keys: str) -> Iterator[None]:
+    """On exit, put back the session's values of ``keys`` (or their absence) as they were on entry."""
+    old = {key: spark.conf.get(key, None) for key in keys}
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
 def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
     """While active, files and folders written by this process and by Spark get no group or other permissions.
 
@@ -72,17 +86,13 @@ def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
         yield
         return
     key = "fs.permissions.umask-mask"
-    old = spark.conf.get(key, None)
     old_umask = os.umask(0o077)
-    spark.conf.set(key, "077")
     try:
-        yield
+        with restoring_conf(spark, key):
+            spark.conf.set(key, "077")
+            yield
     finally:
         os.umask(old_umask)
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
 
 
 # HotSpot does not JIT-compile a method of more than 8000 bytes of bytecode, and whole-stage code generation fuses
@@ -94,21 +104,9 @@ HUGE_METHOD_LIMIT_KEY = "spark.sql.codegen.hugeMethodLimit"
 JIT_SIZED_CODEGEN_FROM_BYTES = 64 << 20
 
 
-@contextmanager
-def jit_sized_codegen(spark: SparkSession) -> Iterator[Callable[[int], None]]:
-    """Yield ``sized(input_bytes)``: from :data:`JIT_SIZED_CODEGEN_FROM_BYTES` of input on, later queries keep
-    every generated method within the JIT's limit. The session's own setting is restored afterwards."""
-    old = spark.conf.get(HUGE_METHOD_LIMIT_KEY, None)
-
-    def sized(input_bytes: int) -> None:
-        if input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
-            spark.conf.set(HUGE_METHOD_LIMIT_KEY, "8000")
-
-    try:
-        yield sized
-    finally:
-        if old is None:
-            spark.conf.unset(HUGE_METHOD_LIMIT_KEY)
-        else:
-            spark.conf.set(HUGE_METHOD_LIMIT_KEY, old)
-
+def fit_codegen_to_jit(spark: SparkSession, input_bytes: int) -> None:
+    """From :data:`JIT_SIZED_CODEGEN_FROM_BYTES` of input on, later queries keep every generated method within the
+    JIT's limit; below it the setting is left alone. Callers restore it with
+    ``restoring_conf(spark, HUGE_METHOD_LIMIT_KEY)``."""
+    if input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
+        spark.conf.set(HUGE_METHOD_LIMIT_KEY, "8000")

@@ -20,7 +20,6 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +52,7 @@ from reprocess.ledger.model import (
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import dlq_records
-from reprocess.sparkutil import jit_sized_codegen, owner_only_writes
+from reprocess.sparkutil import HUGE_METHOD_LIMIT_KEY, fit_codegen_to_jit, owner_only_writes, restoring_conf
 from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
@@ -137,14 +136,14 @@ def iso(ms: int) -> str:
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
     wh = Warehouse(opts.warehouse, private=opts.private_files)
-    with owner_only_writes(spark, wh.private), jit_sized_codegen(spark) as sized:
-        return _run_cycle(spark, wh, opts, sized)
+    with owner_only_writes(spark, wh.private), restoring_conf(spark, HUGE_METHOD_LIMIT_KEY):
+        return _run_cycle(spark, wh, opts)
 
 
-def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions, sized: Callable[[int], None]) -> dict[str, Any]:
+def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions) -> dict[str, Any]:
     run_id = run_id_for(opts.as_of_ms)
     if opts.dry_run:
-        return _execute(spark, wh, sized, wh.latest(), opts, run_id, prepared=None)
+        return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
         for prep in wh.prepared_runs():
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
@@ -154,7 +153,7 @@ def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions, sized: Ca
                                   "is not stored): pass the same --target", key="--target")
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter")})
-            _execute(spark, wh, sized, wh.latest(), resumed, prep["run_id"], prepared=prep)
+            _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
         snap = wh.latest()
         done = snap.runs_at(opts.as_of_ms)
         if done:
@@ -164,14 +163,14 @@ def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions, sized: Ca
                 follow_up = f"{run_id}-{len(done) + 1}"
                 log.warning("run_id=%s left %s due messages when its target failed; re-driving them as run_id=%s",
                             last["run_id"], left, follow_up)
-                return _execute(spark, wh, sized, snap, opts, follow_up, prepared=None)
+                return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
             return {**last["summary"], "already_committed": True}
         if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
             raise OutOfOrderError(
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "
                 f"{opts.warehouse}; runs must move forward in time (backfill into a fresh warehouse)")
-        return _execute(spark, wh, sized, snap, opts, run_id, prepared=None)
+        return _execute(spark, wh, snap, opts, run_id, prepared=None)
 
 
 def _landing_files(opts: CycleOptions, manifest: dict[str, ManifestEntry],
@@ -181,8 +180,8 @@ def _landing_files(opts: CycleOptions, manifest: dict[str, ManifestEntry],
     return pending(list_landing(opts.landing, opts.as_of_ms), manifest)
 
 
-def _execute(spark: SparkSession, wh: Warehouse, sized: Callable[[int], None], snap: Snapshot, opts: CycleOptions,
-             run_id: str, prepared: dict[str, Any] | None) -> dict[str, Any]:
+def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
+             prepared: dict[str, Any] | None) -> dict[str, Any]:
     t0 = time.monotonic()
     steps = _Steps(run_id)
     policies = opts.policies
@@ -199,7 +198,7 @@ def _execute(spark: SparkSession, wh: Warehouse, sized: Callable[[int], None], s
              len(files), snap.version, opts.dry_run)
 
     landing_bytes = sum(f.size for f in files)
-    sized(landing_bytes)
+    fit_codegen_to_jit(spark, landing_bytes)
     # -- 1. landing -------------------------------------------------------------------------------
     batch = read_batch(spark, files, manifest, as_of, opts.max_payload_bytes, opts.max_future_ms)
     rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
@@ -253,7 +252,7 @@ def _execute(spark: SparkSession, wh: Warehouse, sized: Callable[[int], None], s
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    sized(landing_bytes + sum(os.path.getsize(f) for f in touched))
+    fit_codegen_to_jit(spark, landing_bytes + sum(os.path.getsize(f) for f in touched))
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched))
     merged = merge_failures(existing, failures, policies, run_id, as_of).persist()
     steps.done("merge", ledger_rows=merged.count())
