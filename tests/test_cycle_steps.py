@@ -231,3 +231,28 @@ def test_large_inputs_keep_generated_methods_within_the_jit_limit_and_the_settin
         fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES)
         assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == "8000"
     assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before
+
+
+def test_generated_classes_of_a_cycle_stay_compiled_for_the_next_one(spark):
+    """Spark's default cache keeps 100 generated classes and a cycle makes about 130, so each cycle compiled all of
+    them again. Queries of more distinct shapes than that, built afresh as each cycle builds its own, compile
+    nothing the second time."""
+    from pyspark.sql import functions as F
+
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    one = spark.range(1)
+
+    def queries() -> list:
+        return [one.select((F.col("id") * 7 + n).alias("x")).select((F.col("x") + 1).alias("y"))
+                for n in range(1_000_003, 1_000_003 + 110)]
+
+    assert [q.first().y for q in queries()[:2]] == [1_000_004, 1_000_005]
+
+    def compile_all() -> int:  # whole-stage code is compiled when the plan's RDD is built, before any job runs
+        before = compilations.getCount()
+        for q in queries():
+            q._jdf.queryExecution().executedPlan().execute()
+        return compilations.getCount() - before
+
+    compile_all()
+    assert compile_all() == 0
