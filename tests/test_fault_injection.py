@@ -97,7 +97,33 @@ def _kill_at_random(proc: subprocess.Popen, log: Path, rnd: random.Random) -> tu
     if killed:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
+    _wait_until_group_is_gone(proc.pid)
     return anchor, killed
+
+
+def _wait_until_group_is_gone(pgid: int, timeout: float = 60.0) -> None:
+    """Wait until no live process is left in group ``pgid``.
+
+    ``proc.wait`` only covers spark-submit itself. The Python driver, which holds the warehouse lock, is its
+    child, and a process killed with SIGKILL closes its files (and so drops its ``flock``) only after the
+    kernel has freed its memory. A re-run that starts before then finds the warehouse locked. Zombies are
+    already past that point, so they count as gone.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # the process ended while we looked
+            state, group = fields[0], int(fields[2])
+            if group == pgid and state != "Z":
+                alive.append(stat.parent.name)
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"processes {alive} of the killed group {pgid} are still alive"
+        time.sleep(0.05)
 
 
 def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, tmp_path: Path, n: int) -> None:
