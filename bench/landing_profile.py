@@ -31,12 +31,14 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
     from reprocess.landing import contract
     from reprocess.landing.manifest import list_landing
     from reprocess.policy.columns import policy_index_column
+    from reprocess.sparkutil import fit_codegen_to_jit
     from reprocess.validation import rowchecks, suites
 
     as_of = scale.AS_OF_MS
     files = list_landing(str(landing), as_of)
     paths = [f.path for f in files]
     contract.one_file_per_partition(spark, max(f.size for f in files))
+    fit_codegen_to_jit(spark, sum(f.size for f in files))  # as the cycle does, from the same listing
     policies = load_config(None)
     limits = (contract.DEFAULT_MAX_PAYLOAD_BYTES, contract.DEFAULT_MAX_FUTURE_MS)
 
@@ -81,11 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     landing = Path(args.workdir) / f"landing-{args.messages}"
     print(f"input: {scale._generate(landing, args.messages)}", flush=True)
     os.environ["REPROCESS_DRIVER_MEMORY"] = args.driver_memory
-    from reprocess.sparkutil import build_session, fit_codegen_to_jit
+    from reprocess.sparkutil import build_session
 
     spark = build_session("landing-profile")
     spark.sparkContext.setLogLevel("ERROR")
-    fit_codegen_to_jit(spark, sum(p.stat().st_size for p in landing.rglob("*.jsonl")))  # as the cycle does
     variants = _variants(spark, landing)
     width = max(map(len, variants))
     for n in range(1, args.passes + 1):
