@@ -23,8 +23,8 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 
-# slow: a cluster start and a full dag.test() on it take minutes; `make test-slow` runs it (CI time is capped).
-pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
+# About 95 s alone (a cluster start, a dag.test() on it and the local-mode run); part of `make test` and CI.
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration]
 
 MASTER_PORT = 7077
 UI_PORT = 18080  # the master's web UI (8080 is Airflow's); workers 18081, 18082
