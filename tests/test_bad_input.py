@@ -278,6 +278,61 @@ def test_a_record_failed_later_than_the_as_of_waits_for_its_run_and_is_not_quara
     assert landed.summary["deferred_until_later_as_of"] == 1
 
 
+@pytest.mark.spark
+def test_a_landing_uri_is_listed_checked_and_read_through_hadoop_with_the_same_outcome(spark, landed):
+    """A landing root given as a URI of a Hadoop filesystem (``s3a://``, ``gs://``... in production) is listed,
+    checked for corrupt files and read in the JVM. Here ``viewfs://`` mounts the corpus's landing folder: Python
+    cannot open a ``viewfs`` path, so a step that still assumed a local disk would fail or lose the file."""
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.landing.manifest import pending, read_manifest
+    from reprocess.orchestration import find_new_landing
+    from reprocess.storage.commit import Warehouse
+    from reprocess.storage.read import read_dataset
+
+    authority = f"lake-{landed.root.name.replace('_', '-')}"  # a mount table of its own: Hadoop caches filesystems
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{authority}.link./landing",
+                                                      landed.landing.resolve().as_uri())
+    uri = f"viewfs://{authority}/landing"
+    wh = landed.root / "wh-uri"
+    summary = run_cycle(spark, CycleOptions(
+        landing=uri, warehouse=str(wh), policies=load_policies(CORPUS / "policies.yaml"), as_of_ms=_ms(AS_OF),
+        target="python:reprocess.targets.examples:always_fail"))
+
+    rows = read_dataset(spark, str(wh), "quarantine").collect()
+    assert rows
+    assert all(r.source_file.startswith(f"{uri}/") for r in rows)  # files are named by their URI
+    local_root = f"{landed.landing.resolve()}/"
+    got = {(r.source_file.removeprefix(f"{uri}/"), r.record_no, r.reason_code): r.reason for r in rows}
+    want = {(r.source_file.removeprefix(local_root), r.record_no, r.reason_code): r.reason
+            for r in landed.quarantine.values()}
+    assert set(got) == set(want)
+    for key, reason in got.items():
+        if key[1] is None:  # a whole file: the JVM words why it cannot be read, under the same heading
+            assert reason.split(":")[0] == want[key].split(":")[0], (key, reason, want[key])
+        else:
+            assert reason == want[key], key
+    ledger = {r.message_id: r.asDict(recursive=True) for r in read_dataset(spark, str(wh), "ledger").collect()}
+    assert ledger == landed.ledger
+    assert summary["balance"] == landed.summary["balance"]
+    assert summary["landing_files"] == landed.summary["landing_files"]
+    assert all(summary["conservation"].values())
+    assert summary["validation"]["passed"]
+
+    # the manifest keys the files by URI: listed again, the files left pending are the local run's, no more
+    later = _ms("2026-11-21T12:00:00Z")
+    manifest = read_manifest(Warehouse(str(wh)).live_files("manifest"))
+    again, changed = pending(list_landing(uri, later, spark), manifest)
+    local_manifest = read_manifest(Warehouse(str(landed.wh)).live_files("manifest"))
+    local, _ = pending(list_landing(landed.landing, later), local_manifest)
+    assert [f.path.removeprefix(f"{uri}/") for f in again] == [f.path.removeprefix(local_root) for f in local]
+    assert len(again) == 1  # records.jsonl: its record that failed after the as-of waits for a later run
+    assert changed == []
+    # without Spark there is no Hadoop filesystem to list it: the CLI's and the DAG's checks say so
+    with pytest.raises(ConfigError, match="viewfs:// URI"):
+        list_landing(uri, _ms(AS_OF))
+    assert find_new_landing(uri, str(wh), AS_OF)["listed_by"] == "the Spark job (landing on viewfs://)"
+
+
 # -- legal but unusual -------------------------------------------------------------------------------------------
 @pytest.mark.spark
 def test_addresses_with_equals_percent_reserved_characters_or_unicode_stay_one_escaped_dlq_partition(landed):

@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: reprocess run --landing landing/ --warehouse wh/ --as-of 2026-11-21T10:15:00Z "
         "--target python:reprocess.targets.examples:flaky",
     )
-    r.add_argument("--landing", metavar="DIR", required=True, help="landing root (dt=YYYY-MM-DD/hour=HH/*.jsonl)")
+    r.add_argument("--landing", metavar="DIR|URI", required=True,
+                   help="landing root (dt=YYYY-MM-DD/hour=HH/*.jsonl): a directory, or a Hadoop filesystem URI "
+                        "(s3a://, gs://, abfss://, hdfs://) that Spark's connector jars can read")
     r.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (ledger, dlq, outbox, ...)")
     r.add_argument("--config", metavar="FILE", help=f"policy file (YAML); default: {DEFAULT_CONFIG}")
     r.add_argument("--as-of", metavar="ISO8601", required=True, type=parse_instant,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError, ContractError
-from reprocess.landing.manifest import list_landing, pending, read_manifest
+from reprocess.landing.manifest import list_landing, pending, read_manifest, remote_scheme
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.commit import Warehouse
 
@@ -60,8 +60,15 @@ def check_address_filter(pattern: str | None) -> None:
 
 
 def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]:
-    """Landing files this run will read (not yet ingested), without Spark."""
-    root = Path(landing)
+    """Landing files this run will read (not yet ingested), without Spark.
+
+    A landing URI (``s3a://``...) is listed by the Spark job alone, through its Hadoop ``FileSystem`` and
+    connector jars; this task then only names the scheme."""
+    scheme = remote_scheme(landing)
+    if scheme is not None:
+        return {"as_of": as_of, "files": None, "bytes": None, "partitions": [], "changed_files_ignored": [],
+                "listed_by": f"the Spark job (landing on {scheme}://)"}
+    root = Path(landing.removeprefix("file://"))
     if not root.is_dir():
         raise ContractError(f"landing root {landing} does not exist")
     wh = Warehouse(warehouse)

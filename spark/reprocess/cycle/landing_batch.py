@@ -17,7 +17,7 @@ from reprocess.landing.contract import (
     read_parquet_records,
     read_text_records,
 )
-from reprocess.landing.manifest import partition_problem
+from reprocess.landing.manifest import partition_problem, remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -31,13 +31,14 @@ log = logging.getLogger(__name__)
 class Batch:
     records: DataFrame  # parsed records of the files read, with window columns
     corrupt: list[tuple[str, str]]  # (path, reason) of files that could not be read at all
-    file_keys: dict[str, str]  # Spark's file URI -> local path
+    file_keys: dict[str, str]  # Spark's file URI -> the landing file's path (or URI) as listed
 
 
 def spark_file_uri(spark: SparkSession, path: str) -> str:
-    """The string Spark puts in ``_metadata.file_path`` for a local ``path``."""
+    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed landing URI."""
     jvm: Any = spark.sparkContext._jvm
-    return "file:" + jvm.org.apache.hadoop.fs.Path(path).toUri().toString()
+    uri = jvm.org.apache.hadoop.fs.Path(path).toUri().toString()
+    return uri if remote_scheme(path) else "file:" + uri
 
 
 def _gzip_problem(path: str) -> str | None:
@@ -60,6 +61,29 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
+def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
+    """What :func:`_gzip_problem` / :func:`_parquet_problem` check, for a file on a Hadoop ``FileSystem`` (a
+    landing URI): the check runs in the JVM, which has the filesystem's connector; Python cannot open the file."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(f.path)
+    try:
+        if f.fmt == "parquet":
+            jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)).close()
+        elif f.path.endswith(".gz"):
+            codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
+            stream = codec.createInputStream(path.getFileSystem(conf).open(path))
+            jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, jvm.java.io.OutputStream.nullOutputStream(), 1 << 20,
+                                                       True)
+    except Py4JJavaError as exc:
+        why = exc.java_exception.toString()
+        return f"not a readable Parquet file: {why}" if f.fmt == "parquet" else f"cannot decompress: {why}"
+    return None
+
+
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest."""
@@ -70,8 +94,11 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         if problem is None and f.size == 0:
             readable.append(f)
             continue
-        problem = problem or (_gzip_problem(f.path) if f.path.endswith(".gz") else (
-            _parquet_problem(f.path) if f.fmt == "parquet" else None))
+        if problem is None and remote_scheme(f.path):
+            problem = _hadoop_problem(spark, f)
+        elif problem is None:
+            problem = _gzip_problem(f.path) if f.path.endswith(".gz") else (
+                _parquet_problem(f.path) if f.fmt == "parquet" else None)
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))

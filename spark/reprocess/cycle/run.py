@@ -173,11 +173,11 @@ def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions) -> dict[s
         return _execute(spark, wh, snap, opts, run_id, prepared=None)
 
 
-def _landing_files(opts: CycleOptions, manifest: dict[str, ManifestEntry],
+def _landing_files(spark: SparkSession, opts: CycleOptions, manifest: dict[str, ManifestEntry],
                    prepared: dict[str, Any] | None) -> tuple[list[LandingFile], list[str]]:
     if prepared is not None:
         return [LandingFile(**f) for f in prepared["files"]], []
-    return pending(list_landing(opts.landing, opts.as_of_ms), manifest)
+    return pending(list_landing(opts.landing, opts.as_of_ms, spark), manifest)
 
 
 def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
@@ -193,7 +193,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
 
         shutil.rmtree(stage, ignore_errors=True)
     manifest = read_manifest(wh.live_files("manifest", snap))
-    files, changed = _landing_files(opts, manifest, prepared)
+    files, changed = _landing_files(spark, opts, manifest, prepared)
     log.info("cycle start run_id=%s as_of=%s landing_files=%s snapshot=%s dry_run=%s", run_id, iso(as_of),
              len(files), snap.version, opts.dry_run)
 

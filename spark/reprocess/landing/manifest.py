@@ -10,22 +10,31 @@ never read again. Bad records are quarantined on the file's first read only.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from reprocess.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HOUR = re.compile(r"^hour=(\d{2})$")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 
 MANIFEST_SCHEMA = pa.schema([
-    ("path", pa.string()),  # absolute path of the landing file
+    ("path", pa.string()),  # absolute path of the landing file, or its URI when the landing root is one
     ("size", pa.int64()),
     ("through_ms", pa.int64()),  # records with failed_at <= through_ms are ingested
     ("done", pa.bool_()),
@@ -50,20 +59,66 @@ class ManifestEntry:
     run_id: str
 
 
-def list_landing(landing: str | Path, as_of_ms: int) -> list[LandingFile]:
-    """Landing files in ``dt=/hour=`` partitions that began before ``as_of_ms``, in path order."""
-    root = Path(str(landing).removeprefix("file://"))
+def remote_scheme(landing: str | Path) -> str | None:
+    """The scheme of a landing root that is no local directory (``s3a``, ``gs``, ``abfss``, ``hdfs``...), or None.
+
+    A plain path and a ``file://`` URI are local: Python lists them. Any other URI is listed and read through
+    the Spark job's Hadoop ``FileSystem``, with the connector jars its Spark image carries.
+    """
+    m = _SCHEME.match(str(landing))
+    return m.group(1).lower() if m and m.group(1).lower() != "file" else None
+
+
+def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
+    """Landing files in ``dt=/hour=`` partitions that began before ``as_of_ms``, in path order.
+
+    A local root gives absolute local paths; a URI root (see :func:`remote_scheme`) gives the URIs the Hadoop
+    ``FileSystem`` of ``spark`` lists, which are then the files' names everywhere (manifest, quarantine).
+    """
+    scheme = remote_scheme(landing)
+    if scheme is None:
+        root = Path(str(landing).removeprefix("file://"))
+        if not root.is_dir():
+            log.warning("landing root does not exist landing=%s", root)
+            return []
+        return _walk(root, _local_entries, lambda f: (str(f.resolve()), f.stat().st_size), as_of_ms)
+    if spark is None:
+        raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
+                          "FileSystem, can list it", key="--landing")
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    root_path = jvm.org.apache.hadoop.fs.Path(str(landing))
+    fs = root_path.getFileSystem(conf)
+    if not fs.exists(root_path):
+        log.warning("landing root does not exist landing=%s", landing)
+        return []
+
+    def entries(status: Any) -> list[tuple[str, Any, str]]:
+        listed = [(st.getPath().getName(), st, "d" if st.isDirectory() else "f" if st.isFile() else "o")
+                  for st in fs.listStatus(status.getPath())]
+        return sorted(listed, key=lambda e: e[0])
+
+    return _walk(fs.getFileStatus(root_path), entries, lambda st: (st.getPath().toString(), st.getLen()), as_of_ms)
+
+
+def _local_entries(folder: Path) -> list[tuple[str, Path, str]]:
+    with os.scandir(folder) as listing:  # the kinds come with the listing on most filesystems: no stat per entry
+        found = [(e.name, Path(e.path), "d" if e.is_dir() else "f" if e.is_file() else "o") for e in listing]
+    return sorted(found, key=lambda e: e[0])
+
+
+def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
+          describe: Callable[[Any], tuple[str, int]], as_of_ms: int) -> list[LandingFile]:
+    """The landing files under ``root``; ``entries`` lists a folder as (name, handle, "d"/"f"/other), sorted by
+    name, and ``describe`` gives a file handle's path and size."""
     out: list[LandingFile] = []
-    if not root.is_dir():
-        log.warning("landing root does not exist landing=%s", root)
-        return out
-    for day in sorted(root.iterdir()):
-        m = _PARTITION.match(day.name)
-        if not m or not day.is_dir():
+    for day_name, day, day_kind in entries(root):
+        m = _PARTITION.match(day_name)
+        if not m or day_kind != "d":
             continue
-        for hour in sorted(day.iterdir()):
-            h = _HOUR.match(hour.name)
-            if not h or not hour.is_dir():
+        for hour_name, hour, hour_kind in entries(day):
+            h = _HOUR.match(hour_name)
+            if not h or hour_kind != "d":
                 continue
             start_ms = _hour_start_ms(m.group(1), h.group(1))
             if start_ms is None:
@@ -72,10 +127,10 @@ def list_landing(landing: str | Path, as_of_ms: int) -> list[LandingFile]:
                 start_ms = 0
             elif start_ms > as_of_ms:
                 continue
-            for f in sorted(hour.iterdir()):
-                if f.is_file() and f.name.endswith(SUFFIXES) and not f.name.startswith((".", "_")):
-                    fmt = "parquet" if f.name.endswith(".parquet") else "text"
-                    out.append(LandingFile(str(f.resolve()), f.stat().st_size, start_ms, fmt))
+            for name, f, kind in entries(hour):
+                if kind == "f" and name.endswith(SUFFIXES) and not name.startswith((".", "_")):
+                    path, size = describe(f)
+                    out.append(LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text"))
     return out
 
 
@@ -90,13 +145,14 @@ def _hour_start_ms(day: str, hour: str) -> int | None:
 
 def partition_problem(path: str) -> str | None:
     """Why the ``dt=/hour=`` folders of a landing file are not a real date and hour, or None when they are."""
-    hour_dir = Path(path).parent
-    m, h = _PARTITION.match(hour_dir.parent.name), _HOUR.match(hour_dir.name)
+    parts = path.split("/")  # a local path or a URI alike
+    day_name, hour_name = (parts[-3], parts[-2]) if len(parts) >= 3 else ("", "")
+    m, h = _PARTITION.match(day_name), _HOUR.match(hour_name)
     if m is None or h is None:
         return None  # list_landing only lists files under well-formed partition folders
     if _hour_start_ms(m.group(1), h.group(1)) is not None:
         return None
-    return (f"the file is in partition {hour_dir.parent.name}/{hour_dir.name}, which is not a real date and hour "
+    return (f"the file is in partition {day_name}/{hour_name}, which is not a real date and hour "
             "(expected dt=YYYY-MM-DD/hour=00..23 by failure time): it cannot be placed in time")
 
 
