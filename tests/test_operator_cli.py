@@ -219,6 +219,12 @@ def test_operator_commands_name_what_is_wrong(capsys, tmp_path, wh):
     missing = str(tmp_path / "nowhere")
     assert main(["dlq", "list", "--warehouse", missing]) == ConfigError.exit_code == 3
     assert f"warehouse {missing} does not exist" in capsys.readouterr().err
+    # a warehouse on object storage is refused by name, as a configuration error, before Spark starts
+    assert main(["run", "--landing", str(tmp_path), "--warehouse", "s3a://bucket/wh", "--as-of",
+                 "2026-11-21T10:00:00Z"]) == 3
+    assert "warehouse s3a://bucket/wh is not on a local or shared POSIX filesystem" in capsys.readouterr().err
+    assert main(["dlq", "list", "--warehouse", "gs://bucket/wh"]) == 3
+    assert "object storage is not supported yet" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["ledger", "stats", "--warehouse", str(tmp_path / "empty")]) == 3
     assert "no committed snapshot" in capsys.readouterr().err

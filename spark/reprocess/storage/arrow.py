@@ -26,10 +26,7 @@ PARTITION_COLUMNS = {"dlq": ("address", "dt"), "ledger": ("bucket",), "outbox": 
 
 def open_snapshot(warehouse: str) -> tuple[Warehouse, Snapshot]:
     """The warehouse and its latest committed snapshot; a :class:`ConfigError` when there is none."""
-    try:
-        wh = Warehouse(warehouse)
-    except NotImplementedError as exc:
-        raise ConfigError(str(exc), key="--warehouse") from exc
+    wh = Warehouse(warehouse)
     if not wh.root.is_dir():
         raise ConfigError(f"warehouse {warehouse} does not exist", key="--warehouse")
     snap = wh.latest()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reprocess.errors import CommitConflictError
+from reprocess.errors import CommitConflictError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,19 @@ _SNAPSHOT_DIGITS = 8
 
 
 def local_path(uri: str | Path) -> Path:
-    """The local path of ``uri`` (plain path or ``file://``). Other schemes need a Hadoop FS (not built yet)."""
+    """The local path of ``uri`` (plain path or ``file://``); a :class:`ConfigError` for any other scheme.
+
+    The commit protocol needs ``flock``, hard links and atomic renames: a warehouse on object storage needs a
+    port of it to Hadoop ``FileSystem`` calls with a conditional-put commit, which is not built yet.
+    """
     text = str(uri)
     if text.startswith("file://"):
         text = text[len("file://"):]
     elif "://" in text:
-        raise NotImplementedError(f"only local warehouses are supported so far, got {uri!r}")
+        raise ConfigError(
+            f"warehouse {uri} is not on a local or shared POSIX filesystem: a warehouse on object storage is not "
+            "supported yet (its commit needs flock, hard links and atomic renames); the landing may be a URI",
+            key="--warehouse")
     return Path(text)
 
 
