@@ -333,6 +333,45 @@ def test_a_landing_uri_is_listed_checked_and_read_through_hadoop_with_the_same_o
     assert find_new_landing(uri, str(wh), AS_OF)["listed_by"] == "the Spark job (landing on viewfs://)"
 
 
+@pytest.mark.spark
+def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_are_no_corruption(spark, tmp_path):
+    """Hadoop names the files of a filesystem without an authority ``viewfs:/x/...`` (one slash): they are still
+    remote. A URI root that does not exist fails the run (nothing else checks it). An I/O error that is not a
+    decoding error (here the file is gone since the listing; on a bucket a timeout or throttling) fails the run
+    too, to be retried, instead of quarantining the file for good."""
+    from py4j.protocol import Py4JJavaError
+
+    from reprocess.cycle.landing_batch import _hadoop_problem, read_batch
+    from reprocess.landing import contract
+    from reprocess.landing.manifest import LandingFile, remote_scheme
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.viewfs.impl.disable.cache", "true")  # the default mount table gains a link per test
+    name = tmp_path.name.replace("_", "-")
+    conf.set(f"fs.viewfs.mounttable.default.link./{name}", (tmp_path / "landing").as_uri())
+    folder = tmp_path / "landing" / HOUR
+    folder.mkdir(parents=True)
+    good = gzip.compress((json.dumps(_ok("uri")) + "\n").encode())
+    (folder / "good.jsonl.gz").write_bytes(good)
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF  # a byte of the deflate body: the CRC or the inflater refuses it
+    (folder / "flipped.jsonl.gz").write_bytes(bytes(flipped))
+
+    files = list_landing(f"viewfs:///{name}", _ms(AS_OF), spark)
+    assert [f.path for f in files] == [f"viewfs:/{name}/{HOUR}/{n}.jsonl.gz" for n in ("flipped", "good")]
+    assert {remote_scheme(f.path) for f in files} == {"viewfs"}
+    batch = read_batch(spark, files, {}, _ms(AS_OF), contract.DEFAULT_MAX_PAYLOAD_BYTES, contract.DEFAULT_MAX_FUTURE_MS)
+    assert [path for path, _ in batch.corrupt] == [files[0].path]
+    assert batch.corrupt[0][1].startswith("cannot decompress: java.io.IOException")
+    rows = batch.records.select("source_file", "record_no", "is_new_file", "message_id").collect()
+    assert [tuple(r) for r in rows] == [(files[1].path, 1, True, "ok-uri")]  # the manifest window joined
+
+    with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
+        _hadoop_problem(spark, LandingFile(f"viewfs:/{name}/{HOUR}/gone.jsonl.gz", 10, 0, "text"))
+    with pytest.raises(ConfigError, match=f"landing root viewfs:///{name}/nowhere does not exist"):
+        list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
+
+
 # -- legal but unusual -------------------------------------------------------------------------------------------
 @pytest.mark.spark
 def test_addresses_with_equals_percent_reserved_characters_or_unicode_stay_one_escaped_dlq_partition(landed):
@@ -459,6 +498,20 @@ def test_partition_folders_that_are_no_real_date_or_hour_are_listed_and_named(tm
     assert "dt=2026-02-30/hour=10" in (partition_problem(listed["dt=2026-02-30/hour=10/a.jsonl"].path) or "")
     assert "dt=2026-11-21/hour=24" in (partition_problem(listed["dt=2026-11-21/hour=24/a.jsonl"].path) or "")
     assert partition_problem(listed["dt=2026-11-21/hour=10/a.jsonl"].path) is None
+
+
+@pytest.mark.unit
+def test_a_local_landing_lists_the_same_through_any_file_uri_and_skips_symlink_loops(tmp_path):
+    hour = tmp_path / "landing" / HOUR
+    hour.mkdir(parents=True)
+    (hour / "a.jsonl").write_text("{}\n")
+    (hour / "loop.jsonl").symlink_to(hour / "loop.jsonl")  # ELOOP when followed
+    (tmp_path / "landing" / "dt=2026-11-20").symlink_to(tmp_path / "landing" / "dt=2026-11-20")
+    (hour / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    root = tmp_path / "landing"
+    want = [(str((hour / "a.jsonl").resolve()), 3)]
+    for spelled in (str(root), root.as_uri(), f"file:{root}", f"file://localhost{root}", f"FILE://{root}"):
+        assert [(f.path, f.size) for f in list_landing(spelled, _ms(AS_OF))] == want, spelled
 
 
 # -- policy files ------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError, ContractError
-from reprocess.landing.manifest import list_landing, pending, read_manifest, remote_scheme
+from reprocess.landing.manifest import list_landing, local_root, pending, read_manifest, remote_scheme
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.commit import Warehouse
 
@@ -68,7 +68,7 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
     if scheme is not None:
         return {"as_of": as_of, "files": None, "bytes": None, "partitions": [], "changed_files_ignored": [],
                 "listed_by": f"the Spark job (landing on {scheme}://)"}
-    root = Path(landing.removeprefix("file://"))
+    root = local_root(landing)
     if not root.is_dir():
         raise ContractError(f"landing root {landing} does not exist")
     wh = Warehouse(warehouse)

@@ -61,9 +61,26 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
+# Where the JVM throws when bytes do not decode: the gzip codec, the JDK's inflater, the Parquet reader. An error
+# thrown anywhere else (the filesystem: a timeout, throttling, a 403 after a credential rotation, a file gone since
+# the listing) fails the run, which the next run retries: only a file that does not decode is quarantined whole,
+# and for good. A file that ends early (EOFException) is corrupt wherever it is noticed.
+_DECODERS = ("org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet.")
+
+
+def _does_not_decode(exc: Any) -> bool:
+    """True when a Java exception says the bytes do not decode (see ``_DECODERS``), by its class or the frame
+    that threw it."""
+    if exc.getClass().getName() == "java.io.EOFException":
+        return True
+    frames = exc.getStackTrace()
+    return len(frames) > 0 and str(frames[0].getClassName()).startswith(_DECODERS)
+
+
 def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
     """What :func:`_gzip_problem` / :func:`_parquet_problem` check, for a file on a Hadoop ``FileSystem`` (a
-    landing URI): the check runs in the JVM, which has the filesystem's connector; Python cannot open the file."""
+    landing URI): the check runs in the JVM, which has the filesystem's connector; Python cannot open the file.
+    An I/O error that is no decoding error is raised (the run fails and is retried), never taken as corruption."""
     from py4j.protocol import Py4JJavaError
 
     jvm: Any = spark.sparkContext._jvm
@@ -75,10 +92,18 @@ def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
                 jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)).close()
         elif f.path.endswith(".gz"):
             codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
-            stream = codec.createInputStream(path.getFileSystem(conf).open(path))
+            raw = path.getFileSystem(conf).open(path)
+            try:
+                stream = codec.createInputStream(raw)
+            except Py4JJavaError:
+                jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
+                raise
+            # copyBytes closes both streams, also when it fails
             jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, jvm.java.io.OutputStream.nullOutputStream(), 1 << 20,
                                                        True)
     except Py4JJavaError as exc:
+        if not _does_not_decode(exc.java_exception):
+            raise
         why = exc.java_exception.toString()
         return f"not a readable Parquet file: {why}" if f.fmt == "parquet" else f"cannot decompress: {why}"
     return None

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,7 +32,9 @@ log = logging.getLogger(__name__)
 
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HOUR = re.compile(r"^hour=(\d{2})$")
-_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+# A URI's scheme: two characters at least (``C:/`` is a drive), then ``:/`` - Hadoop writes paths of a filesystem
+# without an authority as ``viewfs:/landing/...``, with one slash.
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+):/")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 
 MANIFEST_SCHEMA = pa.schema([
@@ -69,6 +73,15 @@ def remote_scheme(landing: str | Path) -> str | None:
     return m.group(1).lower() if m and m.group(1).lower() != "file" else None
 
 
+def local_root(landing: str | Path) -> Path:
+    """The local path of a landing root given as a path or a ``file:`` URI (``file:///x``, ``file:/x``,
+    ``file://localhost/x``, percent-encoded or not)."""
+    text = str(landing)
+    if text[:5].lower() == "file:":
+        return Path(url2pathname(urlsplit(text).path))
+    return Path(text)
+
+
 def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
     """Landing files in ``dt=/hour=`` partitions that began before ``as_of_ms``, in path order.
 
@@ -77,7 +90,7 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     """
     scheme = remote_scheme(landing)
     if scheme is None:
-        root = Path(str(landing).removeprefix("file://"))
+        root = local_root(landing)
         if not root.is_dir():
             log.warning("landing root does not exist landing=%s", root)
             return []
@@ -90,8 +103,9 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     root_path = jvm.org.apache.hadoop.fs.Path(str(landing))
     fs = root_path.getFileSystem(conf)
     if not fs.exists(root_path):
-        log.warning("landing root does not exist landing=%s", landing)
-        return []
+        # Nothing else checks a URI root before the job (the DAG's find_new_landing cannot list it): a typo in a
+        # bucket or prefix must fail the run, not make green runs that read nothing.
+        raise ConfigError(f"landing root {landing} does not exist", key="--landing")
 
     def entries(status: Any) -> list[tuple[str, Any, str]]:
         listed = [(st.getPath().getName(), st, "d" if st.isDirectory() else "f" if st.isFile() else "o")
@@ -103,8 +117,17 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
 
 def _local_entries(folder: Path) -> list[tuple[str, Path, str]]:
     with os.scandir(folder) as listing:  # the kinds come with the listing on most filesystems: no stat per entry
-        found = [(e.name, Path(e.path), "d" if e.is_dir() else "f" if e.is_file() else "o") for e in listing]
+        found = [(e.name, Path(e.path), _kind(e)) for e in listing]
     return sorted(found, key=lambda e: e[0])
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    """"d", "f" or "o" (other) for a folder entry, following symlinks; a symlink loop or a dangling link is
+    "o", skipped like a socket, as ``Path.is_dir()`` and ``is_file()`` would."""
+    try:
+        return "d" if entry.is_dir() else "f" if entry.is_file() else "o"
+    except OSError:
+        return "o"
 
 
 def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
