@@ -1,5 +1,5 @@
-"""DAG integrity (DagBag), a structure snapshot, and the re-drive DAG through dag.test() with local Spark (the
-cycle DAG runs through dag.test() on a standalone cluster in test_cluster.py)."""
+"""DAG integrity (DagBag), a structure snapshot, the re-drive DAG through dag.test() with local Spark, and the
+cycle DAG on a landing URI (it also runs through dag.test() on a standalone cluster in test_cluster.py)."""
 
 from __future__ import annotations
 
@@ -170,3 +170,32 @@ def test_dead_letters_page_requires_login_and_shows_counts(af, tmp_path):
     assert "<svg" in out["html"]
     assert "Re-drive" in out["html"]
     assert "redrive_dead_letters" in out["html"]
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_the_cycle_dag_reads_a_landing_uri_with_the_deployments_spark_conf(af, spark, tmp_path):
+    """Landing on object storage, the way a deployment sets it up: ``REPROCESS_LANDING`` is a URI and the
+    filesystem's settings (here a ``viewfs://`` mount table; on a bucket the endpoint and credentials) sit in the
+    ``spark-defaults.conf`` of ``SPARK_CONF_DIR``, which the DAG's spark-submit reads. No code changes."""
+    from reprocess.storage.commit import Warehouse
+    from reprocess.storage.read import read_dataset
+
+    _, landing, _ = af
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.hadoop.fs.viewfs.mounttable.dagtest.link./landing {landing.resolve().as_uri()}\n")
+    warehouse = tmp_path / "warehouse"
+    env = airflow_env(tmp_path / "home", landing, warehouse, REPROCESS_LANDING="viewfs://dagtest/landing",
+                      SPARK_CONF_DIR=str(conf_dir))
+    migrate(env)
+    assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
+    summary = Warehouse(warehouse).latest().run("run-20261121T010000Z")["summary"]
+    assert all(summary["conservation"].values())
+    assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
+    assert summary["ingested"] > 100
+    assert summary["quarantined"] == 2  # the generator's two malformed lines
+    files = {r.source_file for r in read_dataset(spark, str(warehouse), "quarantine").collect()}
+    assert files
+    assert all(f.startswith("viewfs://dagtest/landing/dt=2026-11-21/hour=00/") for f in files), files
