@@ -298,10 +298,15 @@ def test_a_landing_uri_is_listed_checked_and_read_through_hadoop_with_the_same_o
         landing=uri, warehouse=str(wh), policies=load_policies(CORPUS / "policies.yaml"), as_of_ms=_ms(AS_OF),
         target="python:reprocess.targets.examples:always_fail"))
 
+    local_root = f"{landed.landing.resolve()}/"
+    listed = {"uri": [(f.path.removeprefix(f"{uri}/"), f.size, f.hour_start_ms, f.fmt)
+                      for f in list_landing(uri, _ms(AS_OF), spark)],
+              "local": [(f.path.removeprefix(local_root), f.size, f.hour_start_ms, f.fmt)
+                        for f in list_landing(landed.landing, _ms(AS_OF))]}
+    assert listed["uri"] == listed["local"]  # the same files, sizes, hours and formats, in the same order
     rows = read_dataset(spark, str(wh), "quarantine").collect()
     assert rows
     assert all(r.source_file.startswith(f"{uri}/") for r in rows)  # files are named by their URI
-    local_root = f"{landed.landing.resolve()}/"
     got = {(r.source_file.removeprefix(f"{uri}/"), r.record_no, r.reason_code): r.reason for r in rows}
     want = {(r.source_file.removeprefix(local_root), r.record_no, r.reason_code): r.reason
             for r in landed.quarantine.values()}
@@ -356,6 +361,9 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0xFF  # a byte of the deflate body: the CRC or the inflater refuses it
     (folder / "flipped.jsonl.gz").write_bytes(bytes(flipped))
+    (folder / "nested").mkdir()  # files deeper or shallower than dt=/hour=/file are not landing files
+    (folder / "nested" / "deep.jsonl").write_text("{}\n")
+    (tmp_path / "landing" / "top.jsonl").write_text("{}\n")
 
     files = list_landing(f"viewfs:///{name}", _ms(AS_OF), spark)
     assert [f.path for f in files] == [f"viewfs:/{name}/{HOUR}/{n}.jsonl.gz" for n in ("flipped", "good")]
