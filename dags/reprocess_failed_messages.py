@@ -25,6 +25,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
 from reprocess.spark_env import spark_submit_env
+from reprocess.uris import local_path, remote_scheme
 
 ROOT = Path(__file__).resolve().parents[1]
 LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing"))
@@ -34,7 +35,8 @@ TARGET = os.environ.get("REPROCESS_TARGET", "outbox")
 INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
 START = datetime.fromisoformat(os.environ.get("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"))
 END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get("REPROCESS_END_DATE") else None
-LANDING_ASSET = Asset(name="reprocess_landing", uri=LANDING if "://" in LANDING else f"file://{LANDING}")
+LANDING_ASSET = Asset(name="reprocess_landing",
+                      uri=LANDING if remote_scheme(LANDING) else f"file://{local_path(LANDING)}")
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"

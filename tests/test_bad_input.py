@@ -348,7 +348,8 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
 
     from reprocess.cycle.landing_batch import _hadoop_problem, read_batch
     from reprocess.landing import contract
-    from reprocess.landing.manifest import LandingFile, remote_scheme
+    from reprocess.landing.manifest import LandingFile
+    from reprocess.uris import remote_scheme
 
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     conf.set("fs.viewfs.impl.disable.cache", "true")  # the default mount table gains a link per test

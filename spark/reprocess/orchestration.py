@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError, ContractError
-from reprocess.landing.manifest import list_landing, local_root, pending, read_manifest, remote_scheme
+from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.commit import Warehouse
+from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
     if scheme is not None:
         return {"as_of": as_of, "files": None, "bytes": None, "partitions": [], "changed_files_ignored": [],
                 "listed_by": f"the Spark job (landing on {scheme}://)"}
-    root = local_root(landing)
+    root = local_path(landing)
     if not root.is_dir():
         raise ContractError(f"landing root {landing} does not exist")
     wh = Warehouse(warehouse)

@@ -17,7 +17,8 @@ from reprocess.landing.contract import (
     read_parquet_records,
     read_text_records,
 )
-from reprocess.landing.manifest import partition_problem, remote_scheme
+from reprocess.landing.manifest import partition_problem
+from reprocess.uris import remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,6 +110,15 @@ def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
     return None
 
 
+def _decode_problem(spark: SparkSession, f: LandingFile) -> str | None:
+    """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text)."""
+    if remote_scheme(f.path):
+        return _hadoop_problem(spark, f)
+    if f.path.endswith(".gz"):
+        return _gzip_problem(f.path)
+    return _parquet_problem(f.path) if f.fmt == "parquet" else None
+
+
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest."""
@@ -119,11 +129,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         if problem is None and f.size == 0:
             readable.append(f)
             continue
-        if problem is None and remote_scheme(f.path):
-            problem = _hadoop_problem(spark, f)
-        elif problem is None:
-            problem = _gzip_problem(f.path) if f.path.endswith(".gz") else (
-                _parquet_problem(f.path) if f.fmt == "parquet" else None)
+        problem = problem or _decode_problem(spark, f)
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprocess.errors import ConfigError
+from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,9 +31,6 @@ log = logging.getLogger(__name__)
 
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HOUR = re.compile(r"^hour=(\d{2})$")
-# A URI's scheme: two characters at least (``C:/`` is a drive), then ``:/`` - Hadoop writes paths of a filesystem
-# without an authority as ``viewfs:/landing/...``, with one slash.
-_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+):/")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 
 MANIFEST_SCHEMA = pa.schema([
@@ -63,34 +59,15 @@ class ManifestEntry:
     run_id: str
 
 
-def remote_scheme(landing: str | Path) -> str | None:
-    """The scheme of a landing root that is no local directory (``s3a``, ``gs``, ``abfss``, ``hdfs``...), or None.
-
-    A plain path and a ``file://`` URI are local: Python lists them. Any other URI is listed and read through
-    the Spark job's Hadoop ``FileSystem``, with the connector jars its Spark image carries.
-    """
-    m = _SCHEME.match(str(landing))
-    return m.group(1).lower() if m and m.group(1).lower() != "file" else None
-
-
-def local_root(landing: str | Path) -> Path:
-    """The local path of a landing root given as a path or a ``file:`` URI (``file:///x``, ``file:/x``,
-    ``file://localhost/x``, percent-encoded or not)."""
-    text = str(landing)
-    if text[:5].lower() == "file:":
-        return Path(url2pathname(urlsplit(text).path))
-    return Path(text)
-
-
 def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
     """Landing files in ``dt=/hour=`` partitions that began before ``as_of_ms``, in path order.
 
-    A local root gives absolute local paths; a URI root (see :func:`remote_scheme`) gives the URIs the Hadoop
-    ``FileSystem`` of ``spark`` lists, which are then the files' names everywhere (manifest, quarantine).
+    A local root gives absolute local paths; a URI root (see :func:`reprocess.uris.remote_scheme`) gives the URIs
+    the Hadoop ``FileSystem`` of ``spark`` lists, which are then the files' names everywhere (manifest, quarantine).
     """
     scheme = remote_scheme(landing)
     if scheme is None:
-        root = local_root(landing)
+        root = local_path(landing)
         if not root.is_dir():
             log.warning("landing root does not exist landing=%s", root)
             return []

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import CommitConflictError, ConfigError
+from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
 
@@ -40,21 +41,18 @@ _HELD: dict[tuple[str, int], int] = {}  # writer locks this process holds: (lock
 _SNAPSHOT_DIGITS = 8
 
 
-def local_path(uri: str | Path) -> Path:
-    """The local path of ``uri`` (plain path or ``file://``); a :class:`ConfigError` for any other scheme.
+def warehouse_path(uri: str | Path) -> Path:
+    """The local path of a warehouse given as a path or a ``file:`` URI; a :class:`ConfigError` for any other scheme.
 
     The commit protocol needs ``flock``, hard links and atomic renames: a warehouse on object storage needs a
     port of it to Hadoop ``FileSystem`` calls with a conditional-put commit, which is not built yet.
     """
-    text = str(uri)
-    if text.startswith("file://"):
-        text = text[len("file://"):]
-    elif "://" in text:
+    if remote_scheme(uri):
         raise ConfigError(
             f"warehouse {uri} is not on a local or shared POSIX filesystem: a warehouse on object storage is not "
             "supported yet (its commit needs flock, hard links and atomic renames); the landing may be a URI",
             key="--warehouse")
-    return Path(text)
+    return local_path(uri)
 
 
 @dataclass
@@ -101,7 +99,7 @@ class Warehouse:
 
     def __init__(self, root: str | Path, private: bool | None = None) -> None:
         self.uri = str(root)
-        self.root = local_path(root)
+        self.root = warehouse_path(root)
         self.private = private_files_default() if private is None else private
 
     # -- paths ---------------------------------------------------------------------------------
