@@ -5,6 +5,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+ARCHIVE := $(VENV)/share/reprocess/spark-driver.jsa
 PYSPARK_VERSION := 4.3.0
 
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -26,9 +27,16 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/pip install -q --disable-pip-version-check --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	@touch $(STAMP)
 
-venv: $(STAMP) ## create or update .venv (pinned stack from requirements/constraints.txt)
+# The driver JVM's class-data archive (reprocess jvm-archive): drivers map it instead of loading ~16,000 classes
+# from the jars. It is only an optimisation: if recording fails, every run still works, only slower to start.
+$(ARCHIVE): $(STAMP)
+	@echo "recording the Spark driver's class-data archive (reprocess jvm-archive, about a minute)"
+	@$(BIN)/python -m reprocess.cli jvm-archive --out $(ARCHIVE) > /dev/null 2> $(VENV)/jvm-archive.log \
+	  || { rm -f $(ARCHIVE) $(ARCHIVE).json; echo "warning: no class-data archive (see $(VENV)/jvm-archive.log); runs start slower"; }
 
-test: $(STAMP) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+venv: $(STAMP) $(ARCHIVE) ## create or update .venv (pinned stack from requirements/constraints.txt)
+
+test: $(STAMP) $(ARCHIVE) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## only the pure-Python tests (seconds)
@@ -38,16 +46,16 @@ test-slow: $(STAMP) ## the slow suites
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 BENCH_ARGS ?= --messages 1000000 --parts floor,cycle,schedule,due,udf --waiting 10000000 --due 100000
-bench: $(STAMP) ## benchmarks behind bench/RESULTS.md (about 30 min at 1M; BENCH_ARGS="--messages 10000000 ..." for more)
+bench: $(STAMP) $(ARCHIVE) ## benchmarks behind bench/RESULTS.md (about 30 min at 1M; BENCH_ARGS="--messages 10000000 ..." for more)
 	$(BIN)/python bench/scale.py $(BENCH_ARGS) --results bench/results.jsonl
 
-demo: $(STAMP) ## run the main job end to end through Airflow on embedded defaults (SQLite, local Spark)
+demo: $(STAMP) $(ARCHIVE) ## run the main job end to end through Airflow on embedded defaults (SQLite, local Spark)
 	$(BIN)/python dev/demo.py
 
-demo-cli: $(STAMP) ## the same cycles through the reprocess CLI only (no Airflow)
+demo-cli: $(STAMP) $(ARCHIVE) ## the same cycles through the reprocess CLI only (no Airflow)
 	$(BIN)/python -m reprocess.demo
 
-airflow: $(STAMP) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
+airflow: $(STAMP) $(ARCHIVE) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
 	$(BIN)/python dev/airflow_local.py
 
 services: ## check the services the tests need (PostgreSQL, RabbitMQ, ActiveMQ, Chromium); start/install what is missing

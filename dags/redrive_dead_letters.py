@@ -17,7 +17,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag, task
 
-from reprocess.spark_env import spark_submit_env
+from reprocess.spark_env import spark_submit_conf, spark_submit_env
 
 ROOT = Path(__file__).resolve().parents[1]
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
@@ -79,7 +79,7 @@ def redrive_dead_letters():
         application_args=plan(),
         name="reprocess-redrive-{{ run_id }}",
         spark_binary=str(BIN / "spark-submit"),
-        conf={"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable},
+        conf=spark_submit_conf(sys.executable),
         env_vars=SPARK_ENV,
         outlets=[LEDGER_ASSET, DLQ_ASSET],
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
-from reprocess.spark_env import spark_submit_env
+from reprocess.spark_env import spark_submit_conf, spark_submit_env
 from reprocess.uris import local_path, remote_scheme
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def reprocess_failed_messages():
         application_args=validate_landing(find_new_landing(resolve_as_of())),
         name="reprocess-cycle-{{ run_id }}",
         spark_binary=str(BIN / "spark-submit"),
-        conf={"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable},
+        conf=spark_submit_conf(sys.executable),
         env_vars=SPARK_ENV,
         outlets=[LEDGER_ASSET, DLQ_ASSET],
     )

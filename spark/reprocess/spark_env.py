@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import sys
 from pathlib import Path
+
+JVM_ARCHIVE_ENV = "REPROCESS_JVM_ARCHIVE"
+# JVM warnings go to stderr: by default the JVM prints them on stdout, where `reprocess run --format json`
+# writes its summary (a stale class-data archive, for one, warns once at start).
+JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 
 
 def spark_submit_env(python: str, path: str) -> dict[str, str]:
@@ -11,3 +20,57 @@ def spark_submit_env(python: str, path: str) -> dict[str, str]:
     return {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
             "SPARK_HOME": str(Path(python).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"),
             "PATH": f"{bin_dir}:{path}"}
+
+
+def spark_submit_conf(python: str) -> dict[str, str]:
+    """``--conf`` of the DAGs' ``spark-submit``: the venv's Python, and the driver JVM's default options.
+
+    The options go in ``spark.driver.defaultJavaOptions``, so a deployment's ``spark.driver.extraJavaOptions``
+    (in its ``spark-defaults.conf``) still applies.
+    """
+    return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python,
+            "spark.driver.defaultJavaOptions": driver_java_options()}
+
+
+def default_jvm_archive() -> Path:
+    """Where ``reprocess jvm-archive`` writes by default: inside this venv, next to the Spark jars it maps."""
+    return Path(sys.prefix) / "share" / "reprocess" / "spark-driver.jsa"
+
+
+def archive_record(archive: Path) -> Path:
+    """The record ``reprocess jvm-archive`` writes beside an archive once it is complete: its size in bytes."""
+    return archive.with_name(archive.name + ".json")
+
+
+def jvm_archive() -> Path | None:
+    """The driver's class-data-sharing archive: ``$REPROCESS_JVM_ARCHIVE`` (empty: none) or the venv's.
+
+    Only an archive whose record (:func:`archive_record`) gives its exact size is used: the JDK maps an archive
+    without checking its length, and a truncated one crashes the JVM at start (SIGBUS, seen with JDK 17.0.15).
+    """
+    configured = os.environ.get(JVM_ARCHIVE_ENV)
+    path = default_jvm_archive() if configured is None else Path(configured) if configured else None
+    if path is None:
+        return None
+    try:
+        recorded = json.loads(archive_record(path).read_text(encoding="utf-8"))["bytes"]
+        return path if path.stat().st_size == recorded else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def driver_java_options(dump_archive: str | None = None) -> str:
+    """JVM options of a cycle's driver: warnings to stderr, and the class-data archive when there is one.
+
+    A driver JVM started with ``-XX:SharedArchiveFile`` maps about 16,000 classes that a cycle would otherwise
+    read and verify from the jars (Spark, Hadoop, Parquet and their dependencies). An archive made for other
+    jars, another classpath (``SPARK_CONF_DIR`` is on it) or another JDK is refused by the JVM with one warning,
+    and the driver runs without it.
+    ``dump_archive``: record this JVM's classes into that file when it exits (``reprocess jvm-archive``).
+    """
+    options = ["-Duser.timezone=UTC", *JVM_LOG_OPTIONS]
+    if dump_archive is not None:  # ~1,500 warnings of classes CDS cannot hold (generated, signed jars): not news
+        options += [f"-XX:ArchiveClassesAtExit={dump_archive}", "-Xlog:cds*=error:stderr"]
+    elif (archive := jvm_archive()) is not None:
+        options.append(f"-XX:SharedArchiveFile={archive}")
+    return " ".join(shlex.quote(o) for o in options)

@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
 
 
-def build_session(app_name: str, master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
+def build_session(app_name: str, master: str | None = None, shuffle_partitions: int | None = None,
+                  dump_jvm_archive: str | None = None) -> SparkSession:
     """A session in UTC with ANSI on; ``master`` defaults to ``$SPARK_MASTER`` or ``local[*]``.
 
-    Python workers run the driver's interpreter (STACK.md trap 4), not ``python3`` from PATH.
+    Python workers run the driver's interpreter (STACK.md trap 4), not ``python3`` from PATH. When this call
+    starts the JVM, it maps the class-data archive (:func:`reprocess.spark_env.driver_java_options`);
+    ``dump_jvm_archive`` instead records one into that file when the JVM exits.
     """
     from pyspark.sql import SparkSession
+
+    from reprocess.spark_env import driver_java_options
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -36,7 +41,6 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -58,6 +62,8 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         builder = builder.master("local[*]")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the JVM starts here: its heap is the local executor's memory
         builder = builder.config("spark.driver.memory", os.environ.get("REPROCESS_DRIVER_MEMORY", "2g"))
+        # defaultJavaOptions, so that spark-defaults.conf's spark.driver.extraJavaOptions still applies
+        builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options(dump_jvm_archive))
     # Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs.
     partitions = shuffle_partitions or int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
     builder = builder.config("spark.sql.shuffle.partitions", str(partitions))

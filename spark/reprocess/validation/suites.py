@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,42 @@ log = logging.getLogger(__name__)
 SUITES_DIR = Path(__file__).resolve().parents[3] / "expectations"  # the repo's; REPROCESS_EXPECTATIONS overrides
 SUITES = ("landing", "ledger", "dlq", "run")
 SMALL_ROWS = int(os.environ.get("REPROCESS_GX_SMALL_ROWS", "20000"))  # validated with GX's pandas engine
+
+_gx_import: threading.Thread | None = None
+
+
+def _import_gx() -> None:
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # before the import: it logs at INFO
+    import great_expectations  # noqa: F401
+    from great_expectations.core import run_identifier  # noqa: F401
+    from great_expectations.data_context.types import base  # noqa: F401
+
+
+def preload_gx() -> None:
+    """Start importing Great Expectations on a background thread; :class:`Validator` waits for it.
+
+    The import takes about 3 s of Python on a 2-core machine, and a cycle validates only at its end, so a
+    cycle that imported GX there paid it on top of its Spark work. Started before the JVM is launched, the
+    import overlaps the JVM's start and the first steps, during which the driver's Python mostly waits on
+    py4j. What GX shares with the caller (pandas, pyarrow, pyspark.sql) is imported here on the calling
+    thread first, so the two threads never wait on each other's module locks. Any error is left for the
+    :class:`Validator`'s own import to raise, on the main thread.
+    """
+    global _gx_import
+    if _gx_import is not None:
+        return
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark.sql.functions  # noqa: F401
+
+    def run() -> None:
+        try:
+            _import_gx()
+        except Exception:  # noqa: BLE001 - re-raised by Validator's import on the main thread
+            log.debug("background import of great_expectations failed", exc_info=True)
+
+    _gx_import = threading.Thread(target=run, name="import-great_expectations", daemon=True)
+    _gx_import.start()
 
 
 @dataclass
@@ -66,7 +103,9 @@ class Validator:
     """
 
     def __init__(self, run_name: str = "adhoc", run_time_ms: int = 0, docs_dir: str | None = None) -> None:
-        logging.getLogger("great_expectations").setLevel(logging.WARNING)  # before the import: it logs at INFO
+        if _gx_import is not None:
+            _gx_import.join()
+        _import_gx()
         import great_expectations as gx
         from great_expectations.core.run_identifier import RunIdentifier
         from great_expectations.data_context.types.base import ProgressBarsConfig
