@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     name, _, settings = text.partition(":")

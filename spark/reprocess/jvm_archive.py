@@ -56,12 +56,14 @@ def _record(out: Path, partial: Path, messages: int, t0: float) -> dict[str, Any
         landing, warehouse = Path(tmp) / "landing", Path(tmp) / "warehouse"
         write_landing(GenerateOptions(out=landing, messages=messages, hours=3, seed=7, start=start))
         spark = build_session("reprocess-jvm-archive", master="local[*]", dump_jvm_archive=str(partial))
-        policies = load_config(None)
-        for hour in (1, 2, 3):
-            run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse), policies=policies,
-                                          as_of_ms=int(start.timestamp() * 1000) + hour * HOUR_MS))
-            log.info("jvm-archive: cycle %d of 3 done", hour)
-        _stop_jvm(spark)
+        try:
+            policies = load_config(None)
+            for hour in (1, 2, 3):
+                run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse), policies=policies,
+                                              as_of_ms=int(start.timestamp() * 1000) + hour * HOUR_MS))
+                log.info("jvm-archive: cycle %d of 3 done", hour)
+        finally:  # also on failure: the JVM writes its archive as it exits, before `build` removes the partial
+            _stop_jvm(spark)
     if not partial.is_file() or partial.stat().st_size == 0:
         raise RuntimeError(f"the JVM exited without writing its class-data archive to {partial}")
     size = partial.stat().st_size
