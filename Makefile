@@ -13,7 +13,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-unit test-slow bench demo demo-cli airflow services lint typecheck lock clean
+.PHONY: help venv test test-unit test-slow bench demo demo-cli airflow connect-server services lint typecheck lock clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -45,7 +45,7 @@ test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 test-slow: $(STAMP) ## the slow suites
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
-BENCH_ARGS ?= --messages 1000000 --parts floor,cycle,schedule,due,udf --waiting 10000000 --due 100000
+BENCH_ARGS ?= --messages 1000000 --parts floor,cycle,connect,schedule,due,udf --waiting 10000000 --due 100000
 bench: $(STAMP) $(ARCHIVE) ## benchmarks behind bench/RESULTS.md (about 30 min at 1M; BENCH_ARGS="--messages 10000000 ..." for more)
 	$(BIN)/python bench/scale.py $(BENCH_ARGS) --results bench/results.jsonl
 
@@ -57,6 +57,9 @@ demo-cli: $(STAMP) $(ARCHIVE) ## the same cycles through the reprocess CLI only 
 
 airflow: $(STAMP) $(ARCHIVE) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
 	$(BIN)/python dev/airflow_local.py
+
+connect-server: $(STAMP) $(ARCHIVE) ## run the long-lived Spark Connect driver on 127.0.0.1:15002 (cycles: --remote sc://localhost:15002)
+	$(BIN)/reprocess connect-server $(CONNECT_ARGS)
 
 services: ## check the services the tests need (PostgreSQL, RabbitMQ, ActiveMQ, Chromium); start/install what is missing
 	bash dev/services.sh

@@ -4,9 +4,13 @@ Each DAG run starts a new driver (a fresh ``spark-submit``), so a small cycle pa
 and warm-up every time. This times whole ``reprocess run`` processes over a small generated landing, hour after
 hour, and interleaves the variants (round-robin, each into its own warehouse) so that machine noise falls on all
 of them alike. A variant is a name and environment settings, e.g. ``no-archive:REPROCESS_JVM_ARCHIVE=`` runs
-without the class-data archive of ``reprocess jvm-archive``. Prints figures; asserts nothing.
+without the class-data archive of ``reprocess jvm-archive``. With ``--connect-server PORT`` a ``reprocess
+connect-server`` runs on that port for the whole benchmark, for variants that run as its clients. Prints figures;
+asserts nothing.
 
     .venv/bin/python bench/fresh_runs.py --rounds 5 --variant archive: --variant no-archive:REPROCESS_JVM_ARCHIVE=
+    .venv/bin/python bench/fresh_runs.py --connect-server 15002 --variant submit: \
+        --variant connect:REPROCESS_SPARK_REMOTE=sc://localhost:15002
 """
 
 from __future__ import annotations
@@ -36,7 +40,34 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=400, help="messages in the landing (default 400)")
     parser.add_argument("--workdir", default="/tmp/reprocess-bench-fresh", help="scratch folder (wiped)")
     parser.add_argument("--results", default=None, help="append the JSON figures to this file (JSON lines)")
+    parser.add_argument("--connect-server", metavar="PORT", type=int,
+                        help="run a reprocess connect-server on this port meanwhile (started cold: its first "
+                        "cycles show the warm-up)")
     args = parser.parse_args()
+    server = _start_server(args.connect_server, Path(args.workdir)) if args.connect_server else None
+    try:
+        return _bench(args)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=120)
+
+
+def _start_server(port: int, work: Path) -> subprocess.Popen[bytes]:
+    work.mkdir(parents=True, exist_ok=True)
+    log = work.parent / f"{work.name}-connect-server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port)],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while b"Spark Connect server started" not in log.read_bytes():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the Connect server did not start; see {log}")
+        time.sleep(0.5)
+    return server
+
+
+def _bench(args: argparse.Namespace) -> int:
 
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)

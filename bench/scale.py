@@ -17,7 +17,11 @@ one JSON document (and appended to ``--results``); nothing is asserted. Parts:
               them, built-ins under Spark's default whole-stage code generation, the Python UDF, and the same
               scan and output with no schedule (what every variant pays regardless);
 ``due``       a warehouse holding ``--waiting`` waiting messages of which ``--due`` are due, against one
-              holding ``--due`` waiting messages, all due; both cycles get the same small landing batch.
+              holding ``--due`` waiting messages, all due; both cycles get the same small landing batch;
+``connect``   the long-lived driver: a ``reprocess connect-server`` started for the part, and the same cycle as
+              ``cycle`` run twice as its client (each into a fresh warehouse): the server's first cycle, and a later
+              one, which finds the JIT warm as every cycle after the first does. Peak memory is the client's and
+              the server's together.
 
 Examples::
 
@@ -37,6 +41,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +54,7 @@ START = datetime(2026, 11, 21, tzinfo=UTC)
 START_MS = int(START.timestamp() * 1000)
 HOUR = 3_600_000
 AS_OF_MS = START_MS + 4 * HOUR  # one hour after the last generated failure
-PARTS = ("floor", "cycle", "udf", "schedule", "due")
+PARTS = ("floor", "cycle", "udf", "schedule", "due", "connect")
 SEED_CHUNK = 1_000_000  # the generator holds one chunk in memory; larger inputs are several seeds
 
 
@@ -82,9 +88,42 @@ def _tree_memory(pid: int) -> tuple[int, int]:
 
 
 def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
+    if part == "connect":
+        with _connect_server(args) as (server, url):
+            return _watched_child(part, args, extra, {"REPROCESS_SPARK_REMOTE": url}, server.pid)
+    return _watched_child(part, args, extra, {}, None)
+
+
+@contextmanager
+def _connect_server(args: argparse.Namespace) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A ``reprocess connect-server`` on a free loopback port with the part's driver heap, until the part ends."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = Path(args.workdir) / "connect-server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port),
+                                   "--driver-memory", args.driver_memory], stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while b"Spark Connect server started" not in log.read_bytes():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the Connect server did not start; see {log}")
+            time.sleep(0.5)
+        yield server, f"sc://localhost:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+
+
+def _watched_child(part: str, args: argparse.Namespace, extra: dict[str, Any], env_extra: dict[str, str],
+                   also_watch: int | None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", part, "--workdir", args.workdir, "--messages", str(args.messages),
            "--child-args", json.dumps(extra)]
-    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": args.driver_memory}
+    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": args.driver_memory, **env_extra}
     print(f"[{datetime.now(UTC):%H:%M:%S}] {part}: {' '.join(cmd[2:4])} ...", flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     peak_rss = peak_pss = 0
@@ -94,6 +133,9 @@ def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> di
         nonlocal peak_rss, peak_pss
         while not stop.is_set():
             rss, pss = _tree_memory(proc.pid)
+            if also_watch is not None:  # the Connect server's tree: the cycle's work happens there
+                more = _tree_memory(also_watch)
+                rss, pss = rss + more[0], pss + more[1]
             peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             stop.wait(0.25)
 
@@ -168,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    if set(parts) & {"floor", "cycle", "udf", "schedule"}:
+    if set(parts) & {"floor", "cycle", "udf", "schedule", "connect"}:
         report["landing"] = _generate(work / f"landing-{args.messages}", args.messages)
     for part in parts:
         extra = {"waiting": args.waiting, "due": args.due, "due_landing": args.due_landing}
@@ -199,6 +241,12 @@ def _ratios(r: dict[str, Any], messages: int) -> None:
             out["cycle_over_floor"] = round(s / r["floor"]["text_to_parquet_s"], 2)
         if "udf" in r:
             out["udf_cycle_over_builtin_cycle"] = round(r["udf"]["seconds"] / s, 2)
+    if "connect" in r:
+        again = r["connect"]["again"]["seconds"]
+        out["connect_messages_per_second_per_core"] = round(messages / again / cores)
+        out["connect_us_per_message"] = round(again / messages * 1e6, 1)
+        if "cycle" in r:
+            out["connect_again_over_cycle"] = round(again / r["cycle"]["seconds"], 2)
     if "schedule" in r:
         sch = r["schedule"]
         out["udf_schedule_over_builtin_schedule"] = round(sch["udf_s"] / sch["builtin_s"], 2)
@@ -279,6 +327,13 @@ def _child(part: str, work: Path, messages: int, extra: dict[str, Any]) -> int:
         result = {"seconds": round(seconds, 1), "steps": s["step_seconds"], "ingested": s["ingested"],
                   "due": s["due"], "messages_after": s["messages_after"],
                   "dead_lettered": s["dead_lettered"]["total"]}
+    elif part == "connect":
+        _warm_up(spark, work)
+        result = {}
+        for name in ("first", "again"):  # the server's first large cycle, then one with its JIT warm
+            seconds, s = _cycle(spark, landing, work / f"wh-connect-{name}")
+            result[name] = {"seconds": round(seconds, 1), "steps": s["step_seconds"], "due": s["due"],
+                            "messages_after": s["messages_after"]}
     elif part == "schedule":
         result = _schedule(spark, work)
     else:

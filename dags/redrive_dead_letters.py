@@ -25,6 +25,7 @@ DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
+ON_CONNECT = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"  # see reprocess_failed_messages
 DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
@@ -72,7 +73,20 @@ def redrive_dead_letters():
         who = (dag_run.conf or {}).get("requested_by") or getattr(dag_run, "triggering_user_name", None) or "airflow"
         return redrive_args(WAREHOUSE, dict(params), to_iso(dag_run.run_after), str(who))
 
-    move = SparkSubmitOperator(
+    @task(task_id="move_dead_letters", outlets=[LEDGER_ASSET, DLQ_ASSET])
+    def move_on_connect(args: list[str]) -> None:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from reprocess.errors import ConfigError
+        from reprocess.orchestration import run_on_connect
+
+        try:
+            run_on_connect("redrive", args, SparkConnectHook().get_connection_url())
+        except ConfigError as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    move = move_on_connect(plan()) if ON_CONNECT else SparkSubmitOperator(
         task_id="move_dead_letters",
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "redrive.py"),

@@ -11,7 +11,9 @@ Trigger it by hand with the form to re-drive now, for some addresses only, as of
 through another target, or as a dry run. Settings come from the environment:
 `REPROCESS_LANDING`, `REPROCESS_WAREHOUSE`, `REPROCESS_CONFIG` (policy file; embedded default),
 `REPROCESS_TARGET` (default `outbox`), `REPROCESS_INTERVAL_MINUTES` (default 15),
-`REPROCESS_START_DATE` / `REPROCESS_END_DATE` (ISO-8601; the schedule's bounds).
+`REPROCESS_START_DATE` / `REPROCESS_END_DATE` (ISO-8601; the schedule's bounds), `REPROCESS_SPARK`
+(`submit`, the default: a fresh driver per run through `spark_default`; `connect`: a client of the long-lived
+Spark Connect server of `spark_connect_default`, see `reprocess connect-server`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
+# REPROCESS_SPARK=connect: the cycle runs as a client of the long-lived server of `spark_connect_default`
+ON_CONNECT = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"
 
 
 def _fail_fast(fn, *args):
@@ -101,11 +105,20 @@ def reprocess_failed_messages():
         return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
                           params["address_filter"], params["dry_run"])
 
-    run_cycle = SparkSubmitOperator(
+    @task(task_id="run_cycle", outlets=[LEDGER_ASSET, DLQ_ASSET])
+    def run_cycle_on_connect(args: list[str]) -> None:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from reprocess.orchestration import run_on_connect
+
+        _fail_fast(run_on_connect, "run", args, SparkConnectHook().get_connection_url())
+
+    args = validate_landing(find_new_landing(resolve_as_of()))
+    run_cycle = run_cycle_on_connect(args) if ON_CONNECT else SparkSubmitOperator(
         task_id="run_cycle",
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "cycle.py"),
-        application_args=validate_landing(find_new_landing(resolve_as_of())),
+        application_args=args,
         name="reprocess-cycle-{{ run_id }}",
         spark_binary=str(BIN / "spark-submit"),
         conf=spark_submit_conf(sys.executable),

@@ -1,8 +1,9 @@
 """A re-drive target for concurrency tests: it holds the cycle inside its re-drive until the test opens a gate.
 
 ``python:gated_target:gated`` (with ``tests/`` on ``PYTHONPATH``) touches ``$REPROCESS_TEST_GATE.entered`` on its
-first call, then waits until the file ``$REPROCESS_TEST_GATE`` exists (two minutes at most) and accepts the
-message. The test thereby knows, without guessing at timings, that the cycle holds the warehouse lock.
+first call, then waits until the file ``$REPROCESS_TEST_GATE`` exists (two minutes at most), accepts the message
+and appends its id to ``$REPROCESS_TEST_GATE.calls``. The test thereby knows, without guessing at timings, that the
+cycle holds the warehouse lock, and which messages were delivered how often.
 """
 
 from __future__ import annotations
@@ -21,3 +22,5 @@ def gated(message: dict[str, Any]) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the test never opened {gate}")
         time.sleep(0.05)
+    with open(str(gate) + ".calls", "a", encoding="utf-8") as calls:  # one short append per message
+        calls.write(f"{message['message_id']}\n")

@@ -21,7 +21,7 @@ def compose() -> dict:
 
 def test_every_service_of_the_production_shape_is_there(compose):
     assert set(compose["services"]) == {"postgres", "airflow-init", *AIRFLOW, "spark-master", "spark-worker-1",
-                                        "spark-worker-2"}
+                                        "spark-worker-2", "spark-connect"}
 
 
 def test_airflow_runs_on_postgres_with_the_local_executor_and_spark_default_on_the_master(compose):
@@ -39,8 +39,9 @@ def test_services_wait_for_healthy_dependencies_and_have_healthchecks(compose):
     for name in AIRFLOW:
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
-    for name in (*AIRFLOW, "postgres", "spark-master", "spark-worker-1", "spark-worker-2"):
+    for name in (*AIRFLOW, "postgres", "spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"):
         assert services[name]["healthcheck"]["test"], name
+    assert services["spark-connect"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
 
 
 def test_ports_do_not_clash(compose):
@@ -52,11 +53,23 @@ def test_ports_do_not_clash(compose):
 
 
 def test_landing_and_warehouse_are_shared_volumes(compose):
-    for name in (*AIRFLOW, "spark-master", "spark-worker-1", "spark-worker-2"):
+    for name in (*AIRFLOW, "spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"):
         vols = compose["services"][name]["volumes"]
         assert "landing:/data/landing" in vols
         assert "warehouse:/data/warehouse" in vols
     assert {"landing", "warehouse"} <= set(compose["volumes"])
+
+
+def test_the_long_lived_driver_serves_the_cluster_and_is_not_published(compose):
+    connect = compose["services"]["spark-connect"]
+    assert connect["command"][:2] == ["reprocess", "connect-server"]
+    assert "spark://spark-master:7077" in connect["command"]  # its executors are the cluster's workers
+    assert "ports" not in connect  # it runs any code a client sends: only the stack's network reaches it
+    for name in AIRFLOW:
+        env = compose["services"][name]["environment"]
+        conn = env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"]
+        assert '"conn_type": "spark_connect", "host": "spark-connect", "port": 15002' in conn
+        assert env["REPROCESS_SPARK"] == "${REPROCESS_SPARK:-submit}"  # spark-submit unless switched
 
 
 def test_no_secret_is_written_in_the_file():

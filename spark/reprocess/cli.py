@@ -3,6 +3,7 @@
     reprocess schedule --config FILE --address A [--address B ...] [--deliveries N]
                        [--message-id ID] [--format table|json]
     reprocess run | generate | redrive ...                       (Spark jobs; see --help)
+    reprocess connect-server | jvm-archive                        (the long-lived driver; the driver's class archive)
     reprocess dlq list|show|stats, ledger stats, report ...       (operator commands, no Spark)
 
 Exit codes come from the error classes in :mod:`reprocess.errors`.
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
@@ -97,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-payload-bytes", metavar="N", type=_positive_int, default=1 << 20,
                    help="larger payloads are quarantined (default: 1048576)")
     _add_writer_options(r)
-    r.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
+    _add_spark_options(r)
     r.add_argument("--format", choices=("text", "json"), default="text", help="summary format (default: text)")
     r.set_defaults(func=cmd_run)
 
@@ -136,6 +139,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the archive to write (replaced atomically; default: {default_jvm_archive()})")
     j.set_defaults(func=cmd_jvm_archive)
 
+    from reprocess.connect_server import DEFAULT_PORT, TOKEN_ENV
+
+    c = sub.add_parser(
+        "connect-server",
+        help="run one long-lived Spark driver that serves every cycle over Spark Connect (Spark, until stopped)",
+        description="Start Spark's Connect server from this venv with the settings every cycle needs. Cycles "
+        "and re-drives given --remote (or $REPROCESS_SPARK_REMOTE, or the DAGs with REPROCESS_SPARK=connect) run "
+        "as its clients, each in a session of its own, and skip the start-up and JIT warm-up a fresh driver pays "
+        "on every run. It listens on loopback by default and runs until stopped (SIGTERM).",
+        epilog=f"With ${TOKEN_ENV} set, clients must present that token (they read the same variable; over "
+        "loopback connect to sc://localhost:PORT, where a token needs no TLS). Example: reprocess connect-server "
+        "--port 15002 --driver-memory 8g",
+    )
+    c.add_argument("--port", metavar="PORT", type=_positive_int, default=DEFAULT_PORT,
+                   help=f"gRPC port (default {DEFAULT_PORT})")
+    c.add_argument("--host", metavar="ADDRESS", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; the server runs any code a client sends: "
+                   "expose it only with a token behind TLS)")
+    c.add_argument("--master", metavar="URL", default="local[*]", help="Spark master of the server (default local[*])")
+    c.add_argument("--driver-memory", metavar="SIZE", help="driver heap (default $REPROCESS_DRIVER_MEMORY or 2g)")
+    c.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
+                   help="extra Spark setting for the server (repeatable)")
+    c.add_argument("--print-command", action="store_true", help="print the spark-submit command and exit")
+    c.set_defaults(func=cmd_connect_server)
+
     d = sub.add_parser(
         "redrive",
         help="move dead letters back into the ledger as due (with an audit record)",
@@ -157,10 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the request's 'now' (Airflow passes the run's logical time)")
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
     _add_writer_options(d)
-    d.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER or local[*])")
+    _add_spark_options(d)
     d.set_defaults(func=cmd_redrive)
     _add_operator_commands(sub)
     return parser
+
+
+def _add_spark_options(p: argparse.ArgumentParser) -> None:
+    """Where a Spark command runs: a driver of its own (``--master``) or a Connect server's session (``--remote``)."""
+    from reprocess.sparkutil import REMOTE_ENV
+
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", metavar="URL", help="Spark master of a driver of its own (default: $SPARK_MASTER "
+                       "or local[*])")
+    where.add_argument("--remote", metavar="sc://HOST:PORT",
+                       help=f"run as a client of a long-lived Spark Connect server (reprocess connect-server) "
+                       f"instead (default: ${REMOTE_ENV}, if set)")
 
 
 def _add_writer_options(p: argparse.ArgumentParser) -> None:
@@ -370,9 +410,11 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                          rate_per_second=args.rate, reset_deliveries=args.reset_deliveries)
     req.validate()
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
-        spark = build_session("reprocess-redrive", master=args.master)
-        audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
-                                     lock_wait_seconds=args.lock_wait, private_files=args.private_files)
+        remote = _remote(args)
+        spark = build_session("reprocess-redrive", master=args.master, remote=remote)
+        with _remote_writer(spark, remote, args.warehouse, req.request_id):
+            audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
+                                         lock_wait_seconds=args.lock_wait, private_files=args.private_files)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
     return 0
 
@@ -389,6 +431,49 @@ def cmd_generate(args: argparse.Namespace) -> int:
     result = write_landing(opts)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
+
+
+def _remote(args: argparse.Namespace) -> str | None:
+    """The Spark Connect server to run on: ``--remote``, else ``$REPROCESS_SPARK_REMOTE`` unless ``--master``."""
+    from reprocess.sparkutil import REMOTE_ENV
+
+    if args.master:
+        return None
+    return args.remote or os.environ.get(REMOTE_ENV) or None
+
+
+@contextmanager
+def _remote_writer(spark: Any, remote: str | None, warehouse: str, owner: str, writes: bool = True) -> Iterator[None]:
+    """Around a Spark command holding the warehouse lock: over Spark Connect, stop what a killed writer left running
+    on the server, keep this session on record while it writes, and close it on the server at the end (its
+    cached frames go with it). A driver of our own needs none of it: its jobs end with its process."""
+    if not remote:
+        yield
+        return
+    from reprocess.storage.commit import Warehouse
+    from reprocess.storage.connect_clients import recorded_session
+
+    try:
+        if writes:
+            with recorded_session(Warehouse(warehouse).root, spark, remote, owner):
+                yield
+        else:
+            yield
+    finally:
+        spark.stop()
+
+
+def cmd_connect_server(args: argparse.Namespace) -> int:
+    import shlex
+
+    from reprocess.connect_server import serve, server_command
+
+    if args.print_command:
+        cmd = server_command(args.port, args.host, args.master, args.driver_memory, args.conf)
+        sys.stdout.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
+        return 0
+    serve(args.port, args.host, args.master, args.driver_memory, args.conf)
+    return 0  # not reached: serve() replaces this process
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:
@@ -440,8 +525,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             from reprocess.validation.suites import preload_gx
 
             preload_gx()  # overlaps GX's 3 s import with the JVM's start
-        spark = build_session("reprocess-cycle", master=args.master)
-        summary = run_cycle(spark, opts)
+        remote = _remote(args)
+        spark = build_session("reprocess-cycle", master=args.master, remote=remote)
+        with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run):
+            summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
     else:

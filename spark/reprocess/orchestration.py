@@ -208,6 +208,41 @@ def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by:
     return args
 
 
+def spark_mode() -> str:
+    """How the DAGs run their Spark jobs (``$REPROCESS_SPARK``): ``submit`` (default), a fresh driver per run through
+    ``SparkSubmitOperator`` and the ``spark_default`` connection; or ``connect``, a client of the long-lived server
+    of the ``spark_connect_default`` connection (``reprocess connect-server``)."""
+    mode = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() or "submit"
+    if mode not in ("submit", "connect"):
+        raise ConfigError(f"REPROCESS_SPARK must be submit or connect, got {mode!r}", key="REPROCESS_SPARK")
+    return mode
+
+
+def run_on_connect(command: str, args: list[str], remote: str) -> None:
+    """Run ``reprocess <command> <args>`` as a client of the Spark Connect server ``remote`` in a child process,
+    its output in this task's log. The URL (it may carry a token) goes to the child in its environment, never on
+    its command line. Exit codes 3 and 4 (a bad option, a broken contract) raise what no retry can fix; any other
+    failure raises ``RuntimeError``, which the task's retries take."""
+    import subprocess
+    import sys
+
+    from reprocess.sparkutil import REMOTE_ENV
+
+    cmd = [sys.executable, "-m", "reprocess.cli", command, *args]
+    log.info("running on Spark Connect: reprocess %s %s", command, " ".join(args))
+    with subprocess.Popen(cmd, env={**os.environ, REMOTE_ENV: remote}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.info("%s", line.rstrip())
+    if proc.returncode == ConfigError.exit_code:
+        raise ConfigError(f"reprocess {command} refused its configuration (exit 3): see the log above")
+    if proc.returncode == ContractError.exit_code:
+        raise ContractError(f"reprocess {command} found a broken landing contract (exit 4): see the log above")
+    if proc.returncode:
+        raise RuntimeError(f"reprocess {command} failed with exit code {proc.returncode}: see the log above")
+
+
 def latest_audit(warehouse: str) -> dict[str, Any] | None:
     folder = Path(warehouse) / "redrive_audit"
     files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []

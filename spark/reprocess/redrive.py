@@ -147,7 +147,7 @@ def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: in
             "terminal_ms": F.when(sel, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
             "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
         })
-        stage = wh.stage_dir(req.request_id)
+        stage = wh.new_stage(req.request_id)
         with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket") \
             .parquet(str(stage / "ledger"))
         # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)

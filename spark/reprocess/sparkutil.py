@@ -17,11 +17,48 @@ if TYPE_CHECKING:
 
 
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
+REMOTE_ENV = "REPROCESS_SPARK_REMOTE"
+
+# Settings of every cycle's session, classic or Spark Connect: runtime SQL settings, set per session.
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # A cycle caches a few frames for one run and drops them: building compressed columns costs more CPU (about
+    # 15% of a cycle, measured with JFR) than the memory it saves.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # Partitioned writes (ledger buckets, DLQ address/day) keep a writer per partition open instead of sorting
+    # every row by partition first; beyond this many open files a task falls back to the sort.
+    "spark.sql.maxConcurrentOutputFileWriters": "64",
+}
+
+# Settings of the application (its JVM), fixed when it starts: the classic driver's, or a Connect server's.
+APP_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # A cycle generates about 130 classes; with Spark's default cache of 100 every cycle compiled all of them
+    # again (2-3 s of a 15 s small cycle, by Spark's "Code generated in" log). With room for several cycles'
+    # worth, a warm cycle at a new as-of compiled 27-52 of them and a re-run of the same as-of 4-6.
+    "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
+}
+
+
+def shuffle_partitions_default() -> int:
+    """Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs."""
+    return int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
 
 
 def build_session(app_name: str, master: str | None = None, shuffle_partitions: int | None = None,
-                  dump_jvm_archive: str | None = None) -> SparkSession:
+                  dump_jvm_archive: str | None = None, remote: str | None = None) -> SparkSession:
     """A session in UTC with ANSI on; ``master`` defaults to ``$SPARK_MASTER`` or ``local[*]``.
+
+    With ``remote`` (default ``$REPROCESS_SPARK_REMOTE`` unless ``master`` is given), a Spark Connect URL such as
+    ``sc://localhost:15002``, the session is a new client session of that long-lived server
+    (:mod:`reprocess.connect_server`) instead of a driver JVM of its own, with :data:`SESSION_CONF` set on it.
 
     Python workers run the driver's interpreter (STACK.md trap 4), not ``python3`` from PATH. When this call
     starts the JVM, it maps the class-data archive (:func:`reprocess.spark_env.driver_java_options`);
@@ -31,30 +68,20 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
 
     from reprocess.spark_env import driver_java_options
 
+    partitions = str(shuffle_partitions or shuffle_partitions_default())
+    if remote is None and master is None:
+        remote = os.environ.get(REMOTE_ENV) or None
+    if remote:
+        if dump_jvm_archive is not None:
+            raise ValueError("a class-data archive is recorded by a driver JVM of its own, not over Spark Connect")
+        session = SparkSession.builder.remote(remote).appName(app_name).create()
+        for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": partitions}.items():
+            session.conf.set(key, value)
+        return session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.ansi.enabled", "true")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        # A cycle caches a few frames for one run and drops them: building compressed columns costs more CPU
-        # (about 15% of a cycle, measured with JFR) than the memory it saves.
-        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
-        # Partitioned writes (ledger buckets, DLQ address/day) keep a writer per partition open instead of
-        # sorting every row by partition first; beyond this many open files a task falls back to the sort.
-        .config("spark.sql.maxConcurrentOutputFileWriters", "64")
-        # A cycle generates about 130 classes; with Spark's default cache of 100 every cycle compiled all of them
-        # again (2-3 s of a 15 s small cycle, by Spark's "Code generated in" log). With room for several cycles'
-        # worth, a warm cycle at a new as-of compiled 27-52 of them and a re-run of the same as-of 4-6.
-        .config("spark.sql.codegen.cache.maxEntries", CODEGEN_CACHE_ENTRIES)
-    )
+    builder = SparkSession.builder.appName(app_name).config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    for key, value in {**SESSION_CONF, **APP_CONF, "spark.sql.shuffle.partitions": partitions}.items():
+        builder = builder.config(key, value)
     master = master or os.environ.get("SPARK_MASTER")
     if master:
         builder = builder.master(master)
@@ -64,12 +91,14 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         builder = builder.config("spark.driver.memory", os.environ.get("REPROCESS_DRIVER_MEMORY", "2g"))
         # defaultJavaOptions, so that spark-defaults.conf's spark.driver.extraJavaOptions still applies
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options(dump_jvm_archive))
-    # Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs.
-    partitions = shuffle_partitions or int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
-    builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no JVM in this process: no ``sparkContext``, no py4j)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 @contextmanager

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import unicodedata
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -29,3 +31,32 @@ def local_path(uri: str | Path) -> Path:
     if text[:5].lower() == "file:":
         return Path(url2pathname(urlsplit(text).path))
     return Path(text)
+
+
+# What java.net.URI's multi-argument constructors leave unquoted in a path (RFC 2396): unreserved and punctuation
+# characters, '/', and "other" characters (non-ASCII that are neither controls nor spaces); '%' is always quoted.
+_URI_PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'();:@&=+$,/")
+
+
+def _java_uri_quote(path: str) -> str:
+    out = []
+    for ch in path:
+        if ch in _URI_PATH_SAFE or (ord(ch) > 0x7F and not _java_space_or_control(ch)):
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    return "".join(out)
+
+
+def _java_space_or_control(ch: str) -> bool:
+    """``Character.isSpaceChar(ch) || Character.isISOControl(ch)``."""
+    return unicodedata.category(ch) in ("Zs", "Zl", "Zp") or ord(ch) <= 0x1F or 0x7F <= ord(ch) <= 0x9F
+
+
+def local_file_uri(path: str) -> str:
+    """The URI Spark gives a local file in ``_metadata.file_path``: ``file:`` and Hadoop's ``new Path(path)``,
+    qualified by the local filesystem, of ``path`` (absolute, ``.`` and ``..`` resolved, repeated and trailing
+    slashes dropped, characters quoted as java.net.URI quotes them). Computed here: it needs no JVM, so that a
+    Spark Connect client can match the files it wrote."""
+    normal = re.sub("/+", "/", os.path.abspath(path))
+    return "file:" + _java_uri_quote(normal)

@@ -18,7 +18,7 @@ from reprocess.landing.contract import (
     read_text_records,
 )
 from reprocess.landing.manifest import partition_problem
-from reprocess.uris import remote_scheme
+from reprocess.uris import local_file_uri, remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,10 +36,12 @@ class Batch:
 
 
 def spark_file_uri(spark: SparkSession, path: str) -> str:
-    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed landing URI."""
+    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed landing URI (which only a
+    driver JVM lists: a landing URI needs no Spark Connect session here)."""
+    if not remote_scheme(path):
+        return local_file_uri(path)
     jvm: Any = spark.sparkContext._jvm
-    uri = jvm.org.apache.hadoop.fs.Path(path).toUri().toString()
-    return uri if remote_scheme(path) else "file:" + uri
+    return str(jvm.org.apache.hadoop.fs.Path(path).toUri().toString())
 
 
 def _gzip_problem(path: str) -> str | None:

@@ -186,12 +186,9 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     steps = _Steps(run_id)
     policies = opts.policies
     as_of = opts.as_of_ms
-    stage = wh.stage_dir(run_id)
-    if not opts.dry_run:
-        # A crashed attempt may have left staged files: start the stage afresh (the inflight list stays).
-        import shutil
-
-        shutil.rmtree(stage, ignore_errors=True)
+    # A crashed attempt may have left staged files, or (over Spark Connect) a job still writing them: this attempt
+    # stages under a name of its own (the inflight list of a prepared run stays where prepared.json says).
+    stage = wh.stage_dir(run_id) if opts.dry_run else wh.new_stage(run_id)
     manifest = read_manifest(wh.live_files("manifest", snap))
     files, changed = _landing_files(spark, opts, manifest, prepared)
     log.info("cycle start run_id=%s as_of=%s landing_files=%s snapshot=%s dry_run=%s", run_id, iso(as_of),
@@ -265,7 +262,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     due = due.withColumn("delivery", F.col("deliveries") + F.lit(1)).withColumn(
         "lateness_ms", F.lit(as_of) - F.col("next_attempt_ms"))
     if prepared is not None:
-        inflight = spark.read.parquet(str(wh.run_dir(run_id) / "inflight"))
+        inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
     due = due.persist()
@@ -280,9 +277,10 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
 
     # -- 4. persist deliveries before re-driving them --------------------------------------------
     if prepared is None:
-        due.select("message_id", "delivery").write.mode("overwrite").parquet(str(wh.run_dir(run_id) / "inflight"))
+        inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
+        due.select("message_id", "delivery").write.mode("overwrite").parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
-                                   "address_filter": opts.address_filter, "due": due_count,
+                                   "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
                                    "files": [f.__dict__ for f in files], "snapshot": snap.version})
         _crash_point("after_prepare")
     elif due_count != prepared["due"]:
@@ -354,7 +352,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
              stage: Path) -> tuple[DataFrame, dict[str, Any] | None]:
     """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
     and what failed if a target itself did."""
-    outcomes_path = stage / "_outcomes"
+    outcomes_path = stage / "outcomes"  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
     own = {p.match: p.target for p in opts.policies.policies if p.target}

@@ -75,6 +75,13 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
                           "FileSystem, can list it", key="--landing")
+    from reprocess.sparkutil import is_remote
+
+    if is_remote(spark):
+        raise ConfigError(f"landing {landing} is a {scheme}:// URI, listed and checked through the driver JVM's "
+                          "Hadoop FileSystem, which a Spark Connect client has not: run this cycle with a driver of "
+                          "its own (spark-submit, or without --remote), or give a landing path this host can read",
+                          key="--landing")
     jvm: Any = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     root_path = jvm.org.apache.hadoop.fs.Path(str(landing))

@@ -99,7 +99,8 @@ class Warehouse:
 
     def __init__(self, root: str | Path, private: bool | None = None) -> None:
         self.uri = str(root)
-        self.root = warehouse_path(root)
+        # absolute: the files Spark lists and GX's Data Docs folder are matched and named by absolute paths
+        self.root = Path(os.path.abspath(warehouse_path(root)))
         self.private = private_files_default() if private is None else private
 
     # -- paths ---------------------------------------------------------------------------------
@@ -112,6 +113,17 @@ class Warehouse:
 
     def stage_dir(self, run_id: str) -> Path:
         return self.run_dir(run_id) / "stage"
+
+    def new_stage(self, run_id: str) -> Path:
+        """A staging folder for one attempt of run (or re-drive request) ``run_id``, named for this attempt alone.
+
+        Earlier attempts' stages are removed first. A Spark job a killed attempt left running (on a Spark Connect
+        server, which outlives its clients) can only write into its own attempt's folder, never into this one's
+        (docs/adr/0003-commit-protocol.md).
+        """
+        base = self.stage_dir(run_id)
+        shutil.rmtree(base, ignore_errors=True)
+        return base / f"attempt-{uuid.uuid4().hex[:12]}"
 
     def abs(self, rel: str) -> str:
         return str(self.root / rel)

@@ -1,0 +1,274 @@
+"""A long-lived driver: cycles as clients of a Spark Connect server (``reprocess connect-server``) give what cycles on
+a driver of their own give; a client killed mid-run leaves nothing behind that the next writer does not stop first;
+the server refuses clients without its token; the cycle DAG runs on it with ``REPROCESS_SPARK=connect``."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.test_dags import _dag_test
+
+from airflow_env import airflow_env, migrate
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.sparkutil import REMOTE_ENV
+from reprocess.storage.commit import Warehouse
+from reprocess.storage.connect_clients import sessions_dir
+from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
+
+pytestmark = [pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[1]
+GATED = "python:gated_target:gated"
+VOLATILE = {"elapsed_s", "step_seconds", "validation"}  # timings, and the Data Docs path under the warehouse
+
+
+@dataclass
+class Server:
+    url: str  # sc://localhost:PORT
+    token: str
+    gate: Path  # the gated target's gate (its path is fixed in the server's environment)
+    log: Path
+
+    def client_env(self, token: bool = True) -> dict[str, str]:
+        # the client sets its session's shuffle partitions: 2, as the in-process runs compared with it
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}:{os.environ.get('PYTHONPATH', '')}",
+               "REPROCESS_SHUFFLE_PARTITIONS": "2"}
+        env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+        if token:
+            env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
+        return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    work = tmp_path_factory.mktemp("connect-server")
+    port, token = _free_port(), secrets.token_hex(16)
+    gate = work / "gate"
+    env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token, "REPROCESS_TEST_GATE": str(gate),
+           "PYTHONPATH": f"{ROOT / 'tests'}:{os.environ.get('PYTHONPATH', '')}", "REPROCESS_SHUFFLE_PARTITIONS": "2"}
+    log = work / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port),
+                                 "--master", "local[2]", "--driver-memory", "2g"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while b"Spark Connect server started" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Connect server did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        yield Server(f"sc://localhost:{port}", token, gate, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _cli(server: Server, *args: str) -> list[str]:
+    return [sys.executable, "-m", "reprocess.cli", *args, "--remote", server.url]
+
+
+def _run(server: Server, landing: Path, wh: Path, as_of: str, target: str) -> dict:
+    cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", as_of, "--target",
+               target, "--format", "json")
+    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)
+
+
+def _stable(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k not in VOLATILE}
+
+
+def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server, spark, tmp_path):
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=200, hours=2, seed=5, malformed=2))
+    remote, local = tmp_path / "wh-connect", tmp_path / "wh-local"
+    summaries = []
+    for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"):
+        over_connect = _run(server, landing, remote, as_of, FLAKY)
+        assert _stable(over_connect) == _stable(cycle_at(spark, landing, local, as_of))
+        assert all(over_connect["conservation"].values())
+        assert over_connect["validation"]["passed"]
+        summaries.append(over_connect)
+    # the runs did real work: quarantined bad lines, re-drove, rescheduled and dead-lettered
+    assert summaries[0]["quarantined"] > 0
+    assert summaries[1]["due"] > 0
+    assert summaries[1]["rescheduled"] > 0
+    assert sum(s["dead_lettered"]["total"] for s in summaries) > 0
+    assert warehouse_state(spark, remote) == warehouse_state(spark, local)
+    assert_committed_cleanly(remote)
+    assert list(sessions_dir(Warehouse(remote).root).iterdir()) == []  # each client took its record away
+
+
+def test_the_server_refuses_a_client_without_its_token(server, tmp_path):
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))
+    cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh"), "--as-of",
+               "2026-11-21T01:00:00Z")
+    done = subprocess.run(cmd, env=server.client_env(token=False), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "UNAUTHENTICATED" in done.stderr
+    assert Warehouse(tmp_path / "wh").latest().version == 0  # nothing committed
+
+
+def _calls(gate: Path) -> Counter[str]:
+    calls = Path(str(gate) + ".calls")
+    return Counter(calls.read_text().split()) if calls.exists() else Counter()
+
+
+def _reset_gate(gate: Path) -> None:
+    for p in (gate, Path(str(gate) + ".entered"), Path(str(gate) + ".calls")):
+        p.unlink(missing_ok=True)
+
+
+def _wait_for(ok, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_a_killed_clients_job_is_stopped_before_the_next_run_and_delivers_nothing(server, spark, tmp_path):
+    """A client killed inside its re-drive leaves its job blocked in the target on the server. The next run stops
+    that job before it re-drives: each due message is delivered once, by the run that committed."""
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=60, hours=1, seed=9, malformed=0))
+    as_of = "2026-11-21T01:00:00Z"
+
+    _reset_gate(server.gate)
+    server.gate.touch()  # open: the uninterrupted reference run
+    reference = _run(server, landing, tmp_path / "wh-reference", as_of, GATED)
+    assert set(_calls(server.gate).values()) == {1}
+
+    _reset_gate(server.gate)  # closed: the next re-drive waits inside the target
+    wh = tmp_path / "wh"
+    cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", as_of, "--target",
+               GATED, "--format", "json")
+    killed = subprocess.Popen(cmd, env=server.client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    entered = Path(str(server.gate) + ".entered")
+    _wait_for(entered.exists, 300, "the first client to enter the gated target")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    (dead_record,) = sessions_dir(Warehouse(wh).root).glob("*.json")
+    assert Warehouse(wh).prepared_runs(), "the killed run persisted its deliveries before re-driving"
+
+    entered.unlink()
+    rerun = subprocess.Popen(cmd, env=server.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The re-run stops the dead client's session first, then resumes the prepared run and waits in the gate itself;
+    # only then is the gate opened, so a job the re-run had not stopped would deliver its messages too.
+    _wait_for(entered.exists, 300, "the re-run to reach the target")
+    server.gate.touch()
+    out, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err[-4000:]
+    calls = _calls(server.gate)
+    assert set(calls.values()) == {1}, "a message was delivered twice: the killed client's job went on"
+    assert not dead_record.exists()
+    assert "stopped the Spark Connect session of a writer that died" in err
+    assert "interrupted_operations=0" not in err
+    assert "interrupted_operations=None" not in err
+    summary = json.loads(out)
+    assert sum(calls.values()) == summary["due"] == reference["due"] > 0
+    assert summary.pop("already_committed") is True  # the resumed prepared run committed; this is its summary
+    assert _stable(summary) == _stable(reference)
+    assert warehouse_state(spark, wh) == warehouse_state(spark, tmp_path / "wh-reference")
+    assert_committed_cleanly(wh)
+
+
+@pytest.mark.airflow
+def test_the_cycle_dag_runs_as_a_client_of_the_connect_server(server, tmp_path):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh"
+    write_landing(GenerateOptions(out=landing, messages=100, hours=1, seed=4, malformed=1))
+    port = int(server.url.rsplit(":", 1)[1])
+    env = airflow_env(tmp_path / "home", landing, warehouse, REPROCESS_SPARK="connect",
+                      AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=json.dumps(
+                          {"conn_type": "spark_connect", "host": "localhost", "port": port,
+                           "password": server.token}))
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)  # the token comes from the connection only
+    env.pop(REMOTE_ENV, None)
+    migrate(env)
+    assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
+    run = Warehouse(warehouse).latest().run("run-20261121T010000Z")
+    assert run is not None
+    assert all(run["summary"]["conservation"].values())
+    assert run["summary"]["validation"]["passed"]
+    # a Connect client records its session while it writes (and only a Connect client does)
+    assert sessions_dir(Warehouse(warehouse).root).is_dir()
+    assert list(sessions_dir(Warehouse(warehouse).root).iterdir()) == []
+
+
+def test_the_file_uris_computed_without_a_jvm_are_the_ones_spark_reads_back(spark, tmp_path):
+    """A Connect client matches the files a query touched (``_metadata.file_path``) to the files it listed without
+    asking a JVM: for awkward names too (spaces, '%', '#', '?', non-ASCII, a no-break space; not glob brackets,
+    which Spark's reader expands)."""
+    from pyspark.sql import functions as F
+
+    from reprocess.uris import local_file_uri
+
+    names = ["plain", "a b", "100%", "x#y?z", "dt=2026-11-21", "ünïcødé", "no\u00a0break", "a+b=c&d;e", "(p)!~'*@$,"]
+    paths = []
+    for i, name in enumerate(names):
+        folder = tmp_path / name
+        spark.range(1).withColumn("i", F.lit(i)).coalesce(1).write.parquet(str(folder))
+        paths += [str(p) for p in folder.glob("*.parquet")]
+    read = spark.read.parquet(*paths).select("i", F.col("_metadata.file_path").alias("uri")).collect()
+    by_index = {r.i: r.uri for r in read}
+    for i, name in enumerate(names):
+        (path,) = [p for p in paths if Path(p).parent.name == name]
+        assert local_file_uri(path) == by_index[i], name
+    # the same path however it is spelled: repeated slashes, '.', '..', relative to the working directory
+    assert local_file_uri(str(tmp_path) + "//a b/./x/../y") == local_file_uri(str(tmp_path / "a b" / "y"))
+
+
+@pytest.mark.unit
+def test_a_left_over_session_is_joined_by_its_id_with_the_servers_other_parameters():
+    from reprocess.storage.connect_clients import session_url
+
+    sid = "0b5f6c1e-5a9e-4c39-9d1e-8f0c2b7a6d21"
+    assert session_url("sc://localhost:15002", sid) == f"sc://localhost:15002/;session_id={sid}"
+    assert session_url("sc://h:1/;token=t;use_ssl=true", sid) == f"sc://h:1/;token=t;use_ssl=true;session_id={sid}"
+    assert session_url("sc://h:1/;session_id=other;token=t", sid) == f"sc://h:1/;token=t;session_id={sid}"
+
+
+@pytest.mark.unit
+def test_the_server_starts_with_the_cycles_settings_on_loopback(monkeypatch):
+    from reprocess.connect_server import SERVER_CLASS, server_command
+    from reprocess.errors import ConfigError
+    from reprocess.spark_env import JVM_ARCHIVE_ENV
+    from reprocess.sparkutil import APP_CONF, SESSION_CONF
+
+    monkeypatch.setenv(JVM_ARCHIVE_ENV, "")
+    cmd = server_command(port=15999, driver_memory="3g", conf=["spark.sql.shuffle.partitions=4"])
+    assert cmd[0] == str(Path(sys.executable).parent / "spark-submit")
+    assert cmd[cmd.index("--class") + 1] == SERVER_CLASS
+    assert cmd[cmd.index("--driver-memory") + 1] == "3g"
+    conf = dict(cmd[i + 1].split("=", 1) for i, c in enumerate(cmd) if c == "--conf")
+    assert {k: conf[k] for k in {**SESSION_CONF, **APP_CONF}} == {**SESSION_CONF, **APP_CONF}
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert conf["spark.connect.grpc.binding.port"] == "15999"
+    assert conf["spark.pyspark.python"] == sys.executable  # the re-drive targets' Python workers
+    assert conf["spark.sql.shuffle.partitions"] == "4"  # --conf wins
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        server_command(conf=["no-equals-sign"])
