@@ -37,7 +37,7 @@ $(ARCHIVE): $(STAMP)
 venv: $(STAMP) $(ARCHIVE) ## create or update .venv (pinned stack from requirements/constraints.txt)
 
 test: $(STAMP) $(ARCHIVE) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" --durations=25 $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
