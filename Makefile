@@ -13,7 +13,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-unit test-slow bench demo demo-cli airflow connect-server services lint typecheck lock clean
+.PHONY: help venv test test-prep test-unit test-slow bench demo demo-cli airflow connect-server services lint typecheck lock clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@command -v $(PY) >/dev/null || { echo "need $(PY) (Python 3.11) on PATH"; exit 1; }
 	@command -v java >/dev/null || { echo "need java (JDK 17) on PATH for Spark"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[airflow,dev]'
+	@# --no-compile: byte-compiling every installed module costs ~35 s; Python compiles what it imports instead.
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile -c requirements/constraints.txt -e '.[airflow,dev]'
 	@# STACK.md trap 1: the Spark provider's pyspark-client overwrites pyspark's files; reinstall pyspark last.
-	$(BIN)/pip install -q --disable-pip-version-check --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	@touch $(STAMP)
 
 # The driver JVM's class-data archive (reprocess jvm-archive): drivers map it instead of loading ~16,000 classes
@@ -36,8 +37,12 @@ $(ARCHIVE): $(STAMP)
 
 venv: $(STAMP) $(ARCHIVE) ## create or update .venv (pinned stack from requirements/constraints.txt)
 
-test: $(STAMP) $(ARCHIVE) lint typecheck services ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+test: ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+	@# the preparation runs side by side: the services install while pip does, lint while the archive records
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-prep
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" --durations=25 $(PYTEST_ARGS)
+
+test-prep: $(STAMP) $(ARCHIVE) lint typecheck services
 
 test-unit: $(STAMP) ## only the pure-Python tests (seconds)
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
