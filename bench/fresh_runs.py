@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from reprocess.connect_server import running_server
+
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     name, _, settings = text.partition(":")
@@ -44,27 +46,12 @@ def main() -> int:
                         help="run a reprocess connect-server on this port meanwhile (started cold: its first "
                         "cycles show the warm-up)")
     args = parser.parse_args()
-    server = _start_server(args.connect_server, Path(args.workdir)) if args.connect_server else None
-    try:
+    if not args.connect_server:
         return _bench(args)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=120)
-
-
-def _start_server(port: int, work: Path) -> subprocess.Popen[bytes]:
-    work.mkdir(parents=True, exist_ok=True)
-    log = work.parent / f"{work.name}-connect-server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port)],
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while b"Spark Connect server started" not in log.read_bytes():
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the Connect server did not start; see {log}")
-        time.sleep(0.5)
-    return server
+    work = Path(args.workdir)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    with running_server(args.connect_server, work.parent / f"{work.name}-connect-server.log"):
+        return _bench(args)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -97,26 +97,12 @@ def _run_child(part: str, args: argparse.Namespace, extra: dict[str, Any]) -> di
 @contextmanager
 def _connect_server(args: argparse.Namespace) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A ``reprocess connect-server`` on a free loopback port with the part's driver heap, until the part ends."""
-    import socket
+    from reprocess.connect_server import free_port, running_server
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = Path(args.workdir) / "connect-server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port),
-                                   "--driver-memory", args.driver_memory], stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while b"Spark Connect server started" not in log.read_bytes():
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the Connect server did not start; see {log}")
-            time.sleep(0.5)
+    port = free_port()
+    with running_server(port, Path(args.workdir) / "connect-server.log",
+                        ["--driver-memory", args.driver_memory]) as server:
         yield server, f"sc://localhost:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=120)
 
 
 def _watched_child(part: str, args: argparse.Namespace, extra: dict[str, Any], env_extra: dict[str, str],

@@ -17,7 +17,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag, task
 
-from reprocess.spark_env import spark_submit_conf, spark_submit_env
+from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
 
 ROOT = Path(__file__).resolve().parents[1]
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
@@ -25,7 +25,7 @@ DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
-ON_CONNECT = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"  # see reprocess_failed_messages
+ON_CONNECT = on_spark_connect()
 DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
-from reprocess.spark_env import spark_submit_conf, spark_submit_env
+from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.uris import local_path, remote_scheme
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +44,7 @@ DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
 ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
-# REPROCESS_SPARK=connect: the cycle runs as a client of the long-lived server of `spark_connect_default`
-ON_CONNECT = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"
+ON_CONNECT = on_spark_connect()
 
 
 def _fail_fast(fn, *args):

@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 from tests.test_dags import _dag_test
 
 from airflow_env import airflow_env, migrate
+from reprocess.connect_server import free_port, running_server
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.sparkutil import REMOTE_ENV
 from reprocess.storage.commit import Warehouse
@@ -51,37 +51,16 @@ class Server:
         return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     work = tmp_path_factory.mktemp("connect-server")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     gate = work / "gate"
     env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token, "REPROCESS_TEST_GATE": str(gate),
            "PYTHONPATH": f"{ROOT / 'tests'}:{os.environ.get('PYTHONPATH', '')}", "REPROCESS_SHUFFLE_PARTITIONS": "2"}
     log = work / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port),
-                                 "--master", "local[2]", "--driver-memory", "2g"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while b"Spark Connect server started" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Connect server did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
+    with running_server(port, log, ["--master", "local[2]", "--driver-memory", "2g"], env):
         yield Server(f"sc://localhost:{port}", token, gate, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _cli(server: Server, *args: str) -> list[str]:

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -31,12 +35,11 @@ def server_command(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: st
                    driver_memory: str | None = None, conf: Sequence[str] = (),
                    python: str = sys.executable) -> list[str]:
     """The ``spark-submit`` command line of the server (``conf``: extra ``key=value`` settings, which win)."""
-    from reprocess.spark_env import driver_java_options
+    from reprocess.spark_env import spark_submit_conf
     from reprocess.sparkutil import APP_CONF, SESSION_CONF, shuffle_partitions_default
 
     settings = {**SESSION_CONF, **APP_CONF, "spark.sql.shuffle.partitions": str(shuffle_partitions_default()),
-                "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
-                "spark.driver.defaultJavaOptions": driver_java_options(),
+                **spark_submit_conf(python),
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port),
                 # a killed client's operations stop within a minute instead of five (see reprocess.cycle.run)
                 "spark.connect.execute.manager.detachedTimeout": "60s"}
@@ -69,3 +72,41 @@ def serve(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: str = "loca
     cmd = server_command(port, host, master, driver_memory, conf)
     env = {**os.environ, **spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))}
     os.execve(cmd[0], cmd, env)
+
+
+STARTED = b"Spark Connect server started"  # the server's log line once it accepts clients
+
+
+def free_port() -> int:
+    """A loopback port free at the moment of asking."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_server(port: int, log: Path, args: Sequence[str] = (), env: dict[str, str] | None = None,
+                   start_timeout: float = 120.0) -> Iterator[subprocess.Popen[bytes]]:
+    """``reprocess connect-server --port PORT ARGS`` in a process group of its own, its output in ``log``, from
+    the moment it accepts clients until the block ends (then stopped: SIGTERM, and SIGKILL to the group if it is
+    not gone within a minute). For benchmarks and tests; raises ``RuntimeError`` if it does not start."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "reprocess.cli", "connect-server", "--port", str(port),
+                                 *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + start_timeout
+        while STARTED not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Connect server did not start (log {log}):\n"
+                                   f"{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -208,16 +208,6 @@ def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by:
     return args
 
 
-def spark_mode() -> str:
-    """How the DAGs run their Spark jobs (``$REPROCESS_SPARK``): ``submit`` (default), a fresh driver per run through
-    ``SparkSubmitOperator`` and the ``spark_default`` connection; or ``connect``, a client of the long-lived server
-    of the ``spark_connect_default`` connection (``reprocess connect-server``)."""
-    mode = os.environ.get("REPROCESS_SPARK", "submit").strip().lower() or "submit"
-    if mode not in ("submit", "connect"):
-        raise ConfigError(f"REPROCESS_SPARK must be submit or connect, got {mode!r}", key="REPROCESS_SPARK")
-    return mode
-
-
 def run_on_connect(command: str, args: list[str], remote: str) -> None:
     """Run ``reprocess <command> <args>`` as a client of the Spark Connect server ``remote`` in a child process,
     its output in this task's log. The URL (it may carry a token) goes to the child in its environment, never on

@@ -32,6 +32,13 @@ def spark_submit_conf(python: str) -> dict[str, str]:
             "spark.driver.defaultJavaOptions": driver_java_options()}
 
 
+def on_spark_connect() -> bool:
+    """Whether the DAGs run their Spark jobs as clients of the long-lived server of the ``spark_connect_default``
+    connection (``$REPROCESS_SPARK=connect``, see ``reprocess connect-server``) rather than, by default
+    (``submit``), a fresh driver per run through ``SparkSubmitOperator`` and the ``spark_default`` connection."""
+    return os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"
+
+
 def default_jvm_archive() -> Path:
     """Where ``reprocess jvm-archive`` writes by default: inside this venv, next to the Spark jars it maps."""
     return Path(sys.prefix) / "share" / "reprocess" / "spark-driver.jsa"
