@@ -116,6 +116,11 @@ def _calls(gate: Path) -> Counter[str]:
     return Counter(calls.read_text().split()) if calls.exists() else Counter()
 
 
+def _stages(entered: Path) -> list[int]:
+    """The Spark stages whose tasks entered the gated target, one line per call."""
+    return [int(line) for line in entered.read_text(encoding="utf-8").split()]
+
+
 def _reset_gate(gate: Path) -> None:
     for p in (gate, Path(str(gate) + ".entered"), Path(str(gate) + ".calls")):
         p.unlink(missing_ok=True)
@@ -148,17 +153,18 @@ def test_a_killed_clients_job_is_stopped_before_the_next_run_and_delivers_nothin
     killed = subprocess.Popen(cmd, env=server.client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     entered = Path(str(server.gate) + ".entered")
-    _wait_for(entered.exists, 300, "the first client to enter the gated target")
+    _wait_for(lambda: entered.exists() and _stages(entered), 300, "the first client to enter the gated target")
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
     (dead_record,) = sessions_dir(Warehouse(wh).root).glob("*.json")
     assert Warehouse(wh).prepared_runs(), "the killed run persisted its deliveries before re-driving"
 
-    entered.unlink()
+    killed_stage = max(_stages(entered))
     rerun = subprocess.Popen(cmd, env=server.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The re-run stops the dead client's session first, then resumes the prepared run and waits in the gate itself;
-    # only then is the gate opened, so a job the re-run had not stopped would deliver its messages too.
-    _wait_for(entered.exists, 300, "the re-run to reach the target")
+    # only then is the gate opened, so a job the re-run had not stopped would deliver its messages too. The killed
+    # job's other tasks may still enter the gate meanwhile: the re-run's are told apart by their later stage.
+    _wait_for(lambda: max(_stages(entered)) > killed_stage, 300, "the re-run to reach the target")
     server.gate.touch()
     out, err = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, err[-4000:]
