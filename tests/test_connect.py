@@ -257,3 +257,25 @@ def test_the_server_starts_with_the_cycles_settings_on_loopback(monkeypatch):
     assert conf["spark.sql.shuffle.partitions"] == "4"  # --conf wins
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         server_command(conf=["no-equals-sign"])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("value", "connect"), [(None, False), ("", False), ("submit", False), (" Connect ", True)])
+def test_reprocess_spark_chooses_how_the_dags_run_spark(monkeypatch, value, connect):
+    from reprocess.spark_env import on_spark_connect
+
+    if value is None:
+        monkeypatch.delenv("REPROCESS_SPARK", raising=False)
+    else:
+        monkeypatch.setenv("REPROCESS_SPARK", value)
+    assert on_spark_connect() is connect
+
+
+@pytest.mark.unit
+def test_an_unknown_reprocess_spark_is_a_config_error_not_a_silent_submit(monkeypatch):
+    from reprocess.errors import ConfigError
+    from reprocess.spark_env import on_spark_connect
+
+    monkeypatch.setenv("REPROCESS_SPARK", "yarn")
+    with pytest.raises(ConfigError, match="REPROCESS_SPARK='yarn' is not one of submit, connect"):
+        on_spark_connect()

@@ -63,6 +63,15 @@ def test_dagbag_imports_cleanly_with_tags_and_retries(af):
         assert all(t["retries"] >= 1 for t in dag["tasks"].values())
 
 
+def test_a_mistyped_reprocess_spark_breaks_both_dags_with_a_message_naming_it(af):
+    env, _, _ = af
+    desc = _describe({**env, "REPROCESS_SPARK": "conect"})
+    assert desc["dags"] == {}
+    assert {Path(f).name for f in desc["import_errors"]} == {"reprocess_failed_messages.py", "redrive_dead_letters.py"}
+    for error in desc["import_errors"].values():
+        assert "REPROCESS_SPARK='conect' is not one of submit, connect" in error
+
+
 def test_dag_structure_matches_the_snapshot(af):
     env, _, _ = af
     desc = _describe(env)["dags"]

@@ -8,7 +8,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from reprocess.errors import ConfigError
+
 JVM_ARCHIVE_ENV = "REPROCESS_JVM_ARCHIVE"
+SPARK_MODES = ("submit", "connect")  # $REPROCESS_SPARK: how the DAGs run their Spark jobs
 # JVM warnings go to stderr: by default the JVM prints them on stdout, where `reprocess run --format json`
 # writes its summary (a stale class-data archive, for one, warns once at start).
 JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
@@ -35,8 +38,18 @@ def spark_submit_conf(python: str) -> dict[str, str]:
 def on_spark_connect() -> bool:
     """Whether the DAGs run their Spark jobs as clients of the long-lived server of the ``spark_connect_default``
     connection (``$REPROCESS_SPARK=connect``, see ``reprocess connect-server``) rather than, by default
-    (``submit``), a fresh driver per run through ``SparkSubmitOperator`` and the ``spark_default`` connection."""
-    return os.environ.get("REPROCESS_SPARK", "submit").strip().lower() == "connect"
+    (``submit``), a fresh driver per run through ``SparkSubmitOperator`` and the ``spark_default`` connection.
+
+    Any other value is a :class:`~reprocess.errors.ConfigError`: the DAG files fail to import with it (a "Broken
+    DAG" in the Airflow UI) instead of a typo silently meaning ``submit``.
+    """
+    value = os.environ.get("REPROCESS_SPARK", "").strip().lower() or "submit"
+    if value not in SPARK_MODES:
+        raise ConfigError(f"REPROCESS_SPARK={os.environ['REPROCESS_SPARK']!r} is not one of "
+                          f"{', '.join(SPARK_MODES)}: 'submit' (the default) runs each Spark job as a fresh "
+                          "spark-submit driver, 'connect' as a client of the Spark Connect server",
+                          key="REPROCESS_SPARK")
+    return value == "connect"
 
 
 def default_jvm_archive() -> Path:
