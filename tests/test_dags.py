@@ -98,11 +98,21 @@ def _dag_test(env, dag_id: str, logical_date: str, conf: dict) -> str:
     return states[-1]
 
 
-def test_redrive_dag_moves_dead_letters_back_and_audits(af, spark):
+@pytest.fixture(scope="module")
+def dead_letters(af, spark):
+    """The module's warehouse after one cycle in-process, with dead letters in it (the cycle DAG itself runs in
+    test_cluster and the e2e tests)."""
     env, landing, warehouse = af
-    # dead letters to move: one cycle in-process (the cycle DAG itself runs in test_cluster and the e2e tests)
-    run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse), policies=load_config(None),
-                                  as_of_ms=parse_instant("2026-11-21T01:00:00Z"), target=env["REPROCESS_TARGET"]))
+    summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse),
+                                            policies=load_config(None),
+                                            as_of_ms=parse_instant("2026-11-21T01:00:00Z"),
+                                            target=env["REPROCESS_TARGET"]))
+    assert summary["dead_lettered"]["total"] > 0
+    return af
+
+
+def test_redrive_dag_moves_dead_letters_back_and_audits(dead_letters):
+    env, _, warehouse = dead_letters
     conf = {"address_pattern": "orders.#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
     assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
     audits = list((warehouse / "redrive_audit").glob("*.json"))
@@ -155,8 +165,8 @@ print("OUT" + json.dumps({"anon": anon.status_code, "anon_page": client.get("/re
 """
 
 
-def test_dead_letters_page_requires_login_and_shows_counts(af, tmp_path):
-    env, _, warehouse = af
+def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_path):
+    env, _, _ = dead_letters
     pw = tmp_path / "passwords.json"
     pw.write_text(json.dumps({"admin": "admin"}))
     env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
