@@ -99,3 +99,51 @@ def test_cli_run_prints_a_json_summary_and_writes_it_to_the_warehouse(landing, t
     assert set(out["dead_lettered"]) == {"total", "MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"}
     assert out["lateness_ms"]["p50"] is not None
     assert datetime.fromisoformat(out["as_of"].replace("Z", "+00:00")) == datetime(2026, 11, 21, 1, tzinfo=UTC)
+
+
+def _dictionary_columns(files: list[Path]) -> tuple[set[str], set[str], dict[str, list[bool]]]:
+    """Parquet column paths with a dictionary page in some column chunk of ``files``, those with a chunk without
+    one, and for every column the dictionary flag of each chunk holding one value repeated (two or more values,
+    no null, min == max): such a chunk keeps its dictionary unless it was turned off (the dictionary and one index
+    per value are then smaller than the plain values, so Parquet does not fall back)."""
+    import pyarrow.parquet as pq
+
+    with_dict: set[str] = set()
+    plain: set[str] = set()
+    repeated: dict[str, list[bool]] = {}
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                col = meta.row_group(g).column(c)
+                (with_dict if col.has_dictionary_page else plain).add(col.path_in_schema)
+                st = col.statistics
+                if (st is not None and st.has_min_max and st.has_null_count and st.null_count == 0
+                        and col.num_values >= 2 and st.min == st.max):
+                    repeated.setdefault(col.path_in_schema, []).append(col.has_dictionary_page)
+    return with_dict, plain, repeated
+
+
+def test_values_unique_per_message_are_written_without_a_parquet_dictionary(spark, landing, tmp_path):
+    from reprocess.ledger.model import LEDGER_UNIQUE_COLUMNS
+    from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
+    from reprocess.targets.outbox import OUTBOX_UNIQUE_COLUMNS
+
+    wh = tmp_path / "wh"
+    for as_of in (AS_OFS[1], AS_OFS[-1]):
+        run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
+                                      as_of_ms=parse_instant(as_of), target="outbox"))
+    # (dataset, columns written plain, low-cardinality columns that keep their dictionary, of which some must be
+    # seen holding a repeated value: the DLQ's files are too small to promise one)
+    for dataset, unique, keeps, seen in (
+            ("ledger", LEDGER_UNIQUE_COLUMNS, {"state", "policy", "address", "profile"}, {"state"}),
+            ("dlq", DLQ_UNIQUE_COLUMNS, {"reason_code", "original_address", "policy"}, set()),
+            ("outbox", OUTBOX_UNIQUE_COLUMNS, {"run_id", "headers.key_value.key"}, {"run_id"})):
+        files = sorted((wh / dataset).rglob("*.parquet"))
+        assert files, dataset
+        with_dict, plain, repeated = _dictionary_columns(files)
+        assert set(unique) <= plain - with_dict, (dataset, set(unique) & with_dict)
+        # Parquet drops a dictionary where it does not pay (one-row files, all-distinct values): only a chunk
+        # holding one value repeated says for sure that the dictionary was left on.
+        assert {c for c in keeps if not all(repeated.get(c, []))} == set(), (dataset, repeated)
+        assert {c for c in seen if repeated.get(c)} == seen, (dataset, sorted(repeated))

@@ -23,9 +23,10 @@ from pyspark.sql.window import Window
 from reprocess.cycle.landing_batch import spark_file_uri
 from reprocess.errors import ConfigError
 from reprocess.ledger.merge import with_bucket
-from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, REASON_CODES, WAITING
+from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
 from reprocess.policy.wildcard import to_regex, validate_pattern
-from reprocess.sparkutil import owner_only_writes
+from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
+from reprocess.sparkutil import owner_only_writes, plain_encoded
 from reprocess.storage.commit import Snapshot, Warehouse
 
 if TYPE_CHECKING:
@@ -148,15 +149,16 @@ def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: in
             "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
         })
         stage = wh.new_stage(req.request_id)
-        with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket") \
-            .parquet(str(stage / "ledger"))
+        plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
+                      LEDGER_UNIQUE_COLUMNS).parquet(str(stage / "ledger"))
         # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
         dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
         dlq_local = {spark_file_uri(spark, f): f for f in dlq_files}
         dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
         rest = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_touched) \
             .join(chosen, "message_id", "left_anti")
-        rest.write.mode("overwrite").partitionBy("address", "dt").parquet(str(stage / "dlq"))
+        plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
+            .parquet(str(stage / "dlq"))
         chosen.unpersist()
         audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
         new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrameWriter, SparkSession
 
 
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
@@ -94,6 +94,22 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def plain_encoded(writer: DataFrameWriter, columns: Iterable[str]) -> DataFrameWriter:
+    """``writer`` with Parquet's dictionary encoding off for ``columns`` (Parquet column paths, such as
+    ``headers.key_value.value`` or ``error_history.list.element.fp``).
+
+    Parquet dictionary-encodes every column by default: each value is hashed into a dictionary until the dictionary
+    outgrows a page (1 MB), then the column falls back to plain encoding. For values that are unique per message
+    (ids, payloads, millisecond times) the dictionary never pays: it is hashing for nothing, and in files too small
+    to reach the fallback it is kept, larger than the plain values. Low-cardinality columns (address, state, policy,
+    error class) keep theirs. Measured on the outbox write of a 10M cycle: 8.3-9.4 s instead of 13.5-15.7 s, files
+    5% smaller (bench/RESULTS.md, eighth run).
+    """
+    for column in columns:
+        writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+    return writer
 
 
 def is_remote(spark: SparkSession) -> bool:

@@ -43,6 +43,7 @@ from reprocess.ledger.model import (
     DEAD_LETTERED,
     LEDGER_COLUMNS,
     LEDGER_FILE_SCHEMA,
+    LEDGER_UNIQUE_COLUMNS,
     REASON_CODES,
     STATES,
     WAITING,
@@ -51,8 +52,14 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
-from reprocess.routing.dlq import dlq_records
-from reprocess.sparkutil import HUGE_METHOD_LIMIT_KEY, fit_codegen_to_jit, owner_only_writes, restoring_conf
+from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
+from reprocess.sparkutil import (
+    HUGE_METHOD_LIMIT_KEY,
+    fit_codegen_to_jit,
+    owner_only_writes,
+    plain_encoded,
+    restoring_conf,
+)
 from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
@@ -278,7 +285,8 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     # -- 4. persist deliveries before re-driving them --------------------------------------------
     if prepared is None:
         inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
-        due.select("message_id", "delivery").write.mode("overwrite").parquet(str(wh.run_dir(run_id) / inflight_name))
+        plain_encoded(due.select("message_id", "delivery").write.mode("overwrite"), ["message_id"]) \
+            .parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
                                    "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
                                    "files": [f.__dict__ for f in files], "snapshot": snap.version})
@@ -293,10 +301,12 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of)).persist()
 
     # -- 6. stage outputs ------------------------------------------------------------------------
-    final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket").parquet(str(stage / "ledger"))
+    plain_encoded(final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
+        .parquet(str(stage / "ledger"))
     steps.done("stage_ledger")
     dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of)
-    dlq.write.mode("overwrite").partitionBy("address", "dt").parquet(str(stage / "dlq"))
+    plain_encoded(dlq.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
+        .parquet(str(stage / "dlq"))
     steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of)
     quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))

@@ -21,6 +21,10 @@ DLQ_COLUMNS = (
     "policy", "profile", "consumer_group", "ordering_key", "run_id",
 )
 
+# Columns whose values are (nearly) unique per message: written without a Parquet dictionary (sparkutil.plain_encoded).
+DLQ_UNIQUE_COLUMNS = ("message_id", "payload", "headers.key_value.value", "first_failed_at", "last_failed_at",
+                      "error_history.list.element.failed_ms", "error_history.list.element.fp")
+
 
 def dlq_records(dead: DataFrame, run_id: str, as_of_ms: int) -> DataFrame:
     """DLQ rows for ledger rows dead-lettered in this run, with ``address`` and ``dt`` partition columns."""

@@ -10,19 +10,26 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from reprocess.sparkutil import plain_encoded
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from reprocess.targets.base import RunContext
 
 
+# Columns whose values are (nearly) unique per message: written without a Parquet dictionary.
+OUTBOX_UNIQUE_COLUMNS = ("message_id", "payload", "headers.key_value.value")
+
+
 class OutboxTarget:
     spec = "outbox"
 
     def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
-        (due.select("message_id", "address", "payload", "headers", "delivery",
-                    F.lit(run.run_id).alias("run_id"), F.timestamp_millis(F.lit(run.as_of_ms)).alias("redriven_at"))
-         .write.mode("overwrite").partitionBy("address").parquet(f"{run.stage_dir}/outbox"))
+        rows = due.select("message_id", "address", "payload", "headers", "delivery", F.lit(run.run_id).alias("run_id"),
+                          F.timestamp_millis(F.lit(run.as_of_ms)).alias("redriven_at"))
+        plain_encoded(rows.write.mode("overwrite").partitionBy("address"), OUTBOX_UNIQUE_COLUMNS) \
+            .parquet(f"{run.stage_dir}/outbox")
         return due.select("message_id", "delivery", F.lit(True).alias("ok"),
                           F.lit(None).cast("string").alias("error_class"),
                           F.lit(None).cast("string").alias("error_message"))
