@@ -31,14 +31,14 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
     from reprocess.landing import contract
     from reprocess.landing.manifest import list_landing
     from reprocess.policy.columns import policy_index_column
-    from reprocess.sparkutil import fit_codegen_to_jit
+    from reprocess.sparkutil import fit_codegen
     from reprocess.validation import rowchecks, suites
 
     as_of = scale.AS_OF_MS
     files = list_landing(str(landing), as_of)
     paths = [f.path for f in files]
     contract.one_file_per_partition(spark, max(f.size for f in files))
-    fit_codegen_to_jit(spark, sum(f.size for f in files))  # as the cycle does, from the same listing
+    fit_codegen(spark, sum(f.size for f in files))  # as the cycle does, from the same listing
     policies = load_config(None)
     limits = (contract.DEFAULT_MAX_PAYLOAD_BYTES, contract.DEFAULT_MAX_FUTURE_MS)
 
@@ -87,14 +87,17 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session("landing-profile")
     spark.sparkContext.setLogLevel("ERROR")
-    variants = _variants(spark, landing)
-    width = max(map(len, variants))
-    for n in range(1, args.passes + 1):
-        print(f"pass {n} of {args.passes}{' (JIT warm-up)' if n == 1 else ''}:", flush=True)
-        for name, build in variants.items():
-            t = time.monotonic()
-            build().write.format("noop").mode("overwrite").save()
-            print(f"  {name:<{width}}  {time.monotonic() - t:6.1f} s", flush=True)
+    from reprocess.sparkutil import sized_codegen
+
+    with sized_codegen(spark):
+        variants = _variants(spark, landing)
+        width = max(map(len, variants))
+        for n in range(1, args.passes + 1):
+            print(f"pass {n} of {args.passes}{' (JIT warm-up)' if n == 1 else ''}:", flush=True)
+            for name, build in variants.items():
+                t = time.monotonic()
+                build().write.format("noop").mode("overwrite").save()
+                print(f"  {name:<{width}}  {time.monotonic() - t:6.1f} s", flush=True)
     spark.stop()
     return 0
 

@@ -352,12 +352,7 @@ def _schedule(spark: Any, work: Path) -> dict[str, Any]:
     from reprocess.cli import load_config
     from reprocess.ledger.model import LEDGER_FILE_SCHEMA
     from reprocess.policy.columns import decision_columns, policy_index_column
-    from reprocess.sparkutil import (
-        HUGE_METHOD_LIMIT_KEY,
-        JIT_SIZED_CODEGEN_FROM_BYTES,
-        fit_codegen_to_jit,
-        restoring_conf,
-    )
+    from reprocess.sparkutil import JIT_SIZED_CODEGEN_FROM_BYTES, fit_codegen, sized_codegen
     from reprocess.storage.commit import Warehouse
 
     policies = load_config(None)
@@ -385,8 +380,8 @@ def _schedule(spark: Any, work: Path) -> dict[str, Any]:
     for name, fn in (("scan", scan_only), ("wholestage", decision_columns), ("udf", udf_decision_columns),
                      ("wholestage_again", decision_columns)):
         timed(name, fn)
-    with restoring_conf(spark, HUGE_METHOD_LIMIT_KEY):
-        fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES)  # "builtin": as a cycle over a large input
+    with sized_codegen(spark):
+        fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES)  # "builtin": as a cycle over a large input
         for name, fn in (("builtin", decision_columns), ("scan_again", scan_only),
                          ("builtin_again", decision_columns)):
             timed(name, fn)

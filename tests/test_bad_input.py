@@ -256,6 +256,39 @@ def test_the_run_balances_and_passes_its_gx_suites(landed):
 
 
 @pytest.mark.spark
+def test_generated_code_gives_the_interpreted_outcome_record_for_record(spark, landed, tmp_path, monkeypatch):
+    """The corpus's cycle ran interpreted, as every cycle below ``INTERPRETED_BELOW_BYTES`` of input does; larger
+    ones run generated code. The same landing run with generated code quarantines, ledgers and dead-letters the
+    same, record for record."""
+    from reprocess import sparkutil
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.storage.read import read_dataset
+
+    size = sum(f.stat().st_size for f in landed.landing.rglob("*") if f.is_file())
+    assert size < sparkutil.INTERPRETED_BELOW_BYTES  # the fixture's run was the interpreted one
+    monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)
+    wh = tmp_path / "wh"
+    summary = run_cycle(spark, CycleOptions(
+        landing=str(landed.landing), warehouse=str(wh), policies=load_policies(CORPUS / "policies.yaml"),
+        as_of_ms=_ms(AS_OF), target="python:reprocess.targets.examples:always_fail"))
+    assert (landed.summary["codegen"], summary["codegen"]) == ("interpreted", "generated")
+    volatile = ("elapsed_s", "step_seconds", "validation", "codegen")
+    assert {k: v for k, v in summary.items() if k not in volatile} == \
+        {k: v for k, v in landed.summary.items() if k not in volatile}
+    quarantine = {(r.source_file, r.record_no): (r.reason_code, r.reason, r.raw, r.message_id, r.expectations)
+                  for r in read_dataset(spark, str(wh), "quarantine").collect()}
+    assert quarantine == {(r.source_file, r.record_no): (r.reason_code, r.reason, r.raw, r.message_id, r.expectations)
+                          for r in landed.quarantine.values()}
+    ledger = {r.message_id: r.asDict(recursive=True) for r in read_dataset(spark, str(wh), "ledger").collect()}
+    assert ledger == landed.ledger
+
+    def rows(dlq: list) -> list[str]:
+        return sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in dlq)
+
+    assert rows(read_dataset(spark, str(wh), "dlq").collect()) == rows(landed.dlq)
+
+
+@pytest.mark.spark
 def test_files_without_records_are_read_once_and_quarantine_nothing(landed):
     from reprocess.landing.manifest import read_manifest
     from reprocess.storage.commit import Warehouse

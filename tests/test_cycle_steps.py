@@ -215,22 +215,38 @@ def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
     assert q.count() == 1
 
 
-def test_large_inputs_keep_generated_methods_within_the_jit_limit_and_the_setting_is_restored(spark):
+def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spark):
     from reprocess.sparkutil import (
+        FACTORY_MODE_KEY,
         HUGE_METHOD_LIMIT_KEY,
+        INTERPRETED_BELOW_BYTES,
         JIT_SIZED_CODEGEN_FROM_BYTES,
-        fit_codegen_to_jit,
-        restoring_conf,
+        WHOLE_STAGE_KEY,
+        fit_codegen,
+        sized_codegen,
     )
 
-    before = spark.conf.get(HUGE_METHOD_LIMIT_KEY)
-    assert before != "8000"
-    with restoring_conf(spark, HUGE_METHOD_LIMIT_KEY):  # as run_cycle wraps a run
-        fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1)  # a small cycle keeps whole-stage code
-        assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before
-        fit_codegen_to_jit(spark, JIT_SIZED_CODEGEN_FROM_BYTES)
-        assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == "8000"
-    assert spark.conf.get(HUGE_METHOD_LIMIT_KEY) == before
+    def settings() -> tuple:
+        return tuple(spark.conf.get(k, None) for k in (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY))
+
+    spark.conf.set(WHOLE_STAGE_KEY, "true")  # as a deployment's spark-defaults.conf might
+    try:
+        before = settings()
+        assert before[0] != "8000"
+        with pytest.raises(RuntimeError, match="inside sized_codegen"):
+            fit_codegen(spark, 1)  # nothing would put the settings back
+        with sized_codegen(spark):  # as run_cycle wraps a run
+            assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1) == "interpreted"  # a small landing
+            assert settings() == (before[0], "false", "NO_CODEGEN")
+            # the same run, once it knows the ledger files it rewrites: generated again, as the session had it
+            assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1) == "generated"
+            assert settings() == before
+            assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES) == "generated-jit-sized"
+            assert settings() == ("8000", "true", before[2])
+            fit_codegen(spark, 0)
+        assert settings() == before
+    finally:
+        spark.conf.unset(WHOLE_STAGE_KEY)
 
 
 def test_generated_classes_of_a_cycle_stay_compiled_for_the_next_one(spark):

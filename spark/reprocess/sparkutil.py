@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -153,18 +154,63 @@ def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
         os.umask(old_umask)
 
 
-# HotSpot does not JIT-compile a method of more than 8000 bytes of bytecode, and whole-stage code generation fuses
-# a stage's expressions into one method: the retry schedules over five policies make one that big, which then
-# runs interpreted, about three times slower (bench/RESULTS.md). With ``spark.sql.codegen.hugeMethodLimit`` at
-# 8000, Spark compiles such a stage per operator instead, in methods the JIT takes. Finding out costs a second
-# compilation of each stage, about 2 s per small cycle, so it pays only on large inputs.
+# Code generation is sized to the cycle's input (landing bytes, then those plus the ledger files it rewrites):
+#
+# - Small inputs run interpreted. Spark compiles every query's expressions to Java and compiles that with Janino
+#   before running it, about forty times per cycle; a cycle of a few hundred messages spends more on compiling than
+#   on its rows, and more still in a fresh driver, where Janino itself runs cold. Interpreted expressions skip the
+#   compiler and evaluate each row more slowly, which pays below :data:`INTERPRETED_BELOW_BYTES`
+#   (``bench/codegen_modes.py``; bench/RESULTS.md, ninth run).
+# - Large inputs keep every generated method within the JIT's limit. HotSpot does not JIT-compile a method of more
+#   than 8000 bytes of bytecode, and whole-stage code generation fuses a stage's expressions into one method: the
+#   retry schedules over five policies make one that big, which then runs interpreted, about three times slower
+#   (bench/RESULTS.md). With ``spark.sql.codegen.hugeMethodLimit`` at 8000, Spark compiles such a stage per operator
+#   instead, in methods the JIT takes. Finding out costs a second compilation of each stage, about 2 s per small
+#   cycle, so it pays only from :data:`JIT_SIZED_CODEGEN_FROM_BYTES` on.
 HUGE_METHOD_LIMIT_KEY = "spark.sql.codegen.hugeMethodLimit"
+WHOLE_STAGE_KEY = "spark.sql.codegen.wholeStage"
+# Spark's (internal) choice between generated and interpreted projections, predicates and orderings; NO_CODEGEN
+# interprets them all. Without it, turning whole-stage code generation off alone saves nothing (Spark then
+# generates code per expression instead).
+FACTORY_MODE_KEY = "spark.sql.codegen.factoryMode"
+CODEGEN_KEYS = (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY)
+INTERPRETED_BELOW_BYTES = 16 << 20
 JIT_SIZED_CODEGEN_FROM_BYTES = 64 << 20
+_CODEGEN_BASE: ContextVar[dict[str, str | None] | None] = ContextVar("codegen_base", default=None)
 
 
-def fit_codegen_to_jit(spark: SparkSession, input_bytes: int) -> None:
-    """From :data:`JIT_SIZED_CODEGEN_FROM_BYTES` of input on, later queries keep every generated method within the
-    JIT's limit; below it the setting is left alone. Callers restore it with
-    ``restoring_conf(spark, HUGE_METHOD_LIMIT_KEY)``."""
-    if input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
-        spark.conf.set(HUGE_METHOD_LIMIT_KEY, "8000")
+@contextmanager
+def sized_codegen(spark: SparkSession) -> Iterator[None]:
+    """While active, :func:`fit_codegen` may size code generation to an input; on exit the session's code
+    generation settings are as they were on entry."""
+    base = {key: spark.conf.get(key, None) for key in CODEGEN_KEYS}
+    token = _CODEGEN_BASE.set(base)
+    try:
+        with restoring_conf(spark, *CODEGEN_KEYS):
+            yield
+    finally:
+        _CODEGEN_BASE.reset(token)
+
+
+def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
+    """Size the code generation of later queries to ``input_bytes`` of input (see above), starting from the settings
+    :func:`sized_codegen` found on entry; returns the mode chosen: ``interpreted``, ``generated`` or
+    ``generated-jit-sized``."""
+    base = _CODEGEN_BASE.get()
+    if base is None:
+        raise RuntimeError("fit_codegen is called inside sized_codegen(spark), which restores the settings")
+    wanted = dict(base)
+    if input_bytes < INTERPRETED_BELOW_BYTES:
+        wanted.update({WHOLE_STAGE_KEY: "false", FACTORY_MODE_KEY: "NO_CODEGEN"})
+        mode = "interpreted"
+    elif input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
+        wanted[HUGE_METHOD_LIMIT_KEY] = "8000"
+        mode = "generated-jit-sized"
+    else:
+        mode = "generated"
+    for key, value in wanted.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+    return mode

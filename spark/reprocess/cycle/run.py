@@ -53,13 +53,7 @@ from reprocess.ledger.model import (
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
-from reprocess.sparkutil import (
-    HUGE_METHOD_LIMIT_KEY,
-    fit_codegen_to_jit,
-    owner_only_writes,
-    plain_encoded,
-    restoring_conf,
-)
+from reprocess.sparkutil import fit_codegen, owner_only_writes, plain_encoded, sized_codegen
 from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
@@ -143,7 +137,7 @@ def iso(ms: int) -> str:
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
     wh = Warehouse(opts.warehouse, private=opts.private_files)
-    with owner_only_writes(spark, wh.private), restoring_conf(spark, HUGE_METHOD_LIMIT_KEY):
+    with owner_only_writes(spark, wh.private), sized_codegen(spark):
         return _run_cycle(spark, wh, opts)
 
 
@@ -202,7 +196,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
              len(files), snap.version, opts.dry_run)
 
     landing_bytes = sum(f.size for f in files)
-    fit_codegen_to_jit(spark, landing_bytes)
+    codegen = fit_codegen(spark, landing_bytes)
     # -- 1. landing -------------------------------------------------------------------------------
     batch = read_batch(spark, files, manifest, as_of, opts.max_payload_bytes, opts.max_future_ms)
     rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
@@ -241,7 +235,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     failures = aggregate_failures(fresh)
 
     records_read = rec.count()  # parses the batch into the cache once, for every use below
-    steps.done("landing", files=len(files), records=records_read)
+    steps.done("landing", files=len(files), records=records_read, codegen=codegen)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
@@ -256,8 +250,8 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    fit_codegen_to_jit(spark, landing_bytes + sum(os.path.getsize(f) for f in touched))
-    steps.done("locate", ledger_files=len(ledger_files), touched=len(touched))
+    codegen = fit_codegen(spark, landing_bytes + sum(os.path.getsize(f) for f in touched))
+    steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), codegen=codegen)
     merged = merge_failures(existing, failures, policies, run_id, as_of).persist()
     steps.done("merge", ledger_rows=merged.count())
 
@@ -327,6 +321,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         steps.done("validate", data_docs=summary["validation"]["data_docs"])
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
     summary["step_seconds"] = steps.timings
+    summary["codegen"] = codegen  # how its expressions ran: interpreted, generated (sparkutil.fit_codegen)
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
     touched_rel = {str(Path(f).relative_to(wh.root)) for f in touched}
