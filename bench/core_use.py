@@ -44,16 +44,85 @@ class _StepLog(logging.Handler):
             self.marks.append((msg.split()[0][5:], record.created * 1000))
 
 
-def _tasks(event_dir: Path) -> list[tuple[float, float]]:
-    """(launch, finish) epoch ms of every finished task in the application's event log."""
-    out = []
+def _tasks(event_dir: Path) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
+    """(launch, finish) epoch ms of every finished task in the application's event log, and each one's metrics:
+    run time and CPU time (s), GC time (s), records read and written."""
+    out, metrics = [], []
     for f in sorted(p for p in event_dir.rglob("events_*") if p.is_file()):  # Spark 4 rolls logs into a folder
         with open(f, encoding="utf-8") as fh:
             for line in fh:
                 if '"SparkListenerTaskEnd"' not in line:
                     continue
-                info = json.loads(line)["Task Info"]
+                event = json.loads(line)
+                info, m = event["Task Info"], event.get("Task Metrics") or {}
                 out.append((float(info["Launch Time"]), float(info["Finish Time"])))
+                metrics.append({"finish": float(info["Finish Time"]),
+                                "run_s": m.get("Executor Run Time", 0) / 1e3,
+                                "cpu_s": m.get("Executor CPU Time", 0) / 1e9,
+                                "gc_s": m.get("JVM GC Time", 0) / 1e3,
+                                "read": (m.get("Input Metrics", {}).get("Records Read", 0)
+                                         + m.get("Shuffle Read Metrics", {}).get("Total Records Read", 0)),
+                                "written": (m.get("Output Metrics", {}).get("Records Written", 0)
+                                            + m.get("Shuffle Write Metrics", {}).get("Shuffle Records Written", 0))})
+    return out, metrics
+
+
+def _task_sums(metrics: list[dict[str, float]], start: float, end: float) -> dict[str, float]:
+    """Task run, CPU and GC seconds and records of the tasks that finished in [start, end)."""
+    inside = [m for m in metrics if start <= m["finish"] < end]
+    return {k: round(sum(m[k] for m in inside), 2) for k in ("run_s", "cpu_s", "gc_s", "read", "written")}
+
+
+def _jvm_pid() -> int:
+    """The driver JVM: this process's ``java`` child (local mode runs every task in it)."""
+    import psutil
+
+    return next(c.pid for c in psutil.Process().children(recursive=True) if c.name() == "java")
+
+
+_THREAD_KINDS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")), ("gc", ("GC Thread", "G1 ")),
+                 ("tasks", ("Executor task",)))
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of the JVM's live threads so far, by kind (Linux /proc: a thread's name is its first 15
+    characters): JIT compiler threads, GC threads, Spark's task threads, and the rest (the driver's own work:
+    planning, Janino, py4j, the scheduler)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"jit": 0.0, "gc": 0.0, "tasks": 0.0, "other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        kind = next((k for k, prefixes in _THREAD_KINDS if name.startswith(prefixes)), "other")
+        out[kind] += cpu
+    return out
+
+
+def _jvm_counters(spark: Any, pid: int) -> dict[str, float]:
+    """The driver JVM's running totals: CPU by kind of thread (threads that ended are not counted), JIT compile time
+    and GC pause time (JMX), and the JIT code cache's use in MB."""
+    mf = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    code = [p for p in mf.getMemoryPoolMXBeans() if "Code" in p.getName()]  # "CodeHeap '...'" or "Code Cache"
+    cpu = _thread_cpu(pid)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # the process's, ended threads too
+    cpu["other"] += total - sum(cpu.values())  # threads that ended (pooled task threads idle for a minute...)
+    return {"cpu_s": total, **{f"{k}_cpu_s": v for k, v in cpu.items()},
+            "jit_s": mf.getCompilationMXBean().getTotalCompilationTime() / 1e3,
+            "gc_s": sum(max(0, b.getCollectionTime()) for b in mf.getGarbageCollectorMXBeans()) / 1e3,
+            "code_cache_mb": sum(p.getUsage().getUsed() for p in code) / 2**20,
+            "code_cache_max_mb": sum(max(0, p.getUsage().getMax()) for p in code) / 2**20}
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Per-cycle JVM figures: what the totals grew by (code cache: its use at the end)."""
+    out = {k: round(after[k] - before[k], 1) for k in after if not k.startswith("code_cache")}
+    out["code_cache_mb"] = round(after["code_cache_mb"], 1)
+    out["code_cache_max_mb"] = round(after["code_cache_max_mb"], 1)
     return out
 
 
@@ -72,11 +141,13 @@ def concurrency(tasks: list[tuple[float, float]], start: float, end: float, core
 
 def _table(name: str, rows: list[dict[str, Any]], cores: int) -> str:
     head = ["step", "wall s"] + [f"{k} task{'s' if k != '1' else ''} s" for k in
-                                 [str(i) for i in range(cores)] + [f"{cores}+"]] + ["cores busy"]
+                                 [str(i) for i in range(cores)] + [f"{cores}+"]] + ["cores busy", "task run s",
+                                                                                   "task CPU s", "task GC s"]
     lines = [f"{name}", " | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
+        t = r["tasks"]
         lines.append(" | ".join([r["step"], f"{r['wall_s']:.1f}", *(f"{v:.1f}" for v in r["by_running"].values()),
-                                 f"{r['busy']:.0%}"]))
+                                 f"{r['busy']:.0%}", f"{t['run_s']:.1f}", f"{t['cpu_s']:.1f}", f"{t['gc_s']:.1f}"]))
     return "\n".join(lines)
 
 
@@ -132,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "pyspark-shell")
     spark = scale._session("bench-core-use")
     cores = spark.sparkContext.defaultParallelism
+    jvm_pid = _jvm_pid()
     steps_log = _StepLog()
     logging.getLogger("reprocess.cycle.run").addHandler(steps_log)
     scale._warm_up(spark, work)
@@ -139,16 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.messages:
         for _ in range(args.repeat):
             steps_log.marks.clear()
+            before = _jvm_counters(spark, jvm_pid)
             start = time.time() * 1000
             seconds, summary = scale._cycle(spark, work / f"landing-{n}", work / "wh-core-use")
+            jvm = _delta(before, _jvm_counters(spark, jvm_pid))
             runs.append({"name": f"{n:,} messages, the JVM's large cycle {len(runs) + 1}", "messages": n,
                          "start_ms": start, "end_ms": time.time() * 1000, "wall_s": round(seconds, 1),
-                         "marks": list(steps_log.marks), "due": summary["due"]})
-            print(f"{runs[-1]['name']}: {seconds:.1f} s", flush=True)
+                         "marks": list(steps_log.marks), "due": summary["due"], "jvm": jvm})
+            print(f"{runs[-1]['name']}: {seconds:.1f} s, {seconds / n * 1e6:.1f} us per message; JVM {jvm}",
+                  flush=True)
     spark.stop()  # flushes the event log
     (events / "cycles.json").write_text(json.dumps(runs), encoding="utf-8")
 
-    tasks = _tasks(events)
+    tasks, metrics = _tasks(events)
     out = []
     for r in runs:
         rows, prev = [], r["start_ms"]
@@ -156,19 +231,27 @@ def main(argv: list[str] | None = None) -> int:
             split = concurrency(tasks, prev, at, cores)
             wall = (at - prev) / 1000
             busy = sum(a * b for a, b in zip(range(cores + 1), split.values(), strict=True)) / (cores * wall or 1)
-            rows.append({"step": step, "wall_s": round(wall, 2), "by_running": split, "busy": round(busy, 3)})
+            rows.append({"step": step, "wall_s": round(wall, 2), "by_running": split, "busy": round(busy, 3),
+                         "tasks": _task_sums(metrics, prev, at)})
             prev = at
         tail = concurrency(tasks, prev, r["end_ms"], cores)
         rows.append({"step": "commit", "wall_s": round((r["end_ms"] - prev) / 1000, 2), "by_running": tail,
                      "busy": round(sum(a * b for a, b in zip(range(cores + 1), tail.values(), strict=True))
-                                   / (cores * max((r["end_ms"] - prev) / 1000, 1e-3)), 3)})
+                                   / (cores * max((r["end_ms"] - prev) / 1000, 1e-3)), 3),
+                     "tasks": _task_sums(metrics, prev, r["end_ms"])})
         whole = concurrency(tasks, r["start_ms"], r["end_ms"], cores)
-        cycle = {**{k: r[k] for k in ("name", "messages", "wall_s", "due", "start_ms", "end_ms")}, "steps": rows,
-                 "by_running": whole}
+        cycle = {**{k: r[k] for k in ("name", "messages", "wall_s", "due", "start_ms", "end_ms", "jvm")}, "steps": rows,
+                 "by_running": whole, "tasks": _task_sums(metrics, r["start_ms"], r["end_ms"])}
         out.append(cycle)
         print()
         print(_table(f"{r['name']}: {r['wall_s']} s; no task {whole['0']} s, one {whole['1']} s, "
-                     f"{cores}+ {whole[f'{cores}+']} s", rows, cores))
+                     f"{cores}+ {whole[f'{cores}+']} s; JVM CPU {r['jvm']['cpu_s']} s: tasks "
+                     f"{r['jvm']['tasks_cpu_s']}, JIT threads {r['jvm']['jit_cpu_s']}, GC threads "
+                     f"{r['jvm']['gc_cpu_s']}, other {r['jvm']['other_cpu_s']} (JIT compile {r['jvm']['jit_s']} s, "
+                     f"GC pauses {r['jvm']['gc_s']} s); code cache {r['jvm']['code_cache_mb']} of "
+                     f"{r['jvm']['code_cache_max_mb']} MB; task CPU {out[-1]['tasks']['cpu_s']} s, so outside "
+                     f"tasks (driver, JIT, GC threads) {r['jvm']['cpu_s'] - out[-1]['tasks']['cpu_s']:.1f} s", rows,
+                     cores))
     doc = {"bench": "core_use", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": cores,
            "cycles": [{k: v for k, v in c.items() if k not in ("start_ms", "end_ms")} for c in out]}
     if args.results:
