@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default=os.environ.get("REPROCESS_DRIVER_MEMORY", "8g"))
     parser.add_argument("--plot", help="write a PNG of the tasks running over each cycle, steps shaded")
     parser.add_argument("--results", help="append the JSON figures to this file (JSON lines)")
+    parser.add_argument("--as-of-step-ms", type=int, default=0,
+                        help="each cycle's as-of this many ms after the previous one's (default 0: all at the same "
+                        "as-of). Spark inlines the as-of into the code it generates, so a new as-of compiles new "
+                        "classes, as each scheduled run does; 1 ms changes nothing else")
     args = parser.parse_args(argv)
 
     work = Path(args.workdir)
@@ -213,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             steps_log.marks.clear()
             before = _jvm_counters(spark, jvm_pid)
             start = time.time() * 1000
-            seconds, summary = scale._cycle(spark, work / f"landing-{n}", work / "wh-core-use")
+            seconds, summary = scale._cycle(spark, work / f"landing-{n}", work / "wh-core-use",
+                                            scale.AS_OF_MS + args.as_of_step_ms * (len(runs) + 1))
             jvm = _delta(before, _jvm_counters(spark, jvm_pid))
             runs.append({"name": f"{n:,} messages, the JVM's large cycle {len(runs) + 1}", "messages": n,
                          "start_ms": start, "end_ms": time.time() * 1000, "wall_s": round(seconds, 1),
