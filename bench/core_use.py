@@ -84,19 +84,24 @@ _THREAD_KINDS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")), ("gc", ("GC Th
                  ("tasks", ("Executor task",)))
 
 
+def _stat_cpu(stat: Path) -> float:
+    """CPU seconds (user + system) of a Linux ``/proc/.../stat`` file: a process's, ended threads too, or a
+    thread's."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def _thread_cpu(pid: int) -> dict[str, float]:
     """CPU seconds of the JVM's live threads so far, by kind (Linux /proc: a thread's name is its first 15
     characters): JIT compiler threads, GC threads, Spark's task threads, and the rest (the driver's own work:
     planning, Janino, py4j, the scheduler)."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {"jit": 0.0, "gc": 0.0, "tasks": 0.0, "other": 0.0}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu = _stat_cpu(task / "stat")
         except OSError:  # the thread ended meanwhile
             continue
-        cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
         kind = next((k for k, prefixes in _THREAD_KINDS if name.startswith(prefixes)), "other")
         out[kind] += cpu
     return out
@@ -108,8 +113,7 @@ def _jvm_counters(spark: Any, pid: int) -> dict[str, float]:
     mf = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     code = [p for p in mf.getMemoryPoolMXBeans() if "Code" in p.getName()]  # "CodeHeap '...'" or "Code Cache"
     cpu = _thread_cpu(pid)
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # the process's, ended threads too
+    total = _stat_cpu(Path(f"/proc/{pid}/stat"))  # the process's, ended threads too
     cpu["other"] += total - sum(cpu.values())  # threads that ended (pooled task threads idle for a minute...)
     return {"cpu_s": total, **{f"{k}_cpu_s": v for k, v in cpu.items()},
             "jit_s": mf.getCompilationMXBean().getTotalCompilationTime() / 1e3,

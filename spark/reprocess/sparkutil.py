@@ -119,17 +119,23 @@ def is_remote(spark: SparkSession) -> bool:
 
 
 @contextmanager
-def restoring_conf(spark: SparkSession, *keys: str) -> Iterator[None]:
-    """On exit, put back the session's values of ``keys`` (or their absence) as they were on entry."""
+def restoring_conf(spark: SparkSession, *keys: str) -> Iterator[dict[str, str | None]]:
+    """On exit, put back the session's values of ``keys`` (or their absence) as they were on entry; yields those
+    values (``None``: unset)."""
     old = {key: spark.conf.get(key, None) for key in keys}
     try:
-        yield
+        yield dict(old)
     finally:
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        _set_conf(spark, old)
+
+
+def _set_conf(spark: SparkSession, values: dict[str, str | None]) -> None:
+    """Set each key of the session's conf to its value, or unset it where the value is ``None``."""
+    for key, value in values.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
 
 
 @contextmanager
@@ -183,13 +189,12 @@ _CODEGEN_BASE: ContextVar[dict[str, str | None] | None] = ContextVar("codegen_ba
 def sized_codegen(spark: SparkSession) -> Iterator[None]:
     """While active, :func:`fit_codegen` may size code generation to an input; on exit the session's code
     generation settings are as they were on entry."""
-    base = {key: spark.conf.get(key, None) for key in CODEGEN_KEYS}
-    token = _CODEGEN_BASE.set(base)
-    try:
-        with restoring_conf(spark, *CODEGEN_KEYS):
+    with restoring_conf(spark, *CODEGEN_KEYS) as base:
+        token = _CODEGEN_BASE.set(base)
+        try:
             yield
-    finally:
-        _CODEGEN_BASE.reset(token)
+        finally:
+            _CODEGEN_BASE.reset(token)
 
 
 def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
@@ -208,9 +213,5 @@ def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
         mode = "generated-jit-sized"
     else:
         mode = "generated"
-    for key, value in wanted.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
+    _set_conf(spark, wanted)
     return mode
