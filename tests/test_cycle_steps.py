@@ -272,3 +272,51 @@ def test_generated_classes_of_a_cycle_stay_compiled_for_the_next_one(spark):
 
     compile_all()
     assert compile_all() == 0
+
+
+def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path):
+    """Generated code writes a long literal into its Java source, so with the as-of as a literal each scheduled run
+    (a new as-of) compiled the due selection and the outcomes' application again, with Janino and then with the JIT.
+    With generated code they take the as-of as data and compile nothing at a new as-of; the same frames with the
+    literal (as interpreted cycles keep it) do compile again, which is what this guards against."""
+    from reprocess.ledger.merge import apply_outcomes
+    from reprocess.ledger.model import WAITING
+    from reprocess.sparkutil import AS_OF_COLUMN, with_as_of
+    from reprocess.targets.base import OUTCOME_SCHEMA
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(f"m-{i}", "2026-11-21T10:00:00Z",
+                                                     "billing.x" if i % 2 else "orders.created") for i in range(20)])
+    cycle(spark, tmp_path, "2026-11-21T11:00:00Z")  # the orders messages wait again, the billing ones are dead-lettered
+    merged = read_dataset(spark, str(tmp_path / "wh"), "ledger").withColumns(
+        {"changed": F.lit(False), "dlq_event": F.lit(False)})
+    merged.select("message_id", (F.col("deliveries") + 1).alias("delivery"), (F.col("deliveries") > 1).alias("ok"),
+                  F.lit("java.io.IOException").alias("error_class"), F.lit("boom").alias("error_message")) \
+        .write.parquet(str(tmp_path / "outcomes"))
+    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(str(tmp_path / "outcomes"))
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    base = parse_instant("2026-11-21T12:00:00Z")
+
+    def due(as_of: int, codegen: str):
+        df, at = with_as_of(merged, as_of, codegen)
+        return df.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at)) \
+            .withColumn("lateness_ms", at - F.col("next_attempt_ms")).drop(AS_OF_COLUMN)
+
+    def applied(as_of: int, codegen: str):
+        return apply_outcomes(merged, outcomes, POLICIES, "run-x", as_of, codegen)
+
+    def compiled(df) -> int:  # whole-stage code is compiled as the plan's RDDs are built
+        before = compilations.getCount()
+        df._jdf.queryExecution().executedPlan().execute()
+        return compilations.getCount() - before
+
+    for build in (due, applied):
+        compiled(build(base, "generated"))
+        assert compiled(build(base + 3_600_000, "generated")) == 0, build.__name__
+        compiled(build(base, "interpreted"))
+        assert compiled(build(base + 3_600_000, "interpreted")) > 0, build.__name__
+    # and the two ways give the same rows
+    for build in (due, applied):
+        rows = [sorted(build(base, codegen).collect(), key=lambda r: r.message_id)
+                for codegen in ("generated", "interpreted")]
+        assert rows[0], build.__name__
+        assert rows[0] == rows[1], build.__name__

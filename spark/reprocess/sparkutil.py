@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrameWriter, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 
 
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
@@ -215,3 +215,25 @@ def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
         mode = "generated"
     _set_conf(spark, wanted)
     return mode
+
+
+AS_OF_COLUMN = "_as_of_ms"
+
+
+def with_as_of(df: DataFrame, as_of_ms: int, codegen: str) -> tuple[DataFrame, Column]:
+    """``df`` and the column that gives the run's as-of to expressions over it, for code generation mode ``codegen``
+    (what :func:`fit_codegen` chose).
+
+    Generated code writes a long literal into its Java source, so with the as-of as a literal every scheduled run (a
+    new as-of) compiles its stages again, with Janino and then with the JIT, even in a long-lived driver that ran
+    the same stages an hour before. With generated code the as-of therefore comes as data: ``df`` is joined with a
+    one-row relation holding it (column :data:`AS_OF_COLUMN`, to drop once used), a broadcast nested-loop join
+    the stage reads like any column, and the stage's source is the same at every as-of. Interpreted cycles compile
+    nothing: they keep the literal and skip the join (bench/RESULTS.md, eleventh run).
+    """
+    from pyspark.sql import functions as F
+
+    if codegen == "interpreted":
+        return df, F.lit(int(as_of_ms)).cast("long")
+    one = df.sparkSession.sql(f"SELECT * FROM VALUES (CAST({int(as_of_ms)} AS BIGINT)) AS t({AS_OF_COLUMN})")
+    return df.crossJoin(one), F.col(AS_OF_COLUMN)

@@ -53,7 +53,7 @@ from reprocess.ledger.model import (
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
-from reprocess.sparkutil import fit_codegen, owner_only_writes, plain_encoded, sized_codegen
+from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
 from reprocess.storage.commit import Snapshot, Warehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
@@ -256,12 +256,13 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
-    due = merged.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= F.lit(as_of)))
+    due, at = with_as_of(merged, as_of, codegen)
+    due = due.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at))
     if opts.address_filter:
         due = due.filter(F.concat(F.col("address"), F.lit(".")).rlike(to_regex(opts.address_filter)))
     due = _hold_back_ordered(spark, due, merged, policies, wh, snap, touched)
     due = due.withColumn("delivery", F.col("deliveries") + F.lit(1)).withColumn(
-        "lateness_ms", F.lit(as_of) - F.col("next_attempt_ms"))
+        "lateness_ms", at - F.col("next_attempt_ms")).drop(AS_OF_COLUMN)
     if prepared is not None:
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
@@ -292,7 +293,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     outcomes, target_down = _redrive(spark, opts, due, due_count, run_id, as_of, stage)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
-    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of)).persist()
+    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist()
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     plain_encoded(final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \

@@ -27,6 +27,7 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
 from reprocess.policy.durations import LONG_MAX
+from reprocess.sparkutil import AS_OF_COLUMN, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -211,15 +212,18 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
 
 
 def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, run_id: str,
-                   as_of_ms: int) -> DataFrame:
+                   as_of_ms: int, codegen: str) -> DataFrame:
     """Apply re-drive outcomes (``message_id, delivery, ok, error_class, error_message``) at the as-of.
 
     A delivered message becomes DELIVERED; a failed one is rescheduled from the as-of by its policy,
-    or dead-lettered when exhausted or non-retryable. Rows without an outcome are unchanged.
+    or dead-lettered when exhausted or non-retryable. Rows without an outcome are unchanged. ``codegen`` is the
+    cycle's code generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
     o = outcomes.select(
         F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"), F.col("ok").alias("o_ok"),
         F.col("error_class").alias("o_class"), F.col("error_message").alias("o_message"))
+    # only rows with an outcome use the as-of, and those have the outcome's side of the join
+    o, at = with_as_of(o, as_of_ms, codegen)
     df = ledger.join(o, ledger["message_id"] == o["o_id"], "left")
     redriven = F.col("o_id").isNotNull()
     ok = redriven & F.col("o_ok")
@@ -229,7 +233,7 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
     nr = non_retryable_column(policies, pidx, F.col("o_class"), F.col("o_message"))
     fail_state = F.when(nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
     state = F.when(ok, F.lit(DELIVERED)).when(failed, fail_state).otherwise(F.col("state"))
-    entry = F.struct(F.lit(as_of_ms).cast("long").alias("failed_ms"), F.col("o_delivery").alias("delivery"),
+    entry = F.struct(at.alias("failed_ms"), F.col("o_delivery").alias("delivery"),
                      F.col("o_class").alias("error_class"), F.col("o_message").alias("error_message"),
                      F.lit(None).cast("long").alias("fp"))
     hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(ledger.schema["error_history"].dataType)),
@@ -239,9 +243,9 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
     out = df.withColumns({
         "state": state,
         "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
-        "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(F.lit(as_of_ms).cast("long"), delay))
+        "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
         .when(redriven, F.lit(None).cast("long")).otherwise(F.col("next_attempt_ms")),
-        "last_failed_ms": F.when(failed, F.lit(as_of_ms).cast("long")).otherwise(F.col("last_failed_ms")),
+        "last_failed_ms": F.when(failed, at).otherwise(F.col("last_failed_ms")),
         "last_error_class": F.when(failed, F.col("o_class")).otherwise(F.col("last_error_class")),
         "last_error_message": F.when(failed, F.col("o_message")).otherwise(F.col("last_error_message")),
         "error_history": F.when(failed, hist).otherwise(F.col("error_history")),
@@ -250,7 +254,7 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
         .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
         "dead_letter_address": F.when(becomes_dead, dead_letter_address_column(policies, pidx, F.col("address")))
         .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
-        "terminal_ms": F.when(ok | becomes_dead, F.lit(as_of_ms).cast("long"))
+        "terminal_ms": F.when(ok | becomes_dead, at)
         .when(redriven, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
         "updated_run": F.when(redriven, F.lit(run_id)).otherwise(F.col("updated_run")),
         "changed": F.col("changed") | redriven,
@@ -258,7 +262,7 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
         "redriven": redriven,
         "delivered_now": ok,
     })
-    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message")
+    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message", AS_OF_COLUMN)
 
 
 def with_bucket(df: DataFrame) -> DataFrame:
