@@ -279,9 +279,8 @@ def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path)
     (a new as-of) compiled the due selection and the outcomes' application again, with Janino and then with the JIT.
     With generated code they take the as-of as data and compile nothing at a new as-of; the same frames with the
     literal (as interpreted cycles keep it) do compile again, which is what this guards against."""
+    from reprocess.cycle.run import due_at
     from reprocess.ledger.merge import apply_outcomes
-    from reprocess.ledger.model import WAITING
-    from reprocess.sparkutil import AS_OF_COLUMN, with_as_of
     from reprocess.targets.base import OUTCOME_SCHEMA
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec(f"m-{i}", "2026-11-21T10:00:00Z",
@@ -297,9 +296,7 @@ def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path)
     base = parse_instant("2026-11-21T12:00:00Z")
 
     def due(as_of: int, codegen: str):
-        df, at = with_as_of(merged, as_of, codegen)
-        return df.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at)) \
-            .withColumn("lateness_ms", at - F.col("next_attempt_ms")).drop(AS_OF_COLUMN)
+        return due_at(merged, as_of, codegen)
 
     def applied(as_of: int, codegen: str):
         return apply_outcomes(merged, outcomes, POLICIES, "run-x", as_of, codegen)

@@ -256,13 +256,10 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
-    due, at = with_as_of(merged, as_of, codegen)
-    due = due.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at))
+    due = due_at(merged, as_of, codegen)
     if opts.address_filter:
         due = due.filter(F.concat(F.col("address"), F.lit(".")).rlike(to_regex(opts.address_filter)))
     due = _hold_back_ordered(spark, due, merged, policies, wh, snap, touched)
-    due = due.withColumn("delivery", F.col("deliveries") + F.lit(1)).withColumn(
-        "lateness_ms", at - F.col("next_attempt_ms")).drop(AS_OF_COLUMN)
     if prepared is not None:
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
@@ -352,6 +349,14 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
             f"{summary['balance']['left_due']} due messages consumed no delivery and stay due: re-run the same "
             "as-of (the Airflow task retry does) or wait for the next run.")
     return summary
+
+
+def due_at(merged: DataFrame, as_of: int, codegen: str) -> DataFrame:
+    """The waiting rows of ``merged`` whose next attempt is due at ``as_of``, with the ``delivery`` they are re-driven
+    as and their ``lateness_ms``; ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
+    due, at = with_as_of(merged, as_of, codegen)
+    return due.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at)).withColumns({
+        "delivery": F.col("deliveries") + F.lit(1), "lateness_ms": at - F.col("next_attempt_ms")}).drop(AS_OF_COLUMN)
 
 
 def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int, run_id: str, as_of: int,
