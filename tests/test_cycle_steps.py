@@ -276,16 +276,22 @@ def test_generated_classes_of_a_cycle_stay_compiled_for_the_next_one(spark):
 
 def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path):
     """Generated code writes a long literal into its Java source, so with the as-of as a literal each scheduled run
-    (a new as-of) compiled the due selection and the outcomes' application again, with Janino and then with the JIT.
-    With generated code they take the as-of as data and compile nothing at a new as-of; the same frames with the
-    literal (as interpreted cycles keep it) do compile again, which is what this guards against."""
-    from reprocess.cycle.run import due_at
+    (a new as-of) compiled the landing checks, the due selection and the outcomes' application again, with Janino
+    and then with the JIT. With generated code they take the as-of as data and compile nothing at a new as-of; the
+    same frames with the literal (as interpreted cycles keep it) do compile again, which is what this guards
+    against."""
+    from reprocess.cycle.run import due_at, landed
+    from reprocess.landing.manifest import list_landing
     from reprocess.ledger.merge import apply_outcomes
     from reprocess.targets.base import OUTCOME_SCHEMA
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec(f"m-{i}", "2026-11-21T10:00:00Z",
                                                      "billing.x" if i % 2 else "orders.created") for i in range(20)])
     cycle(spark, tmp_path, "2026-11-21T11:00:00Z")  # the orders messages wait again, the billing ones are dead-lettered
+    # records on each side of the as-of (12:00) and of its 24 h allowance, and one the contract rejects otherwise
+    land(tmp_path / "landing", "11", "b.jsonl", [
+        rec("n-past", "2026-11-21T11:30:00Z"), rec("n-after", "2026-11-21T12:30:00Z"),
+        rec("n-future", "2026-11-22T12:00:01Z"), rec("n-zero", "2026-11-21T11:00:00Z", delivery_count=0)])
     merged = read_dataset(spark, str(tmp_path / "wh"), "ledger").withColumns(
         {"changed": F.lit(False), "dlq_event": F.lit(False)})
     merged.select("message_id", (F.col("deliveries") + 1).alias("delivery"), (F.col("deliveries") > 1).alias("ok"),
@@ -301,19 +307,69 @@ def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path)
     def applied(as_of: int, codegen: str):
         return apply_outcomes(merged, outcomes, POLICIES, "run-x", as_of, codegen)
 
+    def landing(as_of: int, codegen: str):
+        opts = CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"), policies=POLICIES,
+                            as_of_ms=as_of)
+        return landed(spark, list_landing(opts.landing, as_of, spark), {}, opts, codegen)[1]
+
     def compiled(df) -> int:  # whole-stage code is compiled as the plan's RDDs are built
         before = compilations.getCount()
         df._jdf.queryExecution().executedPlan().execute()
         return compilations.getCount() - before
 
-    for build in (due, applied):
+    for build in (landing, due, applied):
         compiled(build(base, "generated"))
         assert compiled(build(base + 3_600_000, "generated")) == 0, build.__name__
         compiled(build(base, "interpreted"))
         assert compiled(build(base + 3_600_000, "interpreted")) > 0, build.__name__
     # and the two ways give the same rows
-    for build in (due, applied):
+    for build in (landing, due, applied):
         rows = [sorted(build(base, codegen).collect(), key=lambda r: r.message_id)
                 for codegen in ("generated", "interpreted")]
         assert rows[0], build.__name__
         assert rows[0] == rows[1], build.__name__
+    checked = {r.message_id: (r.problem, r.in_window) for r in landing(base, "generated").collect()}
+    assert {k: v for k, v in checked.items() if k.startswith("n-")} == {
+        "n-past": (None, True), "n-after": (None, False), "n-future": ("FUTURE_TIMESTAMP", False),
+        "n-zero": ("INVALID_DELIVERY_COUNT", False)}
+
+
+def test_a_warm_driver_compiles_nothing_for_its_next_cycles(spark, tmp_path, monkeypatch):
+    """A long-lived driver (the Spark Connect server) runs the same cycle every hour at a new as-of. With generated
+    code, anything a cycle writes into the Java source that changes from run to run makes Spark compile that stage
+    again (Janino, then the JIT): the as-of as a literal, and PySpark's lambda variables, which get a fresh name
+    each time a cycle builds its columns (hence sparkutil.sql_lambda). After one pair of cycles (a fresh warehouse,
+    then one with a ledger, duplicates, re-drives, dead letters, bad records and deferred ones), the same pair at
+    new as-ofs compiles nothing."""
+    import reprocess.sparkutil as sparkutil
+
+    monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # generated code, as for batches above 16 MB
+    lines: list = [rec(f"m-{i}", f"2026-11-21T10:{i:02d}:00Z", "billing.x" if i % 3 else "orders.created",
+                       headers={"h": str(i)}, delivery_count=1 + i % 2) for i in range(30)]
+    lines += [rec("m-1", "2026-11-21T10:01:00Z", "billing.x", headers={"h": "1"}, delivery_count=2),  # duplicate
+              rec("m-2", "2026-11-21T10:40:00Z", "billing.x"), rec("late", "2026-11-21T15:00:00Z"),
+              rec("bad", "2026-11-21T10:00:00Z", delivery_count=0), "not json"]
+    land(tmp_path / "landing", "10", "a.jsonl", lines)
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def two_cycles(shift_ms: int) -> tuple[int, list[dict]]:
+        before = compilations.getCount()
+        summaries = [run_cycle(spark, CycleOptions(
+            landing=str(tmp_path / "landing"), warehouse=str(tmp_path / f"wh-{shift_ms}"), policies=POLICIES,
+            as_of_ms=parse_instant(at) + shift_ms, target="python:reprocess.targets.examples:always_fail"))
+            for at in ("2026-11-21T11:00:00Z", "2026-11-21T13:00:00Z")]
+        return compilations.getCount() - before, summaries
+
+    _, first = two_cycles(0)
+    assert [s["codegen"] for s in first] == ["generated", "generated"]
+    compiled, again = two_cycles(1000)
+    assert compiled == 0
+    # the same work both times: a real pair of cycles, not empty ones
+    counts = ("records_read", "quarantined", "deferred_until_later_as_of", "duplicates", "due", "delivered")
+    assert [[s[k] for k in counts] for s in again] == [[s[k] for k in counts] for s in first]
+    assert first[0]["quarantined"] == 2
+    assert first[0]["deferred_until_later_as_of"] == 1
+    assert first[0]["duplicates"] == 1
+    assert first[0]["dead_lettered"]["total"] > 0
+    assert first[0]["rescheduled"] > 0
+    assert first[1]["due"] > 0

@@ -217,6 +217,21 @@ def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
     return mode
 
 
+def sql_lambda(text: str) -> Column:
+    """A higher-order function (``filter``, ``transform``, ``map_filter``...) written in SQL ``text`` over columns
+    by name, so that its lambda variables keep the names written there.
+
+    PySpark's Python lambdas (``F.filter(c, lambda x: ...)``) name their variables afresh each time they are built
+    (``x_88``, then ``x_95``: a process-wide counter), and generated code writes that name into its Java source. A
+    long-lived driver then compiled each stage holding one again at every cycle (Janino and the JIT), however
+    warm it was; with the names fixed the next cycle reuses the compiled classes. Nested lambdas need distinct
+    names.
+    """
+    from pyspark.sql import functions as F
+
+    return F.expr(text)
+
+
 AS_OF_COLUMN = "_as_of_ms"
 
 

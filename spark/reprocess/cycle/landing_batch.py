@@ -18,10 +18,11 @@ from reprocess.landing.contract import (
     read_text_records,
 )
 from reprocess.landing.manifest import partition_problem
+from reprocess.sparkutil import with_as_of
 from reprocess.uris import local_file_uri, remote_scheme
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from reprocess.landing.manifest import LandingFile, ManifestEntry
 
@@ -33,6 +34,7 @@ class Batch:
     records: DataFrame  # parsed records of the files read, with window columns
     corrupt: list[tuple[str, str]]  # (path, reason) of files that could not be read at all
     file_keys: dict[str, str]  # Spark's file URI -> the landing file's path (or URI) as listed
+    as_of: Column  # the run's as-of over ``records`` (a column of them with generated code: drop AS_OF_COLUMN)
 
 
 def spark_file_uri(spark: SparkSession, path: str) -> str:
@@ -122,8 +124,13 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> str | None:
 
 
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
-               max_payload_bytes: int, max_future_ms: int) -> Batch:
-    """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest."""
+               max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted") -> Batch:
+    """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest.
+
+    With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
+    long-lived driver's next run compiles nothing again: the records then carry column
+    :data:`~reprocess.sparkutil.AS_OF_COLUMN`, which ``Batch.as_of`` names and the caller drops once used.
+    """
     corrupt: list[tuple[str, str]] = []
     readable = []
     for f in files:
@@ -156,7 +163,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest)
          for uri, path in file_keys.items()],
         "uri string, path string, prev_through_ms bigint, is_new_file boolean")
-    parsed = parse_records(raw, as_of_ms, max_payload_bytes, max_future_ms)
+    raw, as_of = with_as_of(raw, as_of_ms, codegen)
+    parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys)
+    return Batch(records, corrupt, file_keys, as_of)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from reprocess.cycle.landing_batch import read_batch, spark_file_uri
+from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uri
 from reprocess.errors import (
     ConfigError,
     ConservationError,
@@ -198,35 +198,8 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     landing_bytes = sum(f.size for f in files)
     codegen = fit_codegen(spark, landing_bytes)
     # -- 1. landing -------------------------------------------------------------------------------
-    batch = read_batch(spark, files, manifest, as_of, opts.max_payload_bytes, opts.max_future_ms)
-    rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
-    rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),
-                                           F.lit(contract.UNKNOWN_ADDRESS)).otherwise(F.col("problem")))
-    rec = rec.withColumn("problem_detail", F.when(
-        F.col("problem") == contract.UNKNOWN_ADDRESS,
-        F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
-                 F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
-    # The landing suite's row-level expectations, in the same pass: a record that parsed but breaks one is
-    # quarantined with the names of the expectations it broke (records that did not parse name none).
-    landing_params = suites.landing_params(as_of, opts.max_payload_bytes, opts.max_future_ms)
-    broken = rowchecks.broken_expectations(suites.load_suite("landing"), suites.landing_columns(), landing_params)
-    unparsed = F.col("problem").isin(contract.INVALID_UTF8, contract.MALFORMED_JSON, contract.NOT_AN_OBJECT)
-    rec = rec.withColumn("expectations", F.when(F.coalesce(unparsed, F.lit(False)), F.array().cast("array<string>"))
-                         .otherwise(broken))
-    breaks_suite = F.col("problem").isNull() & (F.size("expectations") > 0)
-    rec = rec.withColumns({
-        "problem_detail": F.when(breaks_suite, F.concat(F.lit("breaks the landing suite: "),
-                                                        F.array_join("expectations", ", ")))
-        .otherwise(F.col("problem_detail")),
-        "problem": F.when(breaks_suite, F.lit(contract.EXPECTATION_FAILED)).otherwise(F.col("problem"))})
-    fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
-                    F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
-                    F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
-    in_window = F.col("problem").isNull() & (F.col("failed_ms") <= F.lit(as_of)) & (
-        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
-    # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
-    rec = rec.withColumns({"fp": fp, "in_window": in_window,
-                           "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).persist()
+    batch, rec = landed(spark, files, manifest, opts, codegen)
+    rec = rec.persist()
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -252,7 +225,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     codegen = fit_codegen(spark, landing_bytes + sum(os.path.getsize(f) for f in touched))
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), codegen=codegen)
-    merged = merge_failures(existing, failures, policies, run_id, as_of).persist()
+    merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
@@ -287,7 +260,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
 
     # -- 5. re-drive -----------------------------------------------------------------------------
-    outcomes, target_down = _redrive(spark, opts, due, due_count, run_id, as_of, stage)
+    outcomes, target_down = _redrive(spark, opts, due, due_count, RunContext(run_id, as_of, str(stage), codegen))
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist()
@@ -296,11 +269,11 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     plain_encoded(final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
         .parquet(str(stage / "ledger"))
     steps.done("stage_ledger")
-    dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of)
+    dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of, codegen)
     plain_encoded(dlq.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(stage / "dlq"))
     steps.done("stage_dlq")
-    quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of)
+    quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
     quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
     write_manifest(stage / "manifest" / "manifest.parquet", list(entries.values()))
@@ -315,7 +288,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     _check_conservation(summary)
     if opts.validate:
         summary["validation"] = _validate(spark, wh, run_id, as_of, fresh, final, dlq, summary, policies,
-                                          landing_params)
+                                          suites.landing_params(as_of, opts.max_payload_bytes, opts.max_future_ms))
         steps.done("validate", data_docs=summary["validation"]["data_docs"])
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
     summary["step_seconds"] = steps.timings
@@ -351,6 +324,45 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     return summary
 
 
+def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], opts: CycleOptions,
+           codegen: str) -> tuple[Batch, DataFrame]:
+    """The run's landing batch and its records, parsed and checked: ``problem`` names why a record is quarantined
+    (the contract, no policy for its address, the landing suite's row-level expectations), ``in_window`` whether
+    it is a new failure of this run, ``deferred`` whether it is a good record for a later as-of, ``fp`` its
+    fingerprint. ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
+    policies = opts.policies
+    batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen)
+    rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
+    rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),
+                                           F.lit(contract.UNKNOWN_ADDRESS)).otherwise(F.col("problem")))
+    rec = rec.withColumn("problem_detail", F.when(
+        F.col("problem") == contract.UNKNOWN_ADDRESS,
+        F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
+                 F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
+    # The landing suite's row-level expectations, in the same pass: a record that parsed but breaks one is
+    # quarantined with the names of the expectations it broke (records that did not parse name none).
+    params = suites.landing_params(batch.as_of, opts.max_payload_bytes, opts.max_future_ms)
+    broken = rowchecks.broken_expectations(suites.load_suite("landing"), suites.landing_columns(), params)
+    unparsed = F.col("problem").isin(contract.INVALID_UTF8, contract.MALFORMED_JSON, contract.NOT_AN_OBJECT)
+    rec = rec.withColumn("expectations", F.when(F.coalesce(unparsed, F.lit(False)), F.array().cast("array<string>"))
+                         .otherwise(broken))
+    breaks_suite = F.col("problem").isNull() & (F.size("expectations") > 0)
+    rec = rec.withColumns({
+        "problem_detail": F.when(breaks_suite, F.concat(F.lit("breaks the landing suite: "),
+                                                        F.array_join("expectations", ", ")))
+        .otherwise(F.col("problem_detail")),
+        "problem": F.when(breaks_suite, F.lit(contract.EXPECTATION_FAILED)).otherwise(F.col("problem"))})
+    fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
+                    F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
+                    F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
+    in_window = F.col("problem").isNull() & (F.col("failed_ms") <= batch.as_of) & (
+        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
+    deferred = F.col("problem").isNull() & (F.col("failed_ms") > batch.as_of)
+    # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
+    return batch, rec.withColumns({"fp": fp, "in_window": in_window, "deferred": deferred,
+                                   "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).drop(AS_OF_COLUMN)
+
+
 def due_at(merged: DataFrame, as_of: int, codegen: str) -> DataFrame:
     """The waiting rows of ``merged`` whose next attempt is due at ``as_of``, with the ``delivery`` they are re-driven
     as and their ``lateness_ms``; ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
@@ -359,17 +371,16 @@ def due_at(merged: DataFrame, as_of: int, codegen: str) -> DataFrame:
         "delivery": F.col("deliveries") + F.lit(1), "lateness_ms": at - F.col("next_attempt_ms")}).drop(AS_OF_COLUMN)
 
 
-def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int, run_id: str, as_of: int,
-             stage: Path) -> tuple[DataFrame, dict[str, Any] | None]:
+def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int,
+             ctx: RunContext) -> tuple[DataFrame, dict[str, Any] | None]:
     """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
     and what failed if a target itself did."""
-    outcomes_path = stage / "outcomes"  # no leading "_": Spark warns it ignores such a root
+    outcomes_path = Path(ctx.stage_dir) / "outcomes"  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
     own = {p.match: p.target for p in opts.policies.policies if p.target}
     groups = [(spec, due.filter(F.col("policy") == match)) for match, spec in own.items()]
     groups.append((opts.target, due.filter(~F.col("policy").isin(list(own))) if own else due))
-    ctx = RunContext(run_id, as_of, str(stage))
     for i, (spec, part) in enumerate(groups):
         log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
         target = parse_target(expand_target(spec))
@@ -380,7 +391,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     if down:
         # A target itself failed: what it did not confirm consumes no delivery and stays due.
         target_down = {"error": down[0]["error_message"], "partitions_stopped": len(down)}
-        log.error("target failed, stopping the re-drive run_id=%s error=%s", run_id, target_down["error"])
+        log.error("target failed, stopping the re-drive run_id=%s error=%s", ctx.run_id, target_down["error"])
     return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
 
 
@@ -408,7 +419,7 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
 
 
 def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[str, str]], run_id: str,
-                     as_of: int) -> DataFrame:
+                     as_of: int, codegen: str) -> DataFrame:
     rows = bad.select(
         "source_file", "record_no", F.col("problem").alias("reason_code"), F.col("problem_detail").alias("reason"),
         "raw", "message_id", "address", "expectations")
@@ -418,19 +429,19 @@ def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[st
             "source_file string, record_no bigint, reason_code string, reason string, raw string, "
             "message_id string, address string, expectations array<string>")
         rows = rows.unionByName(files)
+    rows, at = with_as_of(rows, as_of, codegen)
     return rows.withColumns({
         "run_id": F.lit(run_id),
-        "quarantined_at": F.timestamp_millis(F.lit(as_of)),
-        "dt": F.date_format(F.timestamp_millis(F.lit(as_of)), "yyyy-MM-dd"),
-    })
+        "quarantined_at": F.timestamp_millis(at),
+        "dt": F.date_format(F.timestamp_millis(at), "yyyy-MM-dd"),
+    }).drop(AS_OF_COLUMN)
 
 
 def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[str, ManifestEntry],
                       corrupt: list[tuple[str, str]], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when nothing is left)."""
     pending_files = {
-        r.source_file for r in rec.filter(F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of)))
-        .select("source_file").distinct().collect()}
+        r.source_file for r in rec.filter(F.col("deferred")).select("source_file").distinct().collect()}
     entries = dict(manifest)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
@@ -473,7 +484,7 @@ def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFra
         F.sum(F.col("in_window").cast("int")).alias("fresh"),
         F.count(F.lit(1)).alias("records"),
         F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
-        F.sum((F.col("problem").isNull() & (F.col("failed_ms") > F.lit(as_of))).cast("int")).alias("deferred"),
+        F.sum(F.col("deferred").cast("int")).alias("deferred"),
     ).first())
     fresh_n = c["fresh"]
     quarantined = quarantine.count()

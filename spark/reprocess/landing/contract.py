@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from reprocess.sparkutil import sql_lambda
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -100,10 +102,6 @@ def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None
     spark.conf.set("spark.sql.files.openCostInBytes", size)
 
 
-def _get(m: Column, name: str, sql_type: str) -> Column:
-    return F.call_function("try_variant_get", m.getItem(name), F.lit("$"), F.lit(sql_type))
-
-
 def _json_array_of_the_line(raw: Column) -> Column:
     """The line wrapped in ``[...]`` and parsed strictly (duplicate keys refused): a variant array, or null.
 
@@ -135,6 +133,11 @@ _VALUES_SCHEMA = (
 )
 
 
+def _carried(records: DataFrame) -> list[str]:
+    """The columns of ``records`` parsing carries through unchanged."""
+    return [c for c in records.columns if c not in ("source_file", "record_no", "raw")]
+
+
 def _fields(records: DataFrame) -> DataFrame:
     """The contract fields of each non-blank line, the variant type of each known field (``_t_<name>``), the
     strict parse (``_w``, ``_m``) and ``extra`` (unknown fields as JSON).
@@ -153,10 +156,11 @@ def _fields(records: DataFrame) -> DataFrame:
     ts_raw = F.coalesce(*[F.call_function("try_to_timestamp", F.col("_failed_at_s"), F.lit(fmt))
                           for fmt in _TS_FORMATS])
     known = F.array(*[F.lit(k) for k in KNOWN_FIELDS])
-    unknown = F.map_filter(mcol, lambda k, v: ~F.array_contains(known, k))
+    known_sql = ", ".join(f"'{k}'" for k in KNOWN_FIELDS)
+    unknown = sql_lambda(f"map_filter(_m, (k, v) -> NOT array_contains(array({known_sql}), k))")
     valid = mcol.isNotNull()
     return df.withColumn("_v", F.when(valid, v)).select(
-        "source_file", "record_no", "raw", "_m", "_w",
+        "source_file", "record_no", "raw", *_carried(records), "_m", "_w",
         *[F.call_function("schema_of_variant", mcol.getItem(name)).alias(f"_t_{name}") for name in KNOWN_FIELDS],
         F.col("_v.message_id").alias("message_id"),
         F.col("_v.address").alias("address"),
@@ -170,7 +174,7 @@ def _fields(records: DataFrame) -> DataFrame:
     ).withColumn("failed_at", ts_raw).withColumn("failed_ms", F.unix_millis(F.col("failed_at")))
 
 
-def _checks(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> list[tuple[Column, str, Column]]:
+def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int) -> list[tuple[Column, str, Column]]:
     """``(fails, code, text)`` of every contract check over the columns of :func:`_fields`, in order."""
     mcol = F.col("_m")
     t = {name: F.col(f"_t_{name}") for name in KNOWN_FIELDS}
@@ -197,9 +201,9 @@ def _checks(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> list[t
                        F.concat(F.lit(f"'{name}' must be a string, got "), t[name])))
     checks += [
         (mcol.getItem("headers").isNotNull() & (t["headers"] != _JSON_NULL)
-         & (~t["headers"].startswith("OBJECT") | (F.size(F.map_filter(
-             _get(mcol, "headers", "map<string,variant>"),
-             lambda k, v: F.call_function("schema_of_variant", v) != "STRING")) > 0)),
+         & (~t["headers"].startswith("OBJECT") | (F.size(sql_lambda(
+             "map_filter(try_variant_get(_m['headers'], '$', 'map<string,variant>'), "
+             "(k, v) -> schema_of_variant(v) != 'STRING')")) > 0)),
          WRONG_TYPE, F.concat(F.lit("'headers' must be an object of strings, got "), t["headers"])),
         (F.length(message_id) == 0, EMPTY_MESSAGE_ID, F.lit("'message_id' is empty")),
         (message_id.rlike(r"[\x00-\x1f\x7f]") | address.rlike(r"[\x00-\x1f\x7f]"),
@@ -210,7 +214,7 @@ def _checks(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> list[t
         (~failed_at_s.rlike(_HAS_OFFSET) | ts.isNull(), INVALID_TIMESTAMP,
          F.concat(F.lit("failed_at "), F.to_json(F.array(failed_at_s)),
                   F.lit(" is not ISO-8601 with an offset (e.g. 2026-11-21T10:04:05Z)"))),
-        (failed_ms > F.lit(as_of_ms + max_future_ms), FUTURE_TIMESTAMP,
+        (failed_ms > as_of + F.lit(max_future_ms), FUTURE_TIMESTAMP,
          F.concat(F.lit("failed_at "), failed_at_s,
                   F.lit(f" is more than {max_future_ms // 3600000}h after the as-of"))),
         (mcol.getItem("delivery_count").isNotNull() & (dc_type != _JSON_NULL) & (dc_type != "BIGINT")
@@ -225,16 +229,21 @@ def _checks(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> list[t
     return checks
 
 
-def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+def parse_records(records: DataFrame, as_of: int | Column, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
                   max_future_ms: int = DEFAULT_MAX_FUTURE_MS) -> DataFrame:
     """Parse and check ``raw``: typed contract columns plus ``problem``/``problem_detail`` (null when fine).
+
+    ``as_of`` is the run's as-of in epoch ms, or a column of ``records`` holding it
+    (:func:`reprocess.sparkutil.with_as_of`); columns of ``records`` besides ``source_file``, ``record_no`` and
+    ``raw`` are carried through to the result.
 
     Three projections, so that each costly expression runs once per record (Spark does not merge a projection
     into the next when that would repeat a costly expression): the fields and their variant types; the index of
     the first check that fails; the code and text of that check (texts are built for failing records only).
     """
     fields = _fields(records)
-    checks = _checks(as_of_ms, max_payload_bytes, max_future_ms)
+    as_of_col = F.lit(as_of).cast("long") if isinstance(as_of, int) else as_of
+    checks = _checks(as_of_col, max_payload_bytes, max_future_ms)
     first: Column | None = None  # the index of the first failing check, null when all pass
     for i, (cond, _code, _text) in enumerate(checks):
         c = F.coalesce(cond, F.lit(False))
@@ -252,5 +261,5 @@ def parse_records(records: DataFrame, as_of_ms: int, max_payload_bytes: int = DE
         F.when(idx.isNotNull(), F.element_at(codes, idx + 1)).alias("problem"), detail.alias("problem_detail"),
         "message_id", "address", "payload", "failed_at", "failed_ms",
         F.coalesce(F.col("_headers"), F.create_map().cast("map<string,string>")).alias("headers"),
-        "delivery_count", *OPTIONAL_STRINGS, "extra",
+        "delivery_count", *OPTIONAL_STRINGS, "extra", *_carried(records),
     )

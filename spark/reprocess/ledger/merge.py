@@ -27,7 +27,7 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
 from reprocess.policy.durations import LONG_MAX
-from reprocess.sparkutil import AS_OF_COLUMN, with_as_of
+from reprocess.sparkutil import AS_OF_COLUMN, sql_lambda, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -98,27 +98,29 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
         F.col("address"), F.col("payload"), F.col("headers"), F.col("extra"), F.col("consumer_group"),
         F.col("ordering_key"), F.col("policy_idx"), F.col("non_retryable"),
     )
-    def order(left: Column, right: Column) -> Column:
-        return (F.when(left["failed_ms"] < right["failed_ms"], -1).when(left["failed_ms"] > right["failed_ms"], 1)
-                .when(left["fp"] < right["fp"], -1).when(left["fp"] > right["fp"], 1).otherwise(0))
-
-    grouped = failures.groupBy("message_id").agg(F.array_sort(F.collect_list(rec), order).alias("_all"))
+    # Lambdas in SQL keep their names, so a warm driver compiles nothing again (sparkutil.sql_lambda).
+    grouped = failures.groupBy("message_id").agg(F.collect_list(rec).alias("_unsorted")).select(
+        "message_id", sql_lambda(
+            "array_sort(_unsorted, (l, r) -> CASE WHEN l.failed_ms < r.failed_ms THEN -1 "
+            "WHEN l.failed_ms > r.failed_ms THEN 1 WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)"
+        ).alias("_all"))
     everything = F.col("_all")
     # Sorted by (failed_ms, fp): exact duplicates sit side by side (equal fp implies equal failed_ms).
-    distinct = F.when(F.size(everything) == 1, everything).otherwise(F.filter(
-        everything, lambda x, i: F.when(i == 0, F.lit(True)).otherwise(x["fp"] != F.element_at(everything, i)["fp"])))
+    distinct = F.when(F.size(everything) == 1, everything).otherwise(sql_lambda(
+        "filter(_all, (x, i) -> CASE WHEN i = 0 THEN true ELSE x.fp != element_at(_all, i).fp END)"))
     return grouped.select("message_id", distinct.alias("new_failures"),
                           (F.size(everything) - F.size(distinct)).cast("long").alias("batch_duplicates"))
 
 
 def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: PolicySet, run_id: str,
-                   as_of_ms: int) -> DataFrame:
+                   as_of_ms: int, codegen: str) -> DataFrame:
     """The ledger rows after applying new failures: ``existing`` rows updated, new messages added.
 
     ``existing`` has ledger columns (rows of the files being rewritten; None when no file is); ``failures`` is
     :func:`aggregate_failures` of the batch (records with contract columns plus ``fp``, ``policy_idx``,
     ``non_retryable``). Adds ``changed``, ``dlq_event`` (dead-lettered by this merge), ``is_new``,
-    ``new_failures``, ``cross_batch_duplicates`` and ``batch_duplicates``.
+    ``new_failures``, ``cross_batch_duplicates`` and ``batch_duplicates``. ``codegen`` is the cycle's code
+    generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
     kept = [c for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")]
     a = failures.alias("a")
@@ -137,38 +139,38 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     # functions run interpreted, row by row) the general case needs.
     single = F.coalesce((F.size("nf_all") == 1) & F.col("e_state").isNull(), F.lit(False))
     one = F.element_at(F.col("nf_all"), 1)
-    # Drop exact duplicates of failures already recorded for this message.
-    known_fps = F.transform(F.coalesce(F.col("e_error_history"), F.array()), lambda h: h["fp"])
-    # array_contains is NULL (not false) when the array holds a null: re-drive entries have no fp.
-    nf = F.when(single, F.col("nf_all")).otherwise(
-        F.filter(F.col("nf_all"), lambda x: ~F.coalesce(F.array_contains(known_fps, x["fp"]), F.lit(False))))
+    # Drop exact duplicates of failures already recorded for this message. array_contains is NULL (not false)
+    # when the array holds a null: re-drive entries have no fp. (Lambdas in SQL: sparkutil.sql_lambda.)
+    nf = F.when(single, F.col("nf_all")).otherwise(sql_lambda(
+        "filter(nf_all, x -> NOT coalesce(array_contains("
+        "transform(coalesce(e_error_history, array()), h -> h.fp), x.fp), false))"))
+    joined, at = with_as_of(joined, as_of_ms, codegen)
     df = joined.withColumn("_single", single).withColumn("nf", nf) \
         .withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
     single = F.col("_single")
     df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
     has_new = F.col("n") > 0
-    base = F.coalesce(F.col("e_deliveries"), F.lit(0).cast("long"))
-    inc = F.when(F.col("e_state") == DELIVERED, F.lit(0)).otherwise(F.lit(1)).cast("long")
+    base = "coalesce(e_deliveries, 0L)"
+    inc = f"CASE WHEN e_state = '{DELIVERED}' THEN 0L ELSE 1L END"
     # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j; a single new failure: max(1, c_1)
-    cm = F.transform(F.col("nf"), lambda x, i: x["delivery_count"] - (i + 1))
-    ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(
-        F.transform(F.col("nf"), lambda x, i: F.greatest(base + inc + i, F.array_max(F.slice(cm, 1, i + 1)) + i + 1)))
+    cm = "transform(nf, (y, j) -> y.delivery_count - (j + 1))"
+    ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
+        f"transform(nf, (x, i) -> greatest({base} + {inc} + i, array_max(slice({cm}, 1, i + 1)) + i + 1))"))
     df = df.withColumn("ks", ks)
     last = F.element_at(F.col("nf"), -1)
     k_last = F.element_at(F.col("ks"), -1)
     pidx = last["policy_idx"]
     df = df.withColumn("pidx", F.when(has_new, pidx))
     exhausted, delay = decision_columns(policies, F.col("pidx"), k_last, F.col("message_id"))
-    any_nr = F.when(single, one["non_retryable"]).otherwise(F.exists(F.col("nf"), lambda x: x["non_retryable"]))
+    any_nr = F.when(single, one["non_retryable"]).otherwise(sql_lambda("exists(nf, x -> x.non_retryable)"))
     new_state = F.when(any_nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
     reason = F.when(any_nr, F.lit(NON_RETRYABLE)).when(exhausted, exhausted_reason_column(policies, F.col("pidx")))
     history_entry = "struct<failed_ms:bigint,delivery:bigint,error_class:string,error_message:string,fp:bigint>"
     history_new = F.when(single, F.array(F.struct(
         one["failed_ms"].alias("failed_ms"), k_last.alias("delivery"), one["error_class"].alias("error_class"),
-        one["error_message"].alias("error_message"), one["fp"].alias("fp")))).otherwise(
-        F.transform(F.col("nf"), lambda x, i: F.struct(
-            x["failed_ms"].alias("failed_ms"), F.element_at(F.col("ks"), i + 1).alias("delivery"),
-            x["error_class"].alias("error_class"), x["error_message"].alias("error_message"), x["fp"].alias("fp"))))
+        one["error_message"].alias("error_message"), one["fp"].alias("fp")))).otherwise(sql_lambda(
+        "transform(nf, (x, i) -> struct(x.failed_ms AS failed_ms, element_at(ks, i + 1) AS delivery, "
+        "x.error_class AS error_class, x.error_message AS error_message, x.fp AS fp))"))
     history = F.concat(F.coalesce(F.col("e_error_history"), F.array().cast(f"array<{history_entry}>")), history_new)
     history = F.slice(history, F.greatest(F.size(history) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
 
@@ -199,7 +201,7 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
         pick("reason_code", reason),
         pick("dead_letter_address", F.when(new_state == DEAD_LETTERED,
                                            dead_letter_address_column(policies, F.col("pidx"), last["address"]))),
-        pick("terminal_ms", F.when(new_state == DEAD_LETTERED, F.lit(as_of_ms))),
+        pick("terminal_ms", F.when(new_state == DEAD_LETTERED, at)),
         pick("updated_run", F.lit(run_id)),
         has_new.alias("changed"),
         (has_new & (new_state == DEAD_LETTERED)).alias("dlq_event"),

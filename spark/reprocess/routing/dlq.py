@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from reprocess.sparkutil import with_as_of
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -26,9 +28,13 @@ DLQ_UNIQUE_COLUMNS = ("message_id", "payload", "headers.key_value.value", "first
                       "error_history.list.element.failed_ms", "error_history.list.element.fp")
 
 
-def dlq_records(dead: DataFrame, run_id: str, as_of_ms: int) -> DataFrame:
-    """DLQ rows for ledger rows dead-lettered in this run, with ``address`` and ``dt`` partition columns."""
-    at = F.timestamp_millis(F.lit(as_of_ms))
+def dlq_records(dead: DataFrame, run_id: str, as_of_ms: int, codegen: str) -> DataFrame:
+    """DLQ rows for ledger rows dead-lettered in this run, with ``address`` and ``dt`` partition columns.
+
+    ``codegen`` is the cycle's code generation mode: with generated code the as-of reaches the rows as data
+    (:func:`reprocess.sparkutil.with_as_of`)."""
+    dead, as_of = with_as_of(dead, as_of_ms, codegen)
+    at = F.timestamp_millis(as_of)
     return dead.select(
         "message_id",
         F.col("address").alias("original_address"),

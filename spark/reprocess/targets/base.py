@@ -28,6 +28,7 @@ class RunContext:
     run_id: str
     as_of_ms: int
     stage_dir: str
+    codegen: str = "interpreted"  # the cycle's code generation mode: see reprocess.sparkutil.with_as_of
 
 
 class Target(Protocol):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from reprocess.sparkutil import plain_encoded
+from reprocess.sparkutil import plain_encoded, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -26,8 +26,9 @@ class OutboxTarget:
     spec = "outbox"
 
     def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
-        rows = due.select("message_id", "address", "payload", "headers", "delivery", F.lit(run.run_id).alias("run_id"),
-                          F.timestamp_millis(F.lit(run.as_of_ms)).alias("redriven_at"))
+        with_at, at = with_as_of(due, run.as_of_ms, run.codegen)
+        rows = with_at.select("message_id", "address", "payload", "headers", "delivery",
+                              F.lit(run.run_id).alias("run_id"), F.timestamp_millis(at).alias("redriven_at"))
         plain_encoded(rows.write.mode("overwrite").partitionBy("address"), OUTBOX_UNIQUE_COLUMNS) \
             .parquet(f"{run.stage_dir}/outbox")
         return due.select("message_id", "delivery", F.lit(True).alias("ok"),

@@ -102,7 +102,7 @@ def broken_expectations(doc: Mapping[str, Any], columns: Mapping[str, Column],
         names.append(F.when(cond, F.lit(expectation_name(exp))))
     if not names:
         return F.array().cast("array<string>")
-    return F.filter(F.array(*names), lambda x: x.isNotNull())
+    return F.array_compact(F.array(*names))  # no lambda: sparkutil.sql_lambda says why
 
 
 __all__ = ["SUPPORTED", "broken_expectations", "check_suite", "expectation_name"]

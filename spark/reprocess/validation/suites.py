@@ -239,9 +239,10 @@ def landing_columns() -> dict[str, Column]:
     return {name: F.col(name) for name in LANDING_COLUMNS[:-1]} | {"payload_bytes": F.octet_length("payload")}
 
 
-def landing_params(as_of_ms: int, max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
-    """Values of the landing suite's ``$PARAMETER`` s for a run."""
-    return {"max_payload_bytes": max_payload_bytes, "max_failed_ms": as_of_ms + max_future_ms}
+def landing_params(as_of: int | Column, max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
+    """Values of the landing suite's ``$PARAMETER`` s for a run: numbers for GX; with ``as_of`` a column
+    (:func:`reprocess.sparkutil.with_as_of`), ``max_failed_ms`` is one too, for the compiled row checks."""
+    return {"max_payload_bytes": max_payload_bytes, "max_failed_ms": as_of + max_future_ms}
 
 
 def landing_frame(records: DataFrame) -> DataFrame:
