@@ -109,8 +109,9 @@ def _thread_cpu(pid: int) -> dict[str, float]:
 
 def _jvm_counters(spark: Any, pid: int) -> dict[str, float]:
     """The driver JVM's running totals: CPU by kind of thread (threads that ended are not counted), JIT compile time
-    and GC pause time (JMX), and the JIT code cache's use in MB."""
-    mf = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    and GC pause time (JMX), classes Spark generated and compiled with Janino, and the JIT code cache's use in MB."""
+    jvm = spark.sparkContext._jvm
+    mf = jvm.java.lang.management.ManagementFactory
     code = [p for p in mf.getMemoryPoolMXBeans() if "Code" in p.getName()]  # "CodeHeap '...'" or "Code Cache"
     cpu = _thread_cpu(pid)
     total = _stat_cpu(Path(f"/proc/{pid}/stat"))  # the process's, ended threads too
@@ -118,6 +119,7 @@ def _jvm_counters(spark: Any, pid: int) -> dict[str, float]:
     return {"cpu_s": total, **{f"{k}_cpu_s": v for k, v in cpu.items()},
             "jit_s": mf.getCompilationMXBean().getTotalCompilationTime() / 1e3,
             "gc_s": sum(max(0, b.getCollectionTime()) for b in mf.getGarbageCollectorMXBeans()) / 1e3,
+            "classes_compiled": jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount(),
             "code_cache_mb": sum(p.getUsage().getUsed() for p in code) / 2**20,
             "code_cache_max_mb": sum(max(0, p.getUsage().getMax()) for p in code) / 2**20}
 
@@ -257,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{cores}+ {whole[f'{cores}+']} s; JVM CPU {r['jvm']['cpu_s']} s: tasks "
                      f"{r['jvm']['tasks_cpu_s']}, JIT threads {r['jvm']['jit_cpu_s']}, GC threads "
                      f"{r['jvm']['gc_cpu_s']}, other {r['jvm']['other_cpu_s']} (JIT compile {r['jvm']['jit_s']} s, "
-                     f"GC pauses {r['jvm']['gc_s']} s); code cache {r['jvm']['code_cache_mb']} of "
+                     f"GC pauses {r['jvm']['gc_s']} s); {r['jvm']['classes_compiled']:.0f} classes generated and "
+                     f"compiled; code cache {r['jvm']['code_cache_mb']} of "
                      f"{r['jvm']['code_cache_max_mb']} MB; task CPU {out[-1]['tasks']['cpu_s']} s, so outside "
                      f"tasks (driver, JIT, GC threads) {r['jvm']['cpu_s'] - out[-1]['tasks']['cpu_s']:.1f} s", rows,
                      cores))
