@@ -249,13 +249,18 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
         spark.conf.unset(WHOLE_STAGE_KEY)
 
 
+def _compilations(spark):
+    """Spark's timer of Janino compilations: its count is the number of classes generated code compiled so far."""
+    return spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+
 def test_generated_classes_of_a_cycle_stay_compiled_for_the_next_one(spark):
     """Spark's default cache keeps 100 generated classes and a cycle makes about 130, so each cycle compiled all of
     them again. Queries of more distinct shapes than that, built afresh as each cycle builds its own, compile
     nothing the second time."""
     from pyspark.sql import functions as F
 
-    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    compilations = _compilations(spark)
     one = spark.range(1)
 
     def queries() -> list:
@@ -298,7 +303,7 @@ def test_with_generated_code_a_new_as_of_compiles_nothing_again(spark, tmp_path)
                   F.lit("java.io.IOException").alias("error_class"), F.lit("boom").alias("error_message")) \
         .write.parquet(str(tmp_path / "outcomes"))
     outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(str(tmp_path / "outcomes"))
-    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    compilations = _compilations(spark)
     base = parse_instant("2026-11-21T12:00:00Z")
 
     def due(as_of: int, codegen: str):
@@ -350,7 +355,7 @@ def test_a_warm_driver_compiles_nothing_for_its_next_cycles(spark, tmp_path, mon
               rec("m-2", "2026-11-21T10:40:00Z", "billing.x"), rec("late", "2026-11-21T15:00:00Z"),
               rec("bad", "2026-11-21T10:00:00Z", delivery_count=0), "not json"]
     land(tmp_path / "landing", "10", "a.jsonl", lines)
-    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    compilations = _compilations(spark)
 
     def two_cycles(shift_ms: int) -> tuple[int, list[dict]]:
         before = compilations.getCount()
