@@ -52,9 +52,10 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
         return batch().withColumn("policy_idx", policy_index_column(policies, F.col("address")))
 
     def with_rowchecks() -> Any:
-        params = suites.landing_params(as_of, *limits)
+        params = suites.landing_params(*limits)
         broken = rowchecks.broken_expectations(suites.load_suite("landing"), suites.landing_columns(), params)
-        return with_policy().withColumn("expectations", broken)
+        return with_policy().withColumn(suites.FAILED_AFTER_AS_OF, suites.failed_after_as_of(as_of)) \
+            .withColumn("expectations", broken)
 
     return {
         "text read alone": raw,

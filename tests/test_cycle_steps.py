@@ -345,10 +345,13 @@ def test_a_warm_driver_compiles_nothing_for_its_next_cycles(spark, tmp_path, mon
     again (Janino, then the JIT): the as-of as a literal, and PySpark's lambda variables, which get a fresh name
     each time a cycle builds its columns (hence sparkutil.sql_lambda). After one pair of cycles (a fresh warehouse,
     then one with a ledger, duplicates, re-drives, dead letters, bad records and deferred ones), the same pair at
-    new as-ofs compiles nothing."""
+    new as-ofs compiles nothing, Great Expectations' queries included (hence the landing suite's bound relative to the
+    as-of)."""
     import reprocess.sparkutil as sparkutil
+    from reprocess.validation import suites
 
     monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # generated code, as for batches above 16 MB
+    monkeypatch.setattr(suites, "SMALL_ROWS", 0)  # GX on Spark, as for batches above 20,000 rows
     lines: list = [rec(f"m-{i}", f"2026-11-21T10:{i:02d}:00Z", "billing.x" if i % 3 else "orders.created",
                        headers={"h": str(i)}, delivery_count=1 + i % 2) for i in range(30)]
     lines += [rec("m-1", "2026-11-21T10:01:00Z", "billing.x", headers={"h": "1"}, delivery_count=2),  # duplicate

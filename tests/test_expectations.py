@@ -9,7 +9,9 @@ from reprocess.errors import ConfigError
 from reprocess.policy import parse_policies
 from reprocess.validation.rowchecks import broken_expectations, check_suite, expectation_name
 from reprocess.validation.suites import (
+    FAILED_AFTER_AS_OF,
     dlq_frame,
+    failed_after_as_of,
     landing_columns,
     landing_frame,
     ledger_frame,
@@ -53,7 +55,8 @@ DLQ_BROKEN = {
 
 LANDING_SCHEMA = "message_id string, address string, payload string, failed_ms bigint, delivery_count bigint"
 LANDING_GOOD = [("a", "orders.x", "{}", 1000, 1), ("b", "other", "", 2000, 3)]
-LANDING_PARAMS = {"max_payload_bytes": 1 << 20, "max_failed_ms": 10_000}
+LANDING_AS_OF = 4_000
+LANDING_PARAMS = {"max_payload_bytes": 1 << 20, "max_future_ms": 6_000}
 LANDING_BROKEN = {
     0: [(None, "orders.x", "{}", 1000, 1)],
     1: [("", "orders.x", "{}", 1000, 1)],
@@ -61,7 +64,7 @@ LANDING_BROKEN = {
     3: [("e", "orders..x", "{}", 1000, 1)],
     4: [("e", "orders.x", None, 1000, 1)],
     5: [("e", "orders.x", "{}", None, 1)],
-    6: [("e", "orders.x", "{}", 10_001, 1)],  # after as-of + allowed skew
+    6: [("e", "orders.x", "{}", 10_001, 1)],  # more than the allowed skew after the as-of
     7: [("e", "orders.x", "{}", 1000, 0)],
     8: [("e", "orders.x", "x" * ((1 << 20) + 1), 1000, 1)],
 }
@@ -80,6 +83,11 @@ RUN_BROKEN = {  # expectation index -> a count that breaks exactly that equality
 }
 
 
+def _landed(df):
+    """Landing records as the cycle has them when it checks them: with ``failed_after_as_of_ms``."""
+    return df.withColumn(FAILED_AFTER_AS_OF, failed_after_as_of(LANDING_AS_OF))
+
+
 def _every_expectation_is_covered(suite: str, broken: dict) -> None:
     assert sorted(broken) == list(range(len(load_suite(suite)["expectations"])))
 
@@ -88,7 +96,7 @@ def _every_expectation_is_covered(suite: str, broken: dict) -> None:
 @pytest.mark.parametrize(("suite", "schema", "good", "broken", "frame", "params"), [
     ("ledger", LEDGER_SCHEMA, LEDGER_GOOD, LEDGER_BROKEN, lambda df: ledger_frame(df, POLICIES), None),
     ("dlq", DLQ_SCHEMA, DLQ_GOOD, DLQ_BROKEN, lambda df: dlq_frame(df, POLICIES), None),
-    ("landing", LANDING_SCHEMA, LANDING_GOOD, LANDING_BROKEN, landing_frame, LANDING_PARAMS),
+    ("landing", LANDING_SCHEMA, LANDING_GOOD, LANDING_BROKEN, lambda df: landing_frame(_landed(df)), LANDING_PARAMS),
 ])
 def test_suite_passes_good_data_and_catches_each_broken_batch(spark, suite, schema, good, broken, frame, params,
                                                               engine):
@@ -107,7 +115,7 @@ def test_landing_row_checks_name_exactly_the_expectations_each_row_breaks(spark)
     """The cycle's compiled row checks agree with GX, row by row: each broken row names its expectation."""
     doc = load_suite("landing")
     rows = LANDING_GOOD + [r for rs in LANDING_BROKEN.values() for r in rs]
-    df = spark.createDataFrame(rows, LANDING_SCHEMA)
+    df = _landed(spark.createDataFrame(rows, LANDING_SCHEMA))
     broken = broken_expectations(doc, landing_columns(), LANDING_PARAMS)
     got = [r.names for r in df.select(broken.alias("names")).collect()]
     assert got[:len(LANDING_GOOD)] == [[]] * len(LANDING_GOOD)
@@ -124,7 +132,7 @@ def test_landing_suite_rejects_what_rows_cannot_honour(spark):
     with pytest.raises(ConfigError, match="mostly"):
         check_suite({**doc, "expectations": [{"type": "expect_column_values_to_not_be_null",
                                               "kwargs": {"column": "address", "mostly": 0.9}}]}, cols, LANDING_PARAMS)
-    with pytest.raises(ConfigError, match="max_failed_ms"):
+    with pytest.raises(ConfigError, match="max_future_ms"):
         check_suite(doc, cols, {"max_payload_bytes": 1})
 
 

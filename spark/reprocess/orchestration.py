@@ -129,7 +129,7 @@ def check_landing_suite() -> dict[str, int]:
     from reprocess.validation.rowchecks import check_suite
     from reprocess.validation.suites import LANDING_COLUMNS, SUITES, landing_params, load_suite
 
-    check_suite(load_suite("landing"), dict.fromkeys(LANDING_COLUMNS), landing_params(0, 1, 1))  # type: ignore[arg-type]
+    check_suite(load_suite("landing"), dict.fromkeys(LANDING_COLUMNS), landing_params(1, 1))  # type: ignore[arg-type]
     return {name: len(load_suite(name)["expectations"]) for name in SUITES}
 
 

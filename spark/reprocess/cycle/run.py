@@ -288,7 +288,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     _check_conservation(summary)
     if opts.validate:
         summary["validation"] = _validate(spark, wh, run_id, as_of, fresh, final, dlq, summary, policies,
-                                          suites.landing_params(as_of, opts.max_payload_bytes, opts.max_future_ms))
+                                          suites.landing_params(opts.max_payload_bytes, opts.max_future_ms))
         steps.done("validate", data_docs=summary["validation"]["data_docs"])
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
     summary["step_seconds"] = steps.timings
@@ -332,7 +332,8 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     fingerprint. ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
     policies = opts.policies
     batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen)
-    rec = batch.records.withColumn("policy_idx", policy_index_column(policies, F.col("address")))
+    rec = batch.records.withColumns({"policy_idx": policy_index_column(policies, F.col("address")),
+                                     suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})
     rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),
                                            F.lit(contract.UNKNOWN_ADDRESS)).otherwise(F.col("problem")))
     rec = rec.withColumn("problem_detail", F.when(
@@ -341,7 +342,7 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
                  F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
     # The landing suite's row-level expectations, in the same pass: a record that parsed but breaks one is
     # quarantined with the names of the expectations it broke (records that did not parse name none).
-    params = suites.landing_params(batch.as_of, opts.max_payload_bytes, opts.max_future_ms)
+    params = suites.landing_params(opts.max_payload_bytes, opts.max_future_ms)
     broken = rowchecks.broken_expectations(suites.load_suite("landing"), suites.landing_columns(), params)
     unparsed = F.col("problem").isin(contract.INVALID_UTF8, contract.MALFORMED_JSON, contract.NOT_AN_OBJECT)
     rec = rec.withColumn("expectations", F.when(F.coalesce(unparsed, F.lit(False)), F.array().cast("array<string>"))

@@ -44,6 +44,29 @@ def _import_gx() -> None:
     from great_expectations.data_context.types import base  # noqa: F401
 
 
+def _stable_metric_bundles() -> None:
+    """Make GX's Spark engine send the same query for the same suite every time.
+
+    GX's Spark engine computes a suite's aggregate metrics in one ``df.agg`` per domain, in the order its
+    validation graph yields them. That order changes from one validation to the next, even for the same suite
+    and data in the same process. Spark generates code per query, so every validation was new classes, in a
+    long-lived driver too: Janino, then the JIT from the interpreter up (bench/RESULTS.md, thirteenth run). Sorted
+    by metric id, the aggregation is the same query each time. GX keys the results by metric id, so the order
+    changes nothing else.
+    """
+    from great_expectations.execution_engine.sparkdf_execution_engine import SparkDFExecutionEngine
+
+    original = SparkDFExecutionEngine.resolve_metric_bundle
+    if getattr(original, "_reprocess_sorted", False):
+        return
+
+    def resolve_metric_bundle(self: Any, metric_fn_bundle: Any) -> Any:
+        return original(self, sorted(metric_fn_bundle, key=lambda c: str(c.metric_configuration.id)))
+
+    resolve_metric_bundle._reprocess_sorted = True  # type: ignore[attr-defined]
+    setattr(SparkDFExecutionEngine, "resolve_metric_bundle", resolve_metric_bundle)  # noqa: B010
+
+
 def preload_gx() -> None:
     """Start importing Great Expectations on a background thread; :class:`Validator` waits for it.
 
@@ -106,6 +129,7 @@ class Validator:
         if _gx_import is not None:
             _gx_import.join()
         _import_gx()
+        _stable_metric_bundles()
         import great_expectations as gx
         from great_expectations.core.run_identifier import RunIdentifier
         from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -231,18 +255,30 @@ def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     return dlq.select("message_id", "original_address", "reason_code", ok.alias("really_exhausted_or_non_retryable"))
 
 
-LANDING_COLUMNS = ("message_id", "address", "payload", "failed_ms", "delivery_count", "payload_bytes")
+LANDING_COLUMNS = ("message_id", "address", "payload", "failed_ms", "failed_after_as_of_ms", "delivery_count",
+                   "payload_bytes")
+FAILED_AFTER_AS_OF = "failed_after_as_of_ms"  # failed_ms minus the run's as-of: a column landing records carry
 
 
 def landing_columns() -> dict[str, Column]:
-    """The columns the landing suite speaks of (``LANDING_COLUMNS``), over parsed landing records."""
+    """The columns the landing suite speaks of (``LANDING_COLUMNS``), over parsed landing records that carry
+    :data:`FAILED_AFTER_AS_OF` (:func:`failed_after_as_of`)."""
     return {name: F.col(name) for name in LANDING_COLUMNS[:-1]} | {"payload_bytes": F.octet_length("payload")}
 
 
-def landing_params(as_of: int | Column, max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
-    """Values of the landing suite's ``$PARAMETER`` s for a run: numbers for GX; with ``as_of`` a column
-    (:func:`reprocess.sparkutil.with_as_of`), ``max_failed_ms`` is one too, for the compiled row checks."""
-    return {"max_payload_bytes": max_payload_bytes, "max_failed_ms": as_of + max_future_ms}
+def failed_after_as_of(as_of: int | Column) -> Column:
+    """``failed_ms`` minus the run's as-of (epoch ms, or the column of :func:`reprocess.sparkutil.with_as_of`).
+
+    The landing suite bounds this difference, not ``failed_ms`` by the as-of plus the skew: GX writes a suite's
+    parameters into the queries it runs as literals, and with generated code a literal that changes at every run
+    is new classes at every run (bench/RESULTS.md, twelfth run). Timestamps parse to years 1-9999, so the difference
+    cannot overflow."""
+    return F.col("failed_ms") - (F.lit(as_of).cast("long") if isinstance(as_of, int) else as_of)
+
+
+def landing_params(max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
+    """Values of the landing suite's ``$PARAMETER`` s for a run: the same at every as-of."""
+    return {"max_payload_bytes": max_payload_bytes, "max_future_ms": max_future_ms}
 
 
 def landing_frame(records: DataFrame) -> DataFrame:
@@ -267,5 +303,6 @@ def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
     return spark.createDataFrame([(*row.values(), ok)], schema)
 
 
-__all__ = ["DEAD_LETTERED", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame", "landing_columns",
-           "landing_frame", "landing_params", "ledger_frame", "load_suite", "run_frame", "validate"]
+__all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
+           "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame", "load_suite",
+           "run_frame", "validate"]
