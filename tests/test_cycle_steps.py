@@ -116,6 +116,24 @@ def test_non_retryable_failure_is_dead_lettered_at_once(spark, tmp_path):
     assert ledger(spark, tmp_path)["bad"]["reason_code"] == "NON_RETRYABLE"
 
 
+def test_a_run_writes_one_dlq_file_per_address_and_day(spark, tmp_path):
+    """Dead letters spread over every task of the merge; each address/day partition still gets one file per run
+    (not one per task), and no dead letter is left out."""
+    lines = [rec(f"v-{i}", "2026-11-21T10:00:00Z", address=("orders.created", "orders.paid")[i % 2],
+                 error_class="com.acme.ValidationError") for i in range(40)]
+    lines += [rec(f"b-{i}", "2026-11-21T10:00:00Z", address="billing.eu", delivery_count=2) for i in range(20)]
+    land(tmp_path / "landing", "10", "a.jsonl", lines)
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert s["dead_lettered"]["total"] == 60
+    files = sorted(p.parent.relative_to(tmp_path / "wh" / "dlq").as_posix()
+                   for p in (tmp_path / "wh" / "dlq").rglob("*.parquet"))
+    assert files == ["address=ops.dlq/dt=2026-11-21", "address=orders.created/dt=2026-11-21",
+                     "address=orders.paid/dt=2026-11-21"]
+    dlq = read_dataset(spark, str(tmp_path / "wh"), "dlq")
+    assert sorted(r.message_id for r in dlq.select("message_id").collect()) == sorted(
+        [f"v-{i}" for i in range(40)] + [f"b-{i}" for i in range(20)])
+
+
 def test_artemis_without_dla_dead_letters_to_the_default_dlq_never_drops(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("b1", "2026-11-21T10:00:00Z", address="billing.eu",
                                                      delivery_count=2)])
