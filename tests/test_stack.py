@@ -37,3 +37,19 @@ def test_python_workers_run_the_venv_interpreter(spark):
 
     got = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
     assert got == [sys.executable]
+
+
+@pytest.mark.spark
+def test_column_functions_make_no_call_site_round_trips(spark, monkeypatch):
+    """PySpark 4 records the Python call site of every column function through four more py4j calls unless
+    spark.python.sql.dataFrameDebugging.enabled is off (sparkutil.APP_CONF); a cycle builds thousands of them."""
+    from pyspark.errors import utils
+    from pyspark.sql import functions as F
+
+    monkeypatch.setattr(utils, "_enable_debugging_cache", None)  # read the setting again, from this session
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not utils.is_debugging_enabled()
+    calls = []
+    monkeypatch.setattr(utils, "_capture_call_site", lambda depth: calls.append(depth) or "")
+    F.when(F.col("a") > F.lit(1), F.concat(F.col("b"), F.lit("x")))
+    assert calls == []

@@ -45,6 +45,12 @@ APP_CONF = {
     # again (2-3 s of a 15 s small cycle, by Spark's "Code generated in" log). With room for several cycles'
     # worth, a warm cycle at a new as-of compiled 27-52 of them and a re-run of the same as-of 4-6.
     "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
+    # PySpark 4 wraps every column function to record the Python call site for error messages: an inspection of the
+    # Python stack and four more py4j calls per function (active session, a setting, set, clear). A cycle builds
+    # thousands of column expressions, so that was seconds per cycle with no task running: building the landing step's
+    # columns alone took 0.57-0.80 s with it, 0.28-0.43 s without (bench/RESULTS.md, thirteenth run). Errors keep
+    # Spark's own context (the failing expression and plan); only the Python file:line of the call is lost.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
