@@ -255,9 +255,9 @@ def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     return dlq.select("message_id", "original_address", "reason_code", ok.alias("really_exhausted_or_non_retryable"))
 
 
-LANDING_COLUMNS = ("message_id", "address", "payload", "failed_ms", "failed_after_as_of_ms", "delivery_count",
-                   "payload_bytes")
 FAILED_AFTER_AS_OF = "failed_after_as_of_ms"  # failed_ms minus the run's as-of: a column landing records carry
+LANDING_COLUMNS = ("message_id", "address", "payload", "failed_ms", FAILED_AFTER_AS_OF, "delivery_count",
+                   "payload_bytes")
 
 
 def landing_columns() -> dict[str, Column]:
