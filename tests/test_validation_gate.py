@@ -43,7 +43,7 @@ def test_quarantined_rows_name_the_expectations_they_broke(spark, tmp_path):
         2: ("INVALID_DELIVERY_COUNT", ["expect_column_values_to_be_between(delivery_count)"]),
         3: ("INVALID_ADDRESS", ["expect_column_values_to_match_regex(address)"]),
         4: ("EMPTY_MESSAGE_ID", ["expect_column_value_lengths_to_be_between(message_id)"]),
-        5: ("FUTURE_TIMESTAMP", ["expect_column_values_to_be_between(failed_ms)"]),
+        5: ("FUTURE_TIMESTAMP", ["expect_column_values_to_be_between(failed_after_as_of_ms)"]),
         6: ("MALFORMED_JSON", []),  # no record to speak of: the contract's reason says why
     }
     assert set(ledger(spark, tmp_path)) == {"ok-1"}
