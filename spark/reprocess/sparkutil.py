@@ -241,6 +241,13 @@ def sql_lambda(text: str) -> Column:
 AS_OF_COLUMN = "_as_of_ms"
 
 
+def as_of_column(as_of: int | Column) -> Column:
+    """The run's as-of as a column: a long literal for epoch ms, or the column of :func:`with_as_of` as it is."""
+    from pyspark.sql import functions as F
+
+    return F.lit(int(as_of)).cast("long") if isinstance(as_of, int) else as_of
+
+
 def with_as_of(df: DataFrame, as_of_ms: int, codegen: str) -> tuple[DataFrame, Column]:
     """``df`` and the column that gives the run's as-of to expressions over it, for code generation mode ``codegen``
     (what :func:`fit_codegen` chose).
@@ -255,6 +262,6 @@ def with_as_of(df: DataFrame, as_of_ms: int, codegen: str) -> tuple[DataFrame, C
     from pyspark.sql import functions as F
 
     if codegen == "interpreted":
-        return df, F.lit(int(as_of_ms)).cast("long")
+        return df, as_of_column(int(as_of_ms))
     one = df.sparkSession.sql(f"SELECT * FROM VALUES (CAST({int(as_of_ms)} AS BIGINT)) AS t({AS_OF_COLUMN})")
     return df.crossJoin(one), F.col(AS_OF_COLUMN)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from reprocess.sparkutil import sql_lambda
+from reprocess.sparkutil import as_of_column, sql_lambda
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -242,8 +242,7 @@ def parse_records(records: DataFrame, as_of: int | Column, max_payload_bytes: in
     the first check that fails; the code and text of that check (texts are built for failing records only).
     """
     fields = _fields(records)
-    as_of_col = F.lit(as_of).cast("long") if isinstance(as_of, int) else as_of
-    checks = _checks(as_of_col, max_payload_bytes, max_future_ms)
+    checks = _checks(as_of_column(as_of), max_payload_bytes, max_future_ms)
     first: Column | None = None  # the index of the first failing check, null when all pass
     for i, (cond, _code, _text) in enumerate(checks):
         c = F.coalesce(cond, F.lit(False))

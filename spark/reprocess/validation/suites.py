@@ -22,6 +22,7 @@ from reprocess.ledger.model import DEAD_LETTERED, NON_RETRYABLE, WAITING
 from reprocess.policy.columns import by_policy, policy_index_column
 from reprocess.policy.durations import LONG_MAX
 from reprocess.policy.reference import max_deliveries
+from reprocess.sparkutil import as_of_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -273,7 +274,7 @@ def failed_after_as_of(as_of: int | Column) -> Column:
     parameters into the queries it runs as literals, and with generated code a literal that changes at every run
     is new classes at every run (bench/RESULTS.md, twelfth run). Timestamps parse to years 1-9999, so the difference
     cannot overflow."""
-    return F.col("failed_ms") - (F.lit(as_of).cast("long") if isinstance(as_of, int) else as_of)
+    return F.col("failed_ms") - as_of_column(as_of)
 
 
 def landing_params(max_payload_bytes: int, max_future_ms: int) -> dict[str, Any]:
