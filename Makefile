@@ -6,6 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARCHIVE := $(VENV)/share/reprocess/spark-driver.jsa
+LOCAL_FS := $(VENV)/.local-fs
+LOCAL_FS_JAR := $(VENV)/share/reprocess/reprocess-hadoop.jar
+LOCAL_FS_SRC := spark/java/reprocess/hadoop/PosixLocalFileSystem.java
 PYSPARK_VERSION := 4.3.0
 
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -28,14 +31,27 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-compile --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	@touch $(STAMP)
 
+# Hadoop's file: filesystem without a chmod process per file and folder written (reprocess.spark_env.local_fs_conf),
+# compiled against the wheel's Hadoop. Only an optimisation: without a JDK's javac every run still works, with
+# Hadoop's own. Built before the archive, which is only valid for the class path it was recorded with.
+$(LOCAL_FS): $(STAMP) $(LOCAL_FS_SRC)
+	@rm -rf $(LOCAL_FS_JAR) $(VENV)/local-fs.tmp && mkdir -p $(VENV)/local-fs.tmp $(dir $(LOCAL_FS_JAR))
+	@if command -v javac >/dev/null && command -v jar >/dev/null; then \
+	  javac --release 17 -Xlint:all -Werror -d $(VENV)/local-fs.tmp \
+	    -cp "$$(ls $(VENV)/lib/python3.11/site-packages/pyspark/jars/hadoop-client-api-*.jar)" $(LOCAL_FS_SRC) \
+	  && jar cf $(LOCAL_FS_JAR) -C $(VENV)/local-fs.tmp . \
+	  || { rm -f $(LOCAL_FS_JAR); echo "warning: $(LOCAL_FS_SRC) did not build: Spark keeps Hadoop's local filesystem"; }; \
+	else echo "warning: no javac (a JDK 17): Spark keeps Hadoop's local filesystem, a chmod process per file"; fi
+	@rm -rf $(VENV)/local-fs.tmp && touch $(LOCAL_FS)
+
 # The driver JVM's class-data archive (reprocess jvm-archive): drivers map it instead of loading ~16,000 classes
 # from the jars. It is only an optimisation: if recording fails, every run still works, only slower to start.
-$(ARCHIVE): $(STAMP)
+$(ARCHIVE): $(STAMP) $(LOCAL_FS)
 	@echo "recording the Spark driver's class-data archive (reprocess jvm-archive, about a minute)"
 	@$(BIN)/python -m reprocess.cli jvm-archive --out $(ARCHIVE) > /dev/null 2> $(VENV)/jvm-archive.log \
 	  || { rm -f $(ARCHIVE) $(ARCHIVE).json; echo "warning: no class-data archive (see $(VENV)/jvm-archive.log); runs start slower"; }
 
-venv: $(STAMP) $(ARCHIVE) ## create or update .venv (pinned stack from requirements/constraints.txt)
+venv: $(STAMP) $(LOCAL_FS) $(ARCHIVE) ## create or update .venv (pinned stack from requirements/constraints.txt)
 
 # The JVMs the tests start (Spark drivers, spark-submit, the cluster, the Connect server) compile with C1 only: they
 # live for seconds on tiny data, where C2's optimising compiles are CPU spent for nothing, taken from the other test

@@ -125,7 +125,6 @@ def test_private_files_make_every_warehouse_file_owner_only_and_the_default_does
                 assert stat.S_IMODE(report.stat().st_mode) == 0o644
     finally:
         os.umask(old)
-    assert spark.conf.get("fs.permissions.umask-mask", None) is None  # the session is left as it was
 
 
 @pytest.mark.unit

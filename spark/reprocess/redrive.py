@@ -91,7 +91,7 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
     """
     req.validate()
     wh = Warehouse(warehouse, private=private_files)
-    with owner_only_writes(spark, wh.private):
+    with owner_only_writes(wh.private):
         return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from reprocess.errors import ConfigError
 
 JVM_ARCHIVE_ENV = "REPROCESS_JVM_ARCHIVE"
+LOCAL_FS_JAR_ENV = "REPROCESS_LOCAL_FS_JAR"
+LOCAL_FS_CLASS = "reprocess.hadoop.PosixLocalFileSystem"  # spark/java/reprocess/hadoop/PosixLocalFileSystem.java
 SPARK_MODES = ("submit", "connect")  # $REPROCESS_SPARK: how the DAGs run their Spark jobs
 # JVM warnings go to stderr: by default the JVM prints them on stdout, where `reprocess run --format json`
 # writes its summary (a stale class-data archive, for one, warns once at start).
@@ -29,10 +31,11 @@ def spark_submit_conf(python: str) -> dict[str, str]:
     """``--conf`` of the DAGs' ``spark-submit``: the venv's Python, and the driver JVM's default options.
 
     The options go in ``spark.driver.defaultJavaOptions``, so a deployment's ``spark.driver.extraJavaOptions``
-    (in its ``spark-defaults.conf``) still applies.
+    (in its ``spark-defaults.conf``) still applies; the same for the local filesystem's jar
+    (:func:`local_fs_conf`) and ``spark.{driver,executor}.extraClassPath``.
     """
     return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python,
-            "spark.driver.defaultJavaOptions": driver_java_options()}
+            "spark.driver.defaultJavaOptions": driver_java_options(), **local_fs_conf()}
 
 
 def on_spark_connect() -> bool:
@@ -94,3 +97,33 @@ def driver_java_options(dump_archive: str | None = None) -> str:
     elif (archive := jvm_archive()) is not None:
         options.append(f"-XX:SharedArchiveFile={archive}")
     return " ".join(shlex.quote(o) for o in options)
+
+
+def default_local_fs_jar() -> Path:
+    """Where ``make venv`` builds the local filesystem's jar (:func:`local_fs_conf`): inside this venv."""
+    return Path(sys.prefix) / "share" / "reprocess" / "reprocess-hadoop.jar"
+
+
+def local_fs_jar() -> Path | None:
+    """The jar of :data:`LOCAL_FS_CLASS`: ``$REPROCESS_LOCAL_FS_JAR`` (empty: none) or the venv's, if it exists."""
+    configured = os.environ.get(LOCAL_FS_JAR_ENV)
+    path = default_local_fs_jar() if configured is None else Path(configured) if configured else None
+    return path if path is not None and path.is_file() else None
+
+
+def local_fs_conf() -> dict[str, str]:
+    """Spark settings that make ``file:`` paths use :data:`LOCAL_FS_CLASS`, when its jar is built (else none).
+
+    Without Hadoop's native library (the pyspark wheel has none) Hadoop's local filesystem starts a ``chmod``
+    process for every file it creates and every folder it makes, about 730 per cycle at 3.5-5 ms each; that class
+    sets the same modes with a system call (``java.nio``). The jar goes on the driver's and the executors' class
+    path through ``spark.{driver,executor}.defaultExtraClassPath``, so a deployment's ``extraClassPath`` still
+    applies. Every JVM that runs tasks must find the jar at the same path: true in local mode, for a cluster on
+    one machine and for containers of the project's image; on a cluster whose executors have no such file, set
+    ``REPROCESS_LOCAL_FS_JAR`` to empty (Hadoop's own filesystem) or to where the jar is on every node.
+    """
+    jar = local_fs_jar()
+    if jar is None:
+        return {}
+    return {"spark.driver.defaultExtraClassPath": str(jar), "spark.executor.defaultExtraClassPath": str(jar),
+            "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS}

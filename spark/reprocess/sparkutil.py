@@ -73,7 +73,7 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     """
     from pyspark.sql import SparkSession
 
-    from reprocess.spark_env import driver_java_options
+    from reprocess.spark_env import driver_java_options, local_fs_conf
 
     partitions = str(shuffle_partitions or shuffle_partitions_default())
     if remote is None and master is None:
@@ -98,6 +98,8 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         builder = builder.config("spark.driver.memory", os.environ.get("REPROCESS_DRIVER_MEMORY", "2g"))
         # defaultJavaOptions, so that spark-defaults.conf's spark.driver.extraJavaOptions still applies
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options(dump_jvm_archive))
+        for key, value in local_fs_conf().items():
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
@@ -145,23 +147,21 @@ def _set_conf(spark: SparkSession, values: dict[str, str | None]) -> None:
 
 
 @contextmanager
-def owner_only_writes(spark: SparkSession, enabled: bool) -> Iterator[None]:
-    """While active, files and folders written by this process and by Spark get no group or other permissions.
+def owner_only_writes(enabled: bool) -> Iterator[None]:
+    """While active, files and folders this process writes get no group or other permissions (umask 077).
 
-    The Python side runs with umask 077. The Spark JVM keeps the umask it started with, so Hadoop's
-    ``fs.permissions.umask-mask`` is set to 077 in the session's SQL conf, which is copied into the Hadoop conf
-    of every write job (executors on a cluster apply it too). Both are restored afterwards.
-    :meth:`reprocess.storage.commit.Warehouse.publish` also sets 0600/0700 on what it moves into place.
+    Not the Spark JVM's: Hadoop's local filesystem takes its umask from the configuration it was first created
+    with (``FileSystem`` instances are cached per JVM), so a session setting of ``fs.permissions.umask-mode``
+    changes nothing (measured: Spark's files stayed 0644). Spark writes a private warehouse's files only under
+    ``_runs/``, which :meth:`reprocess.storage.commit.Warehouse.lock` makes 0700 with the root, and
+    :meth:`~reprocess.storage.commit.Warehouse.publish` sets 0600/0700 on what it moves into place.
     """
     if not enabled:
         yield
         return
-    key = "fs.permissions.umask-mask"
     old_umask = os.umask(0o077)
     try:
-        with restoring_conf(spark, key):
-            spark.conf.set(key, "077")
-            yield
+        yield
     finally:
         os.umask(old_umask)
 

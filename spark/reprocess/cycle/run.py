@@ -137,7 +137,7 @@ def iso(ms: int) -> str:
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
     wh = Warehouse(opts.warehouse, private=opts.private_files)
-    with owner_only_writes(spark, wh.private), sized_codegen(spark):
+    with owner_only_writes(wh.private), sized_codegen(spark):
         return _run_cycle(spark, wh, opts)
 
 
