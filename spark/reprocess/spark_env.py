@@ -31,8 +31,8 @@ def spark_submit_conf(python: str) -> dict[str, str]:
     """``--conf`` of the DAGs' ``spark-submit``: the venv's Python, and the driver JVM's default options.
 
     The options go in ``spark.driver.defaultJavaOptions``, so a deployment's ``spark.driver.extraJavaOptions``
-    (in its ``spark-defaults.conf``) still applies; the same for the local filesystem's jar
-    (:func:`local_fs_conf`) and ``spark.{driver,executor}.extraClassPath``.
+    (in its ``spark-defaults.conf``) still applies. Likewise the local filesystem's jar (:func:`local_fs_conf`) goes
+    in ``spark.{driver,executor}.defaultExtraClassPath``, leaving a deployment's ``extraClassPath`` alone.
     """
     return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python,
             "spark.driver.defaultJavaOptions": driver_java_options(), **local_fs_conf()}
