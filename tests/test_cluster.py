@@ -20,6 +20,7 @@ from airflow_env import airflow_env, migrate
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle.run import CycleOptions, run_cycle
 from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.spark_env import local_fs_jar
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 
@@ -43,7 +44,8 @@ def _master_state() -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[str]:
+def cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The master's URL, and the folder under which the workers run their executors (``work/app-*/<id>/``)."""
     import pyspark
 
     if _listening(MASTER_PORT):
@@ -69,7 +71,7 @@ def cluster(tmp_path_factory) -> Iterator[str]:
             if i == 0:
                 _wait(lambda: _listening(MASTER_PORT) and _listening(UI_PORT), 90, "the Spark master", work)
         _wait(lambda: _master_state().get("aliveworkers") == 2, 90, "two workers", work)
-        yield f"spark://127.0.0.1:{MASTER_PORT}"
+        yield f"spark://127.0.0.1:{MASTER_PORT}", work / "work"
     finally:
         for p in procs:
             p.terminate()
@@ -100,6 +102,7 @@ def _ledger(spark, warehouse: Path) -> dict:
 
 
 def test_the_dag_on_a_standalone_cluster_equals_a_local_run(cluster, spark, tmp_path):
+    cluster, executors = cluster
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=200, hours=1, seed=5, malformed=2))
     on_cluster = tmp_path / "wh-cluster"
@@ -110,6 +113,13 @@ def test_the_dag_on_a_standalone_cluster_equals_a_local_run(cluster, spark, tmp_
     # the cycle ran as an application of the cluster, with one core from each worker
     apps = _master_state()["completedapps"]
     assert [(a["name"], a["cores"]) for a in apps] == [("reprocess-cycle", 2)], apps
+    # its executors had the local filesystem's jar on their class path (spark.executor.defaultExtraClassPath)
+    jar = local_fs_jar()
+    assert jar is not None, "make venv builds the local filesystem's jar (needs javac)"
+    launched = [line for f in sorted(executors.glob("app-*/*/stderr"))
+                for line in f.read_text(errors="replace").splitlines() if "Spark Executor Command" in line]
+    assert len(launched) == 2, launched
+    assert all(f'"-cp" "{jar}:' in line for line in launched), launched
     # dag.test() makes a manual run: its data interval ends at the given time, the cycle's as-of
     cluster_run = Warehouse(on_cluster).latest().run("run-20261121T010000Z")
     assert cluster_run is not None
