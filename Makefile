@@ -60,6 +60,8 @@ venv: $(STAMP) $(LOCAL_FS) $(ARCHIVE) ## create or update .venv (pinned stack fr
 TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 $$JAVA_TOOL_OPTIONS"
 
 test: ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
+	@# a JDK first (the local filesystem's jar is built with javac; a new JDK means building it again)
+	@bash dev/jdk.sh || { test $$? -eq 10 && rm -f $(LOCAL_FS); }
 	@# the preparation runs side by side: the services install while pip does, lint while the archive records
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-prep
 	$(TEST_JVM) $(BIN)/python -m pytest -n 2 --dist loadfile -m "not bench and not slow" --durations=25 $(PYTEST_ARGS)
