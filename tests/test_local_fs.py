@@ -7,7 +7,9 @@ It must give every file and folder the mode Hadoop's own local filesystem gives 
 
 from __future__ import annotations
 
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,45 @@ def test_the_image_builds_the_jar_where_its_environment_points():
     assert (root / source).is_file()
     assert jar.startswith("/opt/reprocess/")
     assert "openjdk-17-jdk-headless" in dockerfile
+
+
+def _fake_bin(tmp_path: Path, apt_ok: bool) -> Path:
+    """A PATH with no javac and an apt-get that 'installs' one (or fails)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "rm"):  # what the recipe line itself runs
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    javac = bin_dir / "javac"
+    (bin_dir / "apt-get").write_text(
+        "#!/bin/sh\n" + (f"[ \"$1\" = install ] && printf '#!/bin/sh\\n' > {javac} && /bin/chmod +x {javac}\n"
+                         "exit 0\n" if apt_ok else "exit 100\n"))
+    subprocess.run(["/bin/chmod", "+x", str(bin_dir / "apt-get")], check=True)
+    return bin_dir
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("apt_ok", [True, False])
+def test_make_test_installs_a_jdk_when_javac_is_missing_and_builds_the_jar_again(tmp_path, apt_ok):
+    root = Path(__file__).resolve().parents[1]
+    bin_dir = _fake_bin(tmp_path, apt_ok)
+    stamp = tmp_path / ".local-fs"
+    stamp.touch()
+    # the recipe line of `make test` (Makefile), with its $$ unescaped
+    line = next(ln.strip().lstrip("@") for ln in (root / "Makefile").read_text().splitlines() if "dev/jdk.sh" in ln)
+    line = line.replace("$$", "$").replace("$(LOCAL_FS)", str(stamp))
+    done = subprocess.run(["/bin/bash", "-c", line], cwd=root, env={"PATH": str(bin_dir)}, capture_output=True,
+                          text=True)
+    if apt_ok:  # installed: the recipe goes on, and the jar's stamp is gone so that make builds the jar again
+        assert done.returncode == 0, done.stderr
+        assert "installing openjdk-17-jdk-headless" in done.stdout
+        assert (bin_dir / "javac").exists()
+        assert not stamp.exists()
+    else:  # the install failed: make test stops here, loudly
+        assert done.returncode != 0
+        assert stamp.exists()
+    again = subprocess.run(["/bin/bash", "dev/jdk.sh"], cwd=root, env={"PATH": str(bin_dir)}, capture_output=True)
+    if apt_ok:  # with javac there, nothing to do
+        assert again.returncode == 0
+    else:
+        assert again.returncode == 1
+        assert b"apt-get could not install" in again.stderr
