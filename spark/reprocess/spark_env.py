@@ -55,6 +55,12 @@ def on_spark_connect() -> bool:
     return value == "connect"
 
 
+def _configured_path(env: str, default: Path) -> Path | None:
+    """A file the environment may move or switch off: ``$env`` when set (empty: none), else ``default``."""
+    configured = os.environ.get(env)
+    return default if configured is None else Path(configured) if configured else None
+
+
 def default_jvm_archive() -> Path:
     """Where ``reprocess jvm-archive`` writes by default: inside this venv, next to the Spark jars it maps."""
     return Path(sys.prefix) / "share" / "reprocess" / "spark-driver.jsa"
@@ -71,8 +77,7 @@ def jvm_archive() -> Path | None:
     Only an archive whose record (:func:`archive_record`) gives its exact size is used: the JDK maps an archive
     without checking its length, and a truncated one crashes the JVM at start (SIGBUS, seen with JDK 17.0.15).
     """
-    configured = os.environ.get(JVM_ARCHIVE_ENV)
-    path = default_jvm_archive() if configured is None else Path(configured) if configured else None
+    path = _configured_path(JVM_ARCHIVE_ENV, default_jvm_archive())
     if path is None:
         return None
     try:
@@ -106,8 +111,7 @@ def default_local_fs_jar() -> Path:
 
 def local_fs_jar() -> Path | None:
     """The jar of :data:`LOCAL_FS_CLASS`: ``$REPROCESS_LOCAL_FS_JAR`` (empty: none) or the venv's, if it exists."""
-    configured = os.environ.get(LOCAL_FS_JAR_ENV)
-    path = default_local_fs_jar() if configured is None else Path(configured) if configured else None
+    path = _configured_path(LOCAL_FS_JAR_ENV, default_local_fs_jar())
     return path if path is not None and path.is_file() else None
 
 
