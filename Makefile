@@ -34,15 +34,13 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 # Hadoop's file: filesystem without a chmod process per file and folder written (reprocess.spark_env.local_fs_conf),
 # compiled against the wheel's Hadoop. Only an optimisation: without a JDK's javac every run still works, with
 # Hadoop's own. Built before the archive, which is only valid for the class path it was recorded with.
-$(LOCAL_FS): $(STAMP) $(LOCAL_FS_SRC)
-	@rm -rf $(LOCAL_FS_JAR) $(VENV)/local-fs.tmp && mkdir -p $(VENV)/local-fs.tmp $(dir $(LOCAL_FS_JAR))
+$(LOCAL_FS): $(STAMP) $(LOCAL_FS_SRC) spark/java/build.sh
+	@rm -f $(LOCAL_FS_JAR)
 	@if command -v javac >/dev/null && command -v jar >/dev/null; then \
-	  javac --release 17 -Xlint:all -Werror -d $(VENV)/local-fs.tmp \
-	    -cp "$$(ls $(VENV)/lib/python3.11/site-packages/pyspark/jars/hadoop-client-api-*.jar)" $(LOCAL_FS_SRC) \
-	  && jar cf $(LOCAL_FS_JAR) -C $(VENV)/local-fs.tmp . \
+	  bash spark/java/build.sh $(BIN)/python $(LOCAL_FS_JAR) \
 	  || { rm -f $(LOCAL_FS_JAR); echo "warning: $(LOCAL_FS_SRC) did not build: Spark keeps Hadoop's local filesystem"; }; \
 	else echo "warning: no javac (a JDK 17): Spark keeps Hadoop's local filesystem, a chmod process per file"; fi
-	@rm -rf $(VENV)/local-fs.tmp && touch $(LOCAL_FS)
+	@touch $(LOCAL_FS)
 
 # The driver JVM's class-data archive (reprocess jvm-archive): drivers map it instead of loading ~16,000 classes
 # from the jars. It is only an optimisation: if recording fails, every run still works, only slower to start.

@@ -112,10 +112,12 @@ def test_the_image_builds_the_jar_where_its_environment_points():
     dockerfile = (root / "docker" / "Dockerfile").read_text()
     env = dict(line.split(None, 1)[1].split("=", 1) for line in dockerfile.splitlines() if line.startswith("ENV "))
     jar = env[LOCAL_FS_JAR_ENV]
-    assert f'jar cf "${LOCAL_FS_JAR_ENV}"' in dockerfile  # the jar is written where the image's runs look for it
-    source = "spark/java/reprocess/hadoop/PosixLocalFileSystem.java"
-    assert f"/opt/reprocess/{source}" in dockerfile
-    assert (root / source).is_file()
+    # the jar is written where the image's runs look for it, by the build make venv uses
+    assert f'RUN bash /opt/reprocess/spark/java/build.sh python "${LOCAL_FS_JAR_ENV}"' in dockerfile
+    assert "bash spark/java/build.sh $(BIN)/python $(LOCAL_FS_JAR)" in (root / "Makefile").read_text()
+    source = "reprocess/hadoop/PosixLocalFileSystem.java"
+    assert f'"$here/{source}"' in (root / "spark" / "java" / "build.sh").read_text()
+    assert (root / "spark" / "java" / source).is_file()
     assert jar.startswith("/opt/reprocess/")
     assert "openjdk-17-jdk-headless" in dockerfile
 
