@@ -102,12 +102,12 @@ def _ledger(spark, warehouse: Path) -> dict:
 
 
 def test_the_dag_on_a_standalone_cluster_equals_a_local_run(cluster, spark, tmp_path):
-    cluster, executors = cluster
+    master, executors = cluster
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=200, hours=1, seed=5, malformed=2))
     on_cluster = tmp_path / "wh-cluster"
     env = airflow_env(tmp_path / "home", landing, on_cluster,
-                      AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": cluster}))
+                      AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": master}))
     migrate(env)
     assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
     # the cycle ran as an application of the cluster, with one core from each worker
