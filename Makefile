@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 ARCHIVE := $(VENV)/share/reprocess/spark-driver.jsa
 LOCAL_FS := $(VENV)/.local-fs
 LOCAL_FS_JAR := $(VENV)/share/reprocess/reprocess-hadoop.jar
-LOCAL_FS_SRC := spark/java/reprocess/hadoop/PosixLocalFileSystem.java
+LOCAL_FS_SRC := $(wildcard spark/java/reprocess/hadoop/*.java)
 PYSPARK_VERSION := 4.3.0
 
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -38,7 +38,7 @@ $(LOCAL_FS): $(STAMP) $(LOCAL_FS_SRC) spark/java/build.sh
 	@rm -f $(LOCAL_FS_JAR)
 	@if command -v javac >/dev/null && command -v jar >/dev/null; then \
 	  bash spark/java/build.sh $(BIN)/python $(LOCAL_FS_JAR) \
-	  || { rm -f $(LOCAL_FS_JAR); echo "warning: $(LOCAL_FS_SRC) did not build: Spark keeps Hadoop's local filesystem"; }; \
+	  || { rm -f $(LOCAL_FS_JAR); echo "warning: spark/java/reprocess/hadoop did not build: Spark keeps Hadoop's local filesystem"; }; \
 	else echo "warning: no javac (a JDK 17): Spark keeps Hadoop's local filesystem, a chmod process per file"; fi
 	@touch $(LOCAL_FS)
 

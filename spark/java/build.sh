@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the jar of reprocess.hadoop.PosixLocalFileSystem: build.sh PYTHON OUT_JAR
+# Builds the jar of reprocess.hadoop (PosixLocalFileSystem, and ConditionalLocalFileSystem for tests):
+# build.sh PYTHON OUT_JAR
 # Compiled against the hadoop-client-api jar of PYTHON's pyspark (needs javac and jar, a JDK 17). The one build of
 # it: `make venv` (Makefile) and the image (docker/Dockerfile) both call this.
 set -euo pipefail
@@ -10,6 +11,6 @@ jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pysp
 classes=$(mktemp -d)
 trap 'rm -rf "$classes"' EXIT
 javac --release 17 -Xlint:all -Werror -d "$classes" -cp "$(ls "$jars"/hadoop-client-api-*.jar)" \
-  "$here/reprocess/hadoop/PosixLocalFileSystem.java"
+  "$here"/reprocess/hadoop/*.java
 mkdir -p "$(dirname "$out")"
 jar cf "$out" -C "$classes" .
