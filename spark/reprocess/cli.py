@@ -411,6 +411,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     req.validate()
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)
+        _check_hadoop_warehouse(args.warehouse, remote)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
         with _remote_writer(spark, remote, args.warehouse, req.request_id):
             audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
@@ -500,14 +501,28 @@ def parse_instant(text: str) -> int:
 
 def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool | None,
                  skip: bool = False) -> Any:
-    """The warehouse's writer lock, taken before Spark starts so that a busy warehouse fails in a second."""
+    """The warehouse's writer lock, taken before Spark starts so that a busy warehouse fails in a second. A
+    warehouse on a Hadoop URI is reached through the driver JVM: the run takes its lease once Spark is up."""
     from contextlib import nullcontext
 
     from reprocess.storage.commit import Warehouse
+    from reprocess.uris import remote_scheme
 
-    if skip:
+    if skip or remote_scheme(warehouse):
         return nullcontext()
     return Warehouse(warehouse, private=private).lock(owner=owner, wait_seconds=wait_seconds)
+
+
+def _check_hadoop_warehouse(warehouse: str, remote: str | None) -> None:
+    """Refuse, before Spark starts, a warehouse on a Hadoop URI with a Spark Connect client: it is read and written
+    through a driver JVM of this process (reprocess.storage.hadoop)."""
+    from reprocess.uris import remote_scheme
+
+    scheme = remote_scheme(warehouse)
+    if scheme and remote:
+        raise ConfigError(f"warehouse {warehouse} is on {scheme}://: its commit runs in a Spark driver of this "
+                          f"process, and {remote} is a Spark Connect server; run with --master, or keep the "
+                          "warehouse on a shared POSIX filesystem", key="--warehouse")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -526,6 +541,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             preload_gx()  # overlaps GX's 3 s import with the JVM's start
         remote = _remote(args)
+        _check_hadoop_warehouse(args.warehouse, remote)
         spark = build_session("reprocess-cycle", master=args.master, remote=remote)
         with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run):
             summary = run_cycle(spark, opts)

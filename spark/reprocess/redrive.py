@@ -14,7 +14,6 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -27,7 +26,7 @@ from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UN
 from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import owner_only_writes, plain_encoded
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,12 +89,12 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
     ``private_files`` (default ``$REPROCESS_PRIVATE_FILES``): write owner-only files, as a cycle does.
     """
     req.validate()
-    wh = Warehouse(warehouse, private=private_files)
+    wh = open_warehouse(warehouse, private=private_files)
     with owner_only_writes(wh.private):
         return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
 
 
-def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: int, requested_by: str,
+def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms: int, requested_by: str,
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
@@ -109,7 +108,7 @@ def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: in
                  "request": asdict(req), "moved": 0, "messages": []}
         if not dlq_files:
             return _commit_audit(wh, snap, snap, audit)
-        dlq = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_files) \
+        dlq = spark.read.option("basePath", str(wh.path("dlq"))).parquet(*dlq_files) \
             .withColumn("_file", F.col("_metadata.file_path"))
         picked = _matching(dlq, req)
         # the newest dead-lettering of each message, oldest messages first, at most max_messages
@@ -155,36 +154,35 @@ def _redrive(spark: SparkSession, wh: Warehouse, req: RedriveRequest, now_ms: in
         dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
         dlq_local = {spark_file_uri(spark, f): f for f in dlq_files}
         dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
-        rest = spark.read.option("basePath", str(wh.root / "dlq")).parquet(*dlq_touched) \
+        rest = spark.read.option("basePath", str(wh.path("dlq"))).parquet(*dlq_touched) \
             .join(chosen, "message_id", "left_anti")
         plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
             .parquet(str(stage / "dlq"))
         chosen.unpersist()
         audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
         new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
-        drop = {str(Path(f).relative_to(wh.root)) for f in touched + dlq_touched}
+        drop = {wh.relative(f) for f in touched + dlq_touched}
         for name in ("ledger", "dlq"):
             new.files[name] = [f for f in new.files[name] if f not in drop]
             new.files[name] += wh.publish(req.request_id, name, stage / name)
         return _commit_audit(wh, snap, new, audit)
 
 
-def _audit_dir(wh: Warehouse) -> Path:
-    return wh.root / "redrive_audit"
+def _audit_path(wh: AnyWarehouse, request_id: str) -> str:
+    return str(wh.path("redrive_audit", f"{request_id}.json"))
 
 
-def _find_audit(wh: Warehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:
+def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:
     for entry in snap.runs:
         if entry.get("run_id") == request_id:
-            path = _audit_dir(wh) / f"{request_id}.json"
-            return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else entry.get("summary")
+            path = _audit_path(wh, request_id)
+            return json.loads(wh.read_bytes(path)) if wh.exists(path) else entry.get("summary")
     return None
 
 
-def _commit_audit(wh: Warehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
-    path = _audit_dir(wh) / f"{audit['request_id']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
+    wh.write_bytes(_audit_path(wh, audit["request_id"]),
+                   (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
                        as_of_ms=base.as_of_ms)

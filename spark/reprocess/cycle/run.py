@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +39,7 @@ from reprocess.errors import (
     ValidationFailedError,
 )
 from reprocess.landing import contract
-from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, pending, read_manifest, write_manifest
+from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, manifest_bytes, pending, read_manifest
 from reprocess.ledger.merge import aggregate_failures, apply_outcomes, merge_failures, non_retryable_column, with_bucket
 from reprocess.ledger.model import (
     DEAD_LETTERED,
@@ -54,7 +56,8 @@ from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse
+from reprocess.storage.hadoop import HadoopWarehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -136,12 +139,12 @@ def iso(ms: int) -> str:
 
 def run_cycle(spark: SparkSession, opts: CycleOptions) -> dict[str, Any]:
     """Run (or resume, or recognise as done) the cycle as of ``opts.as_of_ms``; return its summary."""
-    wh = Warehouse(opts.warehouse, private=opts.private_files)
+    wh = open_warehouse(opts.warehouse, private=opts.private_files)
     with owner_only_writes(wh.private), sized_codegen(spark):
         return _run_cycle(spark, wh, opts)
 
 
-def _run_cycle(spark: SparkSession, wh: Warehouse, opts: CycleOptions) -> dict[str, Any]:
+def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dict[str, Any]:
     run_id = run_id_for(opts.as_of_ms)
     if opts.dry_run:
         return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)
@@ -181,7 +184,7 @@ def _landing_files(spark: SparkSession, opts: CycleOptions, manifest: dict[str, 
     return pending(list_landing(opts.landing, opts.as_of_ms, spark), manifest)
 
 
-def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
+def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
              prepared: dict[str, Any] | None) -> dict[str, Any]:
     t0 = time.monotonic()
     steps = _Steps(run_id)
@@ -190,7 +193,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     # A crashed attempt may have left staged files, or (over Spark Connect) a job still writing them: this attempt
     # stages under a name of its own (the inflight list of a prepared run stays where prepared.json says).
     stage = wh.stage_dir(run_id) if opts.dry_run else wh.new_stage(run_id)
-    manifest = read_manifest(wh.live_files("manifest", snap))
+    manifest = read_manifest(wh.live_files("manifest", snap), wh.read_source)
     files, changed = _landing_files(spark, opts, manifest, prepared)
     log.info("cycle start run_id=%s as_of=%s landing_files=%s snapshot=%s dry_run=%s", run_id, iso(as_of),
              len(files), snap.version, opts.dry_run)
@@ -223,7 +226,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    codegen = fit_codegen(spark, landing_bytes + sum(os.path.getsize(f) for f in touched))
+    codegen = fit_codegen(spark, landing_bytes + sum(wh.size(f) for f in touched))
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), codegen=codegen)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())
@@ -280,7 +283,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
     quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
-    write_manifest(stage / "manifest" / "manifest.parquet", list(entries.values()))
+    wh.write_bytes(str(stage / "manifest" / "manifest.parquet"), manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
@@ -299,7 +302,7 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     summary["codegen"] = codegen  # how its expressions ran: interpreted, generated (sparkutil.fit_codegen)
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
-    touched_rel = {str(Path(f).relative_to(wh.root)) for f in touched}
+    touched_rel = {wh.relative(f) for f in touched}
     new.files["ledger"] = [f for f in new.files["ledger"] if f not in touched_rel]
     new.files["ledger"] += wh.publish(run_id, "ledger", stage / "ledger")
     new.files["dlq"] += wh.publish(run_id, "dlq", stage / "dlq")
@@ -307,9 +310,8 @@ def _execute(spark: SparkSession, wh: Warehouse, snap: Snapshot, opts: CycleOpti
     new.files["quarantine"] += wh.publish(run_id, "quarantine", stage / "quarantine")
     new.files["manifest"] = wh.publish(run_id, "manifest", stage / "manifest")
     _crash_point("after_publish")
-    summary_path = wh.root / "runs" / run_id / "summary.json"
-    summary_path.parent.mkdir(parents=True, exist_ok=True)
-    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
+                   (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary})
     wh.commit(snap, new)
     for df in (rec, merged, due, final):
@@ -400,7 +402,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
 
 
-def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: Warehouse,
+def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: AnyWarehouse,
                        snap: Snapshot, touched: list[str]) -> DataFrame:
     """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits."""
     ordered = [p.match for p in policies.policies if p.ordered]
@@ -556,13 +558,16 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
     }
 
 
-def _validate(spark: SparkSession, wh: Warehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame,
+def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame,
               dlq: DataFrame, summary: dict[str, Any], policies: PolicySet,
               landing_params: dict[str, Any]) -> dict[str, Any]:
     """The GX gate before the commit: the accepted landing batch, the ledger rows and dead letters this run
     writes, and its balance. Data Docs go to ``runs/<run_id>/data_docs``; a failed suite fails the run."""
-    docs = wh.root / "runs" / run_id / "data_docs"
-    v = suites.Validator(run_id, as_of, str(docs))
+    rel_docs = f"runs/{run_id}/data_docs"
+    # GX renders into a local folder: a warehouse on a Hadoop URI gets a copy of it afterwards
+    docs = tempfile.mkdtemp(prefix=f"reprocess-{run_id}-docs-") if isinstance(wh, HadoopWarehouse) \
+        else str(wh.path(rel_docs))
+    v = suites.Validator(run_id, as_of, docs)
     t = time.monotonic()
     try:
         b = summary["balance"]
@@ -573,6 +578,9 @@ def _validate(spark: SparkSession, wh: Warehouse, run_id: str, as_of: int, fresh
         v.validate(suites.run_frame(spark, b), "run", rows=1)
     finally:
         index = v.build_docs()
+        if isinstance(wh, HadoopWarehouse):
+            index = str(wh.upload(docs, rel_docs) / "index.html")
+            shutil.rmtree(docs, ignore_errors=True)
         log.info("data docs run_id=%s path=%s", run_id, index)
     failed = [r for r in v.results if not r.success]
     if failed:

@@ -163,11 +163,12 @@ def partition_problem(path: str) -> str | None:
             "(expected dt=YYYY-MM-DD/hour=00..23 by failure time): it cannot be placed in time")
 
 
-def read_manifest(files: list[str]) -> dict[str, ManifestEntry]:
-    """The latest entry per landing path from the manifest files of a snapshot."""
+def read_manifest(files: list[str], source: Callable[[str], Any] = str) -> dict[str, ManifestEntry]:
+    """The latest entry per landing path from the manifest files of a snapshot; ``source`` gives what pyarrow reads
+    a file from (a path, or the bytes a Hadoop filesystem read: ``Warehouse.read_source``)."""
     latest: dict[str, ManifestEntry] = {}
     for f in files:
-        table = pq.read_table(f, schema=MANIFEST_SCHEMA)
+        table = pq.read_table(source(f), schema=MANIFEST_SCHEMA)
         for row in table.to_pylist():
             entry = ManifestEntry(row["path"], row["size"], row["through_ms"], row["done"], row["run_id"])
             prev = latest.get(entry.path)
@@ -190,7 +191,9 @@ def pending(files: list[LandingFile], manifest: dict[str, ManifestEntry]) -> tup
     return to_read, changed
 
 
-def write_manifest(path: Path, entries: list[ManifestEntry]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def manifest_bytes(entries: list[ManifestEntry]) -> bytes:
+    """A manifest file's content (Parquet), for ``Warehouse.write_bytes``."""
     table = pa.Table.from_pylist([e.__dict__ for e in entries], schema=MANIFEST_SCHEMA)
-    pq.write_table(table, path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())

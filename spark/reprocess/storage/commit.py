@@ -29,10 +29,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from reprocess.errors import CommitConflictError, ConfigError
 from reprocess.uris import local_path, remote_scheme
+
+if TYPE_CHECKING:
+    from reprocess.storage.hadoop import HadoopWarehouse
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +47,26 @@ _SNAPSHOT_DIGITS = 8
 def warehouse_path(uri: str | Path) -> Path:
     """The local path of a warehouse given as a path or a ``file:`` URI; a :class:`ConfigError` for any other scheme.
 
-    The commit protocol needs ``flock``, hard links and atomic renames: a warehouse on object storage needs a
-    port of it to Hadoop ``FileSystem`` calls with a conditional-put commit, which is not built yet.
+    A warehouse on another scheme is a :class:`reprocess.storage.hadoop.HadoopWarehouse` (:func:`open_warehouse`),
+    which only the cycle (``reprocess run`` with a Spark driver of its own) uses so far: the commands and tasks
+    that read a warehouse without Spark, and the DLQ re-drive, still need one on a POSIX filesystem.
     """
     if remote_scheme(uri):
         raise ConfigError(
-            f"warehouse {uri} is not on a local or shared POSIX filesystem: a warehouse on object storage is not "
-            "supported yet (its commit needs flock, hard links and atomic renames); the landing may be a URI",
-            key="--warehouse")
+            f"warehouse {uri} is on {remote_scheme(uri)}://: only `reprocess run` (its own Spark driver) reads and "
+            "writes a warehouse on a Hadoop filesystem yet; this command needs one on a local or shared POSIX "
+            "filesystem (docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
     return local_path(uri)
+
+
+def open_warehouse(uri: str | Path, private: bool | None = None) -> AnyWarehouse:
+    """The warehouse at ``uri``: a :class:`Warehouse` for a path or a ``file:`` URI, a
+    :class:`reprocess.storage.hadoop.HadoopWarehouse` for any other scheme (it needs a classic Spark session)."""
+    if remote_scheme(uri):
+        from reprocess.storage.hadoop import HadoopWarehouse
+
+        return HadoopWarehouse(str(uri), private=private)
+    return Warehouse(uri, private=private)
 
 
 @dataclass
@@ -88,6 +102,9 @@ class Snapshot:
 def private_files_default() -> bool:
     """``$REPROCESS_PRIVATE_FILES`` (1/true/yes): write warehouses owner-only unless told otherwise."""
     return os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+AnyWarehouse: TypeAlias = "Warehouse | HadoopWarehouse"
 
 
 class Warehouse:
@@ -127,6 +144,35 @@ class Warehouse:
 
     def abs(self, rel: str) -> str:
         return str(self.root / rel)
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    def relative(self, location: str) -> str:
+        """``location`` (a path in the warehouse) relative to its root, as snapshots list files."""
+        return str(Path(location).relative_to(self.root))
+
+    # -- whole files (the same calls as storage.hadoop.HadoopWarehouse) -------------------------
+    def size(self, location: str) -> int:
+        return os.path.getsize(location)
+
+    def exists(self, location: str) -> bool:
+        return os.path.exists(location)
+
+    def read_bytes(self, location: str) -> bytes:
+        return Path(location).read_bytes()
+
+    def read_source(self, location: str) -> str:
+        """What pyarrow reads a file from: here, its path."""
+        return str(location)
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        path = Path(location)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def check_lease(self) -> None:
+        """Nothing to check: ``flock`` cannot be lost while the process lives (a lease can: storage.hadoop)."""
 
     # -- snapshots -----------------------------------------------------------------------------
     def latest(self) -> Snapshot:
@@ -169,13 +215,14 @@ class Warehouse:
         log.info("committed snapshot version=%s runs=%s", new.version, len(new.runs))
 
     # -- publishing staged files ---------------------------------------------------------------
-    def publish(self, run_id: str, dataset: str, staged_root: Path) -> list[str]:
+    def publish(self, run_id: str, dataset: str, staged_root: str | Path) -> list[str]:
         """Move the Parquet files of a staged dataset into ``<warehouse>/<dataset>/``, keeping partition dirs.
 
         Returns their paths relative to the warehouse. Names are prefixed with the run id; a retry of
         the same run overwrites its own orphans from a crashed attempt.
         """
         published: list[str] = []
+        staged_root = Path(staged_root)
         if not staged_root.is_dir():
             return published
         for src in sorted(staged_root.rglob("*.parquet")):
@@ -270,11 +317,8 @@ class Warehouse:
         path = self.root / "_lock"
         key = (str(path.resolve()), threading.get_ident())
         if key in _HELD:
-            _HELD[key] += 1
-            try:
+            with reentered(key):
                 yield
-            finally:
-                _HELD[key] -= 1
             return
         me = {"owner": owner, "pid": os.getpid(), "host": socket.gethostname(),
               "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -308,6 +352,16 @@ class Warehouse:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+@contextmanager
+def reentered(key: tuple[str, int]) -> Iterator[None]:
+    """A writer lock this thread already holds (``key`` in ``_HELD``), taken once more: released with the outer."""
+    _HELD[key] += 1
+    try:
+        yield
+    finally:
+        _HELD[key] -= 1
 
 
 def _read_lock(path: Path) -> dict[str, Any] | None:

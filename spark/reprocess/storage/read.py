@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reprocess.ledger.model import LEDGER_FILE_SCHEMA
-from reprocess.storage.commit import DATASETS, Warehouse
+from reprocess.storage.commit import DATASETS, open_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -15,11 +15,11 @@ def read_dataset(spark: SparkSession, warehouse: str, dataset: str) -> DataFrame
     """The committed rows of ``dataset`` (with its partition columns), or None when it has no file yet."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; one of {DATASETS}")
-    wh = Warehouse(warehouse)
+    wh = open_warehouse(warehouse)
     files = wh.live_files(dataset)
     if not files:
         return None
-    reader = spark.read.option("basePath", str(wh.root / dataset))
+    reader = spark.read.option("basePath", str(wh.path(dataset)))
     if dataset == "ledger":
         from pyspark.sql import types as T
 

@@ -1,0 +1,225 @@
+"""A warehouse on a Hadoop filesystem URI (docs/adr/0005-warehouse-on-object-storage.md), against
+``reprocess.hadoop.ConditionalLocalFileSystem``: the local disk under the scheme ``cfile:``, which Python cannot open,
+with the conditional creates and ETags S3A gives. The same code runs against S3A in a deployment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.warehouse_state import cycle_at, warehouse_state
+
+from reprocess.cli import parse_instant
+from reprocess.errors import CommitConflictError, ConfigError
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.redrive import RedriveRequest, redrive_dead_letters
+from reprocess.storage.commit import Snapshot, Warehouse, open_warehouse
+from reprocess.storage.hadoop import HadoopWarehouse
+
+pytestmark = pytest.mark.spark
+
+FS_CLASS = "reprocess.hadoop.ConditionalLocalFileSystem"
+
+
+@pytest.fixture(scope="module")
+def cfile(spark):
+    """Registers the ``cfile:`` scheme in the session's Hadoop configuration (read by the driver and by the tasks)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.cfile.impl", FS_CLASS)
+    yield
+    conf.unset("fs.cfile.impl")
+
+
+def _uri(path: Path) -> str:
+    return "cfile://" + str(path.resolve())
+
+
+def test_the_commit_is_a_create_if_absent_and_the_loser_gets_a_conflict(spark, cfile, tmp_path):
+    wh = open_warehouse(_uri(tmp_path / "wh"))
+    assert isinstance(wh, HadoopWarehouse)
+    assert wh.root == "cfile:" + str((tmp_path / "wh").resolve())
+    base = wh.latest()
+    assert base.version == 0
+    wh.commit(base, Snapshot(runs=[{"run_id": "a", "as_of_ms": 1, "summary": {}}]))
+    with pytest.raises(CommitConflictError, match="00000001.json already exists"):
+        wh.commit(base, Snapshot(runs=[{"run_id": "b", "as_of_ms": 1, "summary": {}}]))
+    latest = open_warehouse(_uri(tmp_path / "wh")).latest()
+    assert (latest.version, [r["run_id"] for r in latest.runs]) == (1, ["a"])
+    # the file is on the local disk under the URI's path, whole
+    on_disk = json.loads((tmp_path / "wh" / "_snapshots" / "00000001.json").read_text())
+    assert on_disk["runs"][0]["run_id"] == "a"
+
+
+def test_a_replace_if_the_etag_matches_fails_once_the_file_changed(spark, cfile, tmp_path):
+    wh = open_warehouse(_uri(tmp_path / "wh"))
+    path = wh.path("x.json")
+    assert wh.etag(path) is None
+    assert wh._conditional_write(path, b"one", None)
+    first = wh.etag(path)
+    assert first is not None
+    assert not wh._conditional_write(path, b"two", None)  # exists
+    assert wh._conditional_write(path, b"two", first)
+    assert wh.read_bytes(path) == b"two"
+    assert not wh._conditional_write(path, b"three", first)  # stale ETag
+    assert wh.read_bytes(path) == b"two"
+
+
+def test_a_filesystem_without_conditional_creates_is_refused(spark, tmp_path):
+    """viewfs over the local disk has no conditional create: the warehouse is refused, never run with a weaker
+    commit."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.viewfs.mounttable.plainwh.link./wh", (tmp_path).resolve().as_uri())
+    with pytest.raises(ConfigError, match="does not declare fs.option.create.conditional.overwrite"):
+        open_warehouse("viewfs://plainwh/wh/x")
+    with pytest.raises(ConfigError, match="no Hadoop FileSystem for nosuch://"):
+        open_warehouse("nosuch://bucket/wh")
+
+
+def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark, cfile, tmp_path, monkeypatch):
+    uri = _uri(tmp_path / "wh")
+    first, second = open_warehouse(uri), open_warehouse(uri)
+    with first.lock("run-a"):
+        holder = json.loads((tmp_path / "wh" / "_lock").read_text())
+        assert holder["owner"] == "run-a"
+        errors: list[Exception] = []
+
+        def other() -> None:  # another thread: the lock's re-entrance is per thread
+            try:
+                with second.lock("run-b", wait_seconds=0.5):
+                    pass
+            except Exception as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert [type(e) for e in errors] == [CommitConflictError]
+        assert "locked by run-a" in str(errors[0])
+        first.check_lease()  # still held
+    assert not (tmp_path / "wh" / "_lock").exists()  # released
+
+    # a holder that died without releasing: its lease blocks until it expires, then the next writer takes it over
+    dead = {"owner": "run-dead", "pid": 1, "host": "gone", "token": "t", "since": "2026-11-25T00:00:00Z",
+            "expires_ms": int(time.time() * 1000) + 1500}
+    (tmp_path / "wh" / "_lock").write_text(json.dumps(dead))
+    with pytest.raises(CommitConflictError, match="locked by run-dead"):
+        with second.lock("run-b"):
+            pass
+    with second.lock("run-b", wait_seconds=10):
+        assert json.loads((tmp_path / "wh" / "_lock").read_text())["owner"] == "run-b"
+
+
+def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, cfile, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "0.9")  # renewed every 0.3 s
+    uri = _uri(tmp_path / "wh")
+    wh = open_warehouse(uri)
+    with wh.lock("run-a"):
+        time.sleep(1.2)  # renewed meanwhile: still ours
+        wh.check_lease()
+        wh.commit(wh.latest(), Snapshot())
+        # someone replaces the lease (a writer that judged it expired): the renewal notices, the next write stops
+        (tmp_path / "wh" / "_lock").write_text(json.dumps({"owner": "run-b", "expires_ms": 2 ** 60}))
+        time.sleep(0.8)
+        with pytest.raises(CommitConflictError, match="lease is lost"):
+            wh.commit(wh.latest(), Snapshot())
+    assert wh.latest().version == 1
+    assert json.loads((tmp_path / "wh" / "_lock").read_text())["owner"] == "run-b"  # not deleted: not ours
+
+
+def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, cfile, tmp_path):
+    """Three cycles (new failures, re-drives, dead letters) into a ``cfile:`` warehouse commit what the same cycles
+    commit into a local one."""
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=300, hours=2, seed=11, malformed=3))
+    uri, local = _uri(tmp_path / "wh-uri"), tmp_path / "wh-local"
+    for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:00:00Z", "2026-11-21T06:00:00Z"):
+        remote_summary = cycle_at(spark, landing, uri, as_of)
+        local_summary = cycle_at(spark, landing, local, as_of)
+        for key in ("balance", "dead_lettered", "due", "delivered", "rescheduled", "states"):
+            assert remote_summary[key] == local_summary[key], (as_of, key)
+        assert all(remote_summary["conservation"].values())
+        assert remote_summary["validation"]["passed"]
+    assert warehouse_state(spark, uri) == warehouse_state(spark, local)
+    snap, local_snap = open_warehouse(uri).latest(), Warehouse(local).latest()
+    assert snap.version == local_snap.version == 3
+    assert {k: len(v) for k, v in snap.files.items()} == {k: len(v) for k, v in local_snap.files.items()}
+    root = tmp_path / "wh-uri"
+    # every listed file is in place, nothing is left in _runs/, the lease is released, Data Docs were copied
+    assert all((root / f).is_file() for files in snap.files.values() for f in files)
+    assert not (root / "_runs").exists() or not list((root / "_runs").iterdir())
+    assert not (root / "_lock").exists()
+    last = snap.runs[-1]
+    docs = f"{open_warehouse(uri).root}/runs/{last['run_id']}/data_docs/index.html"
+    assert last["summary"]["validation"]["data_docs"] == docs
+    assert (root / "runs" / last["run_id"] / "data_docs" / "index.html").is_file()
+    assert json.loads((root / "runs" / last["run_id"] / "summary.json").read_text())["due"] == last["summary"]["due"]
+    # a re-run of a committed as-of does nothing, as on a local warehouse
+    assert cycle_at(spark, landing, uri, "2026-11-21T06:00:00Z")["already_committed"]
+
+    # an operator's DLQ re-drive, then the cycle that re-drives those messages: the same on both warehouses
+    request = RedriveRequest(address_pattern="#", max_messages=5, reset_deliveries=True)
+    now = parse_instant("2026-11-21T06:30:00Z")
+    audit = redrive_dead_letters(spark, uri, request, now, requested_by="test")
+    assert audit["moved"] == 5
+    assert audit == redrive_dead_letters(spark, str(local), request, now, requested_by="test")
+    assert (root / "redrive_audit" / f"{request.request_id}.json").is_file()
+    assert redrive_dead_letters(spark, uri, request, now)["already_applied"]
+    later = "2026-11-21T07:00:00Z"
+    assert cycle_at(spark, landing, uri, later)["due"] == cycle_at(spark, landing, local, later)["due"] >= 5
+    assert warehouse_state(spark, uri) == warehouse_state(spark, local)
+
+
+@pytest.mark.parametrize("point", ["after_prepare", "after_publish"])
+def test_a_writer_killed_on_a_hadoop_warehouse_blocks_until_its_lease_expires_then_the_run_resumes(
+        spark, cfile, tmp_path, point):
+    """``kill -9`` of ``reprocess run`` at a crash point: its lease outlives it (flock would not), so the next run
+    is refused naming the dead holder until the lease expires; then it resumes the prepared run, and the warehouse
+    ends as an uninterrupted run leaves it."""
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=150, hours=3, seed=5, malformed=3))
+    t1, t2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
+    target = "outbox" if point == "after_publish" else "python:reprocess.targets.examples:flaky"
+    reference, root = tmp_path / "reference", tmp_path / "wh"
+    for wh in (reference, root):
+        cycle_at(spark, landing, wh, t1, target)  # a local warehouse's files, read below through cfile:
+    cycle_at(spark, landing, reference, t2, target)
+    uri = _uri(root)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "REPROCESS_CRASH_AT": point, "REPROCESS_LEASE_SECONDS": "8",
+           "PYSPARK_SUBMIT_ARGS": f"--conf spark.hadoop.fs.cfile.impl={FS_CLASS} pyspark-shell"}
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse",
+                           uri, "--as-of", t2, "--target", target, "--master", "local[2]"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    killed_at = time.time()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    wh = open_warehouse(uri)
+    assert wh.latest().run("run-20261121T023000Z") is None  # the killed run committed nothing
+    assert wh.read_prepared("run-20261121T023000Z")["due"] > 0
+    holder = json.loads((root / "_lock").read_text())
+    assert holder["owner"] == "run-20261121T023000Z"
+    with pytest.raises(CommitConflictError, match="locked by run-20261121T023000Z"):
+        cycle_at(spark, landing, uri, t2, target)
+    time.sleep(max(0.0, holder["expires_ms"] / 1000 - time.time()) + 0.5)
+    assert time.time() - killed_at < 30
+    summary = cycle_at(spark, landing, uri, t2, target)  # takes the expired lease over, resumes and commits
+    assert all(summary["conservation"].values())
+    assert warehouse_state(spark, uri) == warehouse_state(spark, reference)
+    assert not list((root / "_runs").iterdir())
+    assert not (root / "_lock").exists()
+
+
+def test_run_names_a_scheme_this_spark_has_no_filesystem_for(tmp_path):
+    """``reprocess run`` with a warehouse on ``s3a://`` where the image lacks the connector: exit 3, the reason."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--landing", str(tmp_path), "--warehouse",
+                           "s3a://bucket/wh", "--as-of", "2026-11-21T10:00:00Z", "--master", "local[1]"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == ConfigError.exit_code, proc.stderr[-2000:]
+    assert "warehouse s3a://bucket/wh: this Spark has no Hadoop FileSystem for s3a://" in proc.stderr
+    assert "connector jars" in proc.stderr
