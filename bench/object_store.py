@@ -1,0 +1,98 @@
+"""What a warehouse on a Hadoop URI costs against a local one (issue [6/7], docs/adr/0005): the same cycles, side
+by side in one JVM, into a local warehouse and into a ``cfile:`` one (``reprocess.hadoop.ConditionalLocalFileSystem``:
+the same disk, reached through Hadoop's ``FileSystem`` and py4j like ``s3a://``).
+
+The difference is the store layer's own cost: snapshot reads, listing, the publish's renames and the vacuum
+through py4j, the lease thread. It is not what S3 costs: there a rename is a copy and every call a round trip.
+For each run: the cycle's wall time, the part after its summary (publish, summary file, commit, vacuum), and the
+files the snapshot lists. Each run is a first cycle (everything new) then a second one an hour later (its due
+messages re-driven, their ledger files rewritten). Prints a table and a JSON document (appended to
+``--results``). Nothing is asserted.
+
+Example::
+
+    .venv/bin/python bench/object_store.py --messages 1000000 --repeat 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import scale  # noqa: E402  (bench/scale.py: input generation, the session)
+
+FS_CLASS = "reprocess.hadoop.ConditionalLocalFileSystem"
+HOUR_MS = 3_600_000
+
+
+def _run(spark: Any, landing: Path, warehouse: str, as_of_ms: int) -> dict[str, Any]:
+    from reprocess.cli import load_config
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.storage.commit import open_warehouse
+
+    opts = CycleOptions(landing=str(landing), warehouse=warehouse, policies=load_config(None), as_of_ms=as_of_ms,
+                        target="outbox")
+    t = time.monotonic()
+    summary = run_cycle(spark, opts)
+    wall = time.monotonic() - t
+    files = sum(len(v) for v in open_warehouse(warehouse).latest().files.values())
+    return {"wall_s": round(wall, 2), "after_summary_s": round(wall - summary["elapsed_s"], 2),
+            "due": summary["due"], "files": files}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=1_000_000, help="messages in the landing input (default 1M)")
+    p.add_argument("--repeat", type=int, default=2, help="runs per warehouse kind, alternating (default 2)")
+    p.add_argument("--work", type=Path, default=Path("/tmp/reprocess-bench"), help="input and warehouses")
+    p.add_argument("--results", type=Path, help="append the JSON document to this file (JSON lines)")
+    args = p.parse_args(argv)
+
+    landing = args.work / f"landing-{args.messages}"
+    if not landing.exists():
+        scale._generate(landing, args.messages)
+    spark = scale._session("reprocess-bench-object-store")
+    spark.sparkContext._jsc.hadoopConfiguration().set("fs.cfile.impl", FS_CLASS)
+    scale._warm_up(spark, args.work)
+    for kind in ("local", "cfile"):  # the first use of each code path, charged to no measurement
+        _run(spark, args.work / "tiny", _warehouse(args.work, kind, "warm"), scale.AS_OF_MS)
+    rows = []
+    for i in range(args.repeat):
+        for kind in ("local", "cfile"):
+            wh = _warehouse(args.work, kind, str(i))
+            first = _run(spark, landing, wh, scale.AS_OF_MS)
+            second = _run(spark, landing, wh, scale.AS_OF_MS + HOUR_MS)
+            rows.append({"kind": kind, "run": i, "first": first, "second": second})
+            print(f"{kind:6} run {i}: first {first['wall_s']:7.2f} s (after summary {first['after_summary_s']:5.2f} s, "
+                  f"{first['files']} files)  second {second['wall_s']:7.2f} s (after summary "
+                  f"{second['after_summary_s']:5.2f} s, due {second['due']})", flush=True)
+            shutil.rmtree(wh.removeprefix("cfile://"), ignore_errors=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=BENCH).stdout.strip()
+    doc = {"bench": "object_store", "messages": args.messages, "commit": commit,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": rows}
+    print(json.dumps(doc))
+    if args.results:
+        with open(args.results, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(doc) + "\n")
+    spark.stop()
+    return 0
+
+
+def _warehouse(work: Path, kind: str, name: str) -> str:
+    path = (work / f"wh-{kind}-{name}").resolve()
+    shutil.rmtree(path, ignore_errors=True)
+    return str(path) if kind == "local" else f"cfile://{path}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
