@@ -3,7 +3,6 @@ package reprocess.hadoop;
 import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
 import java.nio.channels.FileChannel;
@@ -11,13 +10,12 @@ import java.nio.channels.FileLock;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CommonPathCapabilities;
@@ -41,8 +39,8 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * object store, the file appears whole when the stream is closed, and a failed condition fails the close with
  * {@link FileAlreadyExistsException}: the bytes go to a temporary file, then a hard link (which fails if the name
  * exists) or, for an ETag match, a rename done under an exclusive lock on a sidecar file, so that processes
- * racing on one name are serialized. The ETag is the SHA-256 of the content. Everything else is Hadoop's
- * {@link RawLocalFileSystem}, whose renames are atomic: unlike S3, so the tests cannot show a rename's cost.
+ * racing on one name are serialized. The ETag is the file's inode, modification time and size. Everything else is
+ * Hadoop's {@link RawLocalFileSystem}, whose renames are atomic: unlike S3, so the tests cannot show a rename's cost.
  *
  * <p>Enabled by {@code fs.cfile.impl=reprocess.hadoop.ConditionalLocalFileSystem}; {@code cfile:///tmp/w} is the
  * local {@code /tmp/w}. Not for production: it exists to test the code S3A runs, without S3.
@@ -130,7 +128,7 @@ public class ConditionalLocalFileSystem extends RawLocalFileSystem {
     FileStatus status = new FileStatus(a.isDirectory() ? 0 : a.size(), a.isDirectory(), 1,
         getDefaultBlockSize(qualified), a.lastModifiedTime().toMillis(), a.lastAccessTime().toMillis(),
         new FsPermission((short) mode), a.owner().getName(), a.group().getName(), qualified);
-    return a.isDirectory() ? status : new Tagged(status, file);
+    return a.isDirectory() ? status : new Tagged(status, etagOf(a));
   }
 
   @Override
@@ -138,42 +136,28 @@ public class ConditionalLocalFileSystem extends RawLocalFileSystem {
     return new Builder(this, path);
   }
 
-  /** The SHA-256 of a file's bytes, in hex: its ETag. */
-  static String etagOf(File file) throws IOException {
-    MessageDigest digest;
-    try {
-      digest = MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IOException(e);
-    }
-    try (InputStream in = Files.newInputStream(file.toPath())) {
-      byte[] buf = new byte[1 << 16];
-      for (int n; (n = in.read(buf)) > 0; ) {
-        digest.update(buf, 0, n);
-      }
-    } catch (java.nio.file.NoSuchFileException e) {
-      throw new FileNotFoundException(file.toString());
-    }
-    return HexFormat.of().formatHex(digest.digest());
+  /**
+   * A version's ETag, from the attributes the status was made from: the file's identity (device and inode), its
+   * modification time in nanoseconds and its size. A replace renames a new file into place, so every replace
+   * changes it. Read with the status, never later: it names the version the status describes.
+   */
+  static String etagOf(BasicFileAttributes a) {
+    return a.fileKey() + "-" + a.lastModifiedTime().to(TimeUnit.NANOSECONDS) + "-" + a.size();
   }
 
-  /** A file's status with its ETag, computed when asked for (Spark asks for statuses far more often). */
+  /** A file's status with its ETag. */
   public static final class Tagged extends FileStatus implements EtagSource {
     private static final long serialVersionUID = 1L;
-    private final transient File file;
+    private final String etag;
 
-    Tagged(FileStatus status, File file) throws IOException {
+    Tagged(FileStatus status, String etag) throws IOException {
       super(status);
-      this.file = file;
+      this.etag = etag;
     }
 
     @Override
     public String getEtag() {
-      try {
-        return etagOf(file);
-      } catch (IOException e) {
-        throw new java.io.UncheckedIOException(e);
-      }
+      return etag;
     }
   }
 
@@ -211,6 +195,8 @@ public class ConditionalLocalFileSystem extends RawLocalFileSystem {
       return new FSDataOutputStream(out, null);
     }
   }
+
+  private static final Object CAS = new Object();
 
   /** Writes a temporary file; its close makes it the target if the condition holds. */
   public static final class ClosingOutput extends OutputStream {
@@ -262,16 +248,24 @@ public class ConditionalLocalFileSystem extends RawLocalFileSystem {
           }
         } else {
           File sidecar = new File(target.getParentFile(), "." + target.getName() + ".cas");
-          try (FileChannel ch = FileChannel.open(sidecar.toPath(), StandardOpenOption.CREATE,
-                   StandardOpenOption.WRITE)) {
-            FileLock lock = ch.lock();  // released with the channel
-            String current = target.isFile() ? etagOf(target) : "";
-            if (!current.equals(etag)) {
-              throw new FileAlreadyExistsException(path + " changed: its ETag is not " + etag + " (If-Match)");
+          // a file lock excludes other processes; within this JVM a second one would throw, so threads queue here
+          synchronized (CAS) {
+            try (FileChannel ch = FileChannel.open(sidecar.toPath(), StandardOpenOption.CREATE,
+                     StandardOpenOption.WRITE)) {
+              FileLock lock = ch.lock();  // released with the channel
+              String current;
+              try {
+                current = etagOf(Files.readAttributes(target.toPath(), BasicFileAttributes.class));
+              } catch (java.nio.file.NoSuchFileException e) {
+                current = "";
+              }
+              if (!current.equals(etag)) {
+                throw new FileAlreadyExistsException(path + " changed: its ETag is not " + etag + " (If-Match)");
+              }
+              Files.move(tmp.toPath(), target.toPath(), StandardCopyOption.ATOMIC_MOVE,
+                  StandardCopyOption.REPLACE_EXISTING);
+              lock.release();
             }
-            Files.move(tmp.toPath(), target.toPath(), StandardCopyOption.ATOMIC_MOVE,
-                StandardCopyOption.REPLACE_EXISTING);
-            lock.release();
           }
         }
       } finally {
