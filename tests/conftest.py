@@ -35,3 +35,15 @@ def spark() -> Iterator[object]:
             os.environ["JAVA_TOOL_OPTIONS"] = tool_options
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def cfile(spark) -> Iterator[None]:
+    """Registers the ``cfile:`` scheme in the shared session's Hadoop configuration (read by the driver and by the
+    tasks): ``cfile:///x`` is the local ``/x`` reached like ``s3a://`` (tests/test_object_store.py)."""
+    from warehouse_state import CFILE
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.cfile.impl", CFILE)
+    yield
+    conf.unset("fs.cfile.impl")

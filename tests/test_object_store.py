@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.warehouse_state import cycle_at, warehouse_state
 
 from reprocess.cli import parse_instant
 from reprocess.errors import CommitConflictError, ConfigError
@@ -22,26 +21,15 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from reprocess.storage.commit import Snapshot, Warehouse, open_warehouse
 from reprocess.storage.hadoop import HadoopWarehouse
+from warehouse_state import CFILE, cycle_at, warehouse_state
 
-pytestmark = pytest.mark.spark
-
-FS_CLASS = "reprocess.hadoop.ConditionalLocalFileSystem"
-
-
-@pytest.fixture(scope="module")
-def cfile(spark):
-    """Registers the ``cfile:`` scheme in the session's Hadoop configuration (read by the driver and by the tasks)."""
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    conf.set("fs.cfile.impl", FS_CLASS)
-    yield
-    conf.unset("fs.cfile.impl")
-
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("cfile")]
 
 def _uri(path: Path) -> str:
     return "cfile://" + str(path.resolve())
 
 
-def test_the_commit_is_a_create_if_absent_and_the_loser_gets_a_conflict(spark, cfile, tmp_path):
+def test_the_commit_is_a_create_if_absent_and_the_loser_gets_a_conflict(spark, tmp_path):
     wh = open_warehouse(_uri(tmp_path / "wh"))
     assert isinstance(wh, HadoopWarehouse)
     assert wh.root == "cfile:" + str((tmp_path / "wh").resolve())
@@ -57,7 +45,7 @@ def test_the_commit_is_a_create_if_absent_and_the_loser_gets_a_conflict(spark, c
     assert on_disk["runs"][0]["run_id"] == "a"
 
 
-def test_a_replace_if_the_etag_matches_fails_once_the_file_changed(spark, cfile, tmp_path):
+def test_a_replace_if_the_etag_matches_fails_once_the_file_changed(spark, tmp_path):
     wh = open_warehouse(_uri(tmp_path / "wh"))
     path = wh.path("x.json")
     assert wh.etag(path) is None
@@ -82,7 +70,7 @@ def test_a_filesystem_without_conditional_creates_is_refused(spark, tmp_path):
         open_warehouse("nosuch://bucket/wh")
 
 
-def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark, cfile, tmp_path, monkeypatch):
+def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark, tmp_path, monkeypatch):
     uri = _uri(tmp_path / "wh")
     first, second = open_warehouse(uri), open_warehouse(uri)
     with first.lock("run-a"):
@@ -116,7 +104,45 @@ def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark
         assert json.loads((tmp_path / "wh" / "_lock").read_text())["owner"] == "run-b"
 
 
-def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, cfile, tmp_path, monkeypatch):
+def test_racing_writers_never_hold_the_lease_together_even_when_its_holder_died(spark, tmp_path, monkeypatch):
+    """Six writers (each its own warehouse object and lease, on threads of this process) take the lease 4 times
+    each, while a dead holder's lease is still running and renewals go on: one holder at a time."""
+    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "1.5")  # renewed every 0.5 s while held
+    uri = _uri(tmp_path / "wh")
+    open_warehouse(uri)._conditional_write(str(open_warehouse(uri).path("_lock")), json.dumps(
+        {"owner": "run-dead", "expires_ms": int(time.time() * 1000) + 1000}).encode(), None)
+    events: list[str] = []
+    errors: list[BaseException] = []
+    guard = threading.Lock()
+
+    def racer(name: str) -> None:
+        wh = open_warehouse(uri)
+        try:
+            for i in range(4):
+                with wh.lock(f"{name}-{i}", wait_seconds=120, poll=0.05):
+                    with guard:
+                        events.append(f"enter {name}")
+                    time.sleep(0.7 if i == 0 else 0.05)  # the first hold outlives a renewal
+                    wh.check_lease()
+                    with guard:
+                        events.append(f"leave {name}")
+        except BaseException as exc:  # noqa: BLE001 (reported below, with the events)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=racer, args=(f"w{k}",)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert errors == [], errors
+    assert len(events) == 6 * 4 * 2
+    for enter, leave in zip(events[::2], events[1::2], strict=True):
+        assert enter.startswith("enter "), events
+        assert leave == "leave " + enter.split()[1], events
+    assert not (tmp_path / "wh" / "_lock").exists()
+
+
+def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, tmp_path, monkeypatch):
     monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "0.9")  # renewed every 0.3 s
     uri = _uri(tmp_path / "wh")
     wh = open_warehouse(uri)
@@ -133,7 +159,7 @@ def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, 
     assert json.loads((tmp_path / "wh" / "_lock").read_text())["owner"] == "run-b"  # not deleted: not ours
 
 
-def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, cfile, tmp_path):
+def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_path):
     """Three cycles (new failures, re-drives, dead letters) into a ``cfile:`` warehouse commit what the same cycles
     commit into a local one."""
     landing = tmp_path / "landing"
@@ -178,7 +204,7 @@ def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, cfile, 
 
 @pytest.mark.parametrize("point", ["after_prepare", "after_publish"])
 def test_a_writer_killed_on_a_hadoop_warehouse_blocks_until_its_lease_expires_then_the_run_resumes(
-        spark, cfile, tmp_path, point):
+        spark, tmp_path, point):
     """``kill -9`` of ``reprocess run`` at a crash point: its lease outlives it (flock would not), so the next run
     is refused naming the dead holder until the lease expires; then it resumes the prepared run, and the warehouse
     ends as an uninterrupted run leaves it."""
@@ -192,7 +218,7 @@ def test_a_writer_killed_on_a_hadoop_warehouse_blocks_until_its_lease_expires_th
     cycle_at(spark, landing, reference, t2, target)
     uri = _uri(root)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "REPROCESS_CRASH_AT": point, "REPROCESS_LEASE_SECONDS": "8",
-           "PYSPARK_SUBMIT_ARGS": f"--conf spark.hadoop.fs.cfile.impl={FS_CLASS} pyspark-shell"}
+           "PYSPARK_SUBMIT_ARGS": f"--conf spark.hadoop.fs.cfile.impl={CFILE} pyspark-shell"}
     proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse",
                            uri, "--as-of", t2, "--target", target, "--master", "local[2]"],
                           env=env, capture_output=True, text=True, timeout=600)

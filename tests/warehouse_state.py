@@ -14,6 +14,8 @@ from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 
 FLAKY = "python:reprocess.targets.examples:flaky"
+CFILE = "reprocess.hadoop.ConditionalLocalFileSystem"  # the local disk as cfile:, with an object store's conditions
+
 
 
 def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY) -> dict[str, Any]:

@@ -322,19 +322,22 @@ class HadoopWarehouse:
                   "expires_ms": int((time.time() + seconds) * 1000)}
             data = json.dumps(me).encode("utf-8")
             holder, tag = self._read_lease(path)
-            if holder is None and tag is None:
+            if tag is None:
                 if self._conditional_write(path, data, None):
                     break
                 continue  # another writer created it first: read its lease
-            if tag is not None and (holder is None or holder.get("expires_ms", 0) < time.time() * 1000):
+            # A lease read as nothing (released between the two reads, then maybe taken again) is never judged
+            # expired: only a lease document whose expiry has passed is replaced
+            if holder is not None and holder.get("expires_ms", 0) < time.time() * 1000:
                 if self._conditional_write(path, data, tag):
                     log.warning("took over the warehouse lease of %s, expired", _describe(holder))
                     break
                 continue
             if time.monotonic() >= deadline:
+                who = _describe(holder) if holder else f"a lease it cannot read ({path}: delete it if no writer runs)"
                 raise CommitConflictError(
-                    f"warehouse {self.uri} is locked by {_describe(holder)}: another run, backfill or re-drive is "
-                    "writing it; wait for it to finish (or pass --lock-wait SECONDS)")
+                    f"warehouse {self.uri} is locked by {who}: another run, backfill or re-drive is writing it; wait "
+                    "for it to finish (or pass --lock-wait SECONDS)")
             if not waited:
                 log.info("waiting up to %.0fs for the warehouse lease held by %s", wait_seconds, _describe(holder))
                 waited = True
@@ -356,7 +359,8 @@ class HadoopWarehouse:
                 self._fs.delete(self._path(path), False)
 
     def _read_lease(self, path: str) -> tuple[dict[str, Any] | None, str | None]:
-        """The lease's holder document (None if unreadable) and its ETag (None if there is no lease)."""
+        """The lease's holder document and its ETag: ``(None, None)`` if there is no lease, ``(None, tag)`` if it
+        could not be read (released meanwhile, or not a lease: it then blocks until someone deletes it)."""
         tag = self.etag(path)
         if tag is None:
             return None, None
@@ -364,7 +368,7 @@ class HadoopWarehouse:
             doc = json.loads(self.read_bytes(path))
         except Exception:  # deleted between the two reads (a release), or not JSON
             return None, self.etag(path)
-        return (doc if isinstance(doc, dict) else None), tag
+        return (doc if isinstance(doc, dict) and "expires_ms" in doc else None), tag
 
     def _renew(self, path: str, seconds: float, stop: threading.Event) -> None:
         while not stop.wait(seconds / 3):
