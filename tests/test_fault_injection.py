@@ -25,10 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.cycle.run import STEPS
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import STEPS, CycleOptions, run_cycle
 from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.spark_env import local_fs_conf
 from reprocess.storage.commit import Warehouse
-from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
+from warehouse_state import CFILE, FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
 
 pytestmark = pytest.mark.spark
 
@@ -36,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
 FAST_TRIALS = 3
 SLOW_TRIALS = 50
+HADOOP_TRIALS = 2  # the same, with the warehouse reached as cfile: (tests/test_object_store.py)
+SLOW_HADOOP_TRIALS = 20
+LEASE_SECONDS = 4  # the killed driver's lease blocks the re-run this long at most
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +57,19 @@ def after_t1(spark, landing, tmp_path_factory) -> Path:
     return wh
 
 
-def _submit(landing: Path, wh: Path, log: Path) -> subprocess.Popen:
-    """``spark-submit cycle.py`` in a session of its own, so that its whole process tree can be killed."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+def _submit(landing: Path, wh: str, log: Path, hadoop: bool = False) -> subprocess.Popen:
+    """``spark-submit cycle.py`` in a session of its own, so that its whole process tree can be killed; ``hadoop``:
+    ``wh`` is a ``cfile:`` URI (a warehouse on a Hadoop filesystem, with a lease of LEASE_SECONDS)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           **({"REPROCESS_LEASE_SECONDS": str(LEASE_SECONDS)} if hadoop else {})}
+    # cfile's class is in the jar of reprocess.hadoop: on the class path as the DAGs' spark-submit puts it
+    jar = [a for k, v in local_fs_conf().items() for a in ("--conf", f"{k}={v}")] if hadoop else []
+    assert not hadoop or jar, "make venv builds the jar of reprocess.hadoop (needs javac)"
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-           "--conf", "spark.ui.enabled=false", str(ROOT / "spark" / "entrypoints" / "cycle.py"),
-           "--landing", str(landing), "--warehouse", str(wh), "--as-of", T2, "--target", FLAKY]
+           "--conf", "spark.ui.enabled=false", *jar,
+           *(["--conf", f"spark.hadoop.fs.cfile.impl={CFILE}"] if hadoop else []),
+           str(ROOT / "spark" / "entrypoints" / "cycle.py"),
+           "--landing", str(landing), "--warehouse", wh, "--as-of", T2, "--target", FLAKY]
     with open(log, "w", encoding="utf-8") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -126,26 +138,35 @@ def _wait_until_group_is_gone(pgid: int, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, tmp_path: Path, n: int) -> None:
+def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, tmp_path: Path, n: int,
+           hadoop: bool = False) -> None:
+    """One kill and re-run; ``hadoop``: the warehouse is reached as ``cfile:`` (the same files, through Hadoop's
+    FileSystem with a lease instead of flock), and the re-run waits for the killed driver's lease to expire."""
     rnd = random.Random(1000 + n)
     wh = tmp_path / "wh"
     shutil.copytree(after_t1, wh)
+    uri = f"cfile://{wh.resolve()}" if hadoop else str(wh)
     log = tmp_path / "submit.log"
     t = time.monotonic()
-    proc = _submit(landing, wh, log)
+    proc = _submit(landing, uri, log, hadoop)
     anchor, killed = _kill_at_random(proc, log, rnd)
     killed_after = time.monotonic() - t
+    if not killed:  # it ended before the kill: then it ended well, or the trial would prove nothing
+        assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
     steps = re.findall(r"step=(\w+)", log.read_text(errors="replace"))
     w = Warehouse(wh)
     prepared = bool(w.prepared_runs())
     committed = w.latest().run("run-20261121T023000Z") is not None
     t = time.monotonic()
-    summary = cycle_at(spark, landing, wh, T2)
+    summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=uri, policies=load_config(None),
+                                            as_of_ms=parse_instant(T2), target=FLAKY,
+                                            lock_wait_seconds=2 * LEASE_SECONDS if hadoop else 0))
     rerun_s = time.monotonic() - t
     state = warehouse_state(spark, wh)
     with open(report, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"trial": n, "aimed_at": anchor, "killed_after_s": round(killed_after, 1),
-                             "killed": killed, "last_step_logged": steps[-1] if steps else None,
+        fh.write(json.dumps({"trial": n, "warehouse": "cfile" if hadoop else "local", "aimed_at": anchor,
+                             "killed_after_s": round(killed_after, 1), "killed": killed,
+                             "last_step_logged": steps[-1] if steps else None,
                              "prepared_before_rerun": prepared, "committed_before_rerun": committed,
                              "rerun_s": round(rerun_s, 1), "same_as_uninterrupted": state == reference}) + "\n")
     assert all(summary["conservation"].values()), summary["conservation"]
@@ -159,6 +180,21 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
 def test_a_driver_killed_at_a_random_moment_ends_like_the_uninterruptedcycle_at(spark, landing, after_t1, reference,
                                                                            report, tmp_path, n):
     _trial(spark, landing, after_t1, reference, report, tmp_path, n)
+
+
+@pytest.mark.parametrize("n", range(HADOOP_TRIALS))
+@pytest.mark.usefixtures("cfile")
+def test_a_driver_killed_on_a_hadoop_warehouse_ends_like_the_uninterrupted_cycle(spark, landing, after_t1, reference,
+                                                                                 report, tmp_path, n):
+    _trial(spark, landing, after_t1, reference, report, tmp_path, n, hadoop=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", range(HADOOP_TRIALS, HADOOP_TRIALS + SLOW_HADOOP_TRIALS))
+@pytest.mark.usefixtures("cfile")
+def test_more_random_kills_on_a_hadoop_warehouse_end_like_the_uninterrupted_cycle(spark, landing, after_t1, reference,
+                                                                                  report, tmp_path, n):
+    _trial(spark, landing, after_t1, reference, report, tmp_path, n, hadoop=True)
 
 
 @pytest.mark.slow
