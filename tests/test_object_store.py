@@ -93,6 +93,17 @@ def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark
         first.check_lease()  # still held
     assert not (tmp_path / "wh" / "_lock").exists()  # released
 
+    # the empty _lock a POSIX writer leaves (a warehouse copied to the store) is free; anything else that is no
+    # lease blocks, and the error says what to do
+    (tmp_path / "wh" / "_lock").write_text("")
+    with second.lock("run-b"):
+        pass
+    (tmp_path / "wh" / "_lock").write_text("not a lease")
+    with pytest.raises(CommitConflictError, match="a lease it cannot read .*_lock: delete it if no writer runs"):
+        with second.lock("run-b"):
+            pass
+    (tmp_path / "wh" / "_lock").unlink()
+
     # a holder that died without releasing: its lease blocks until it expires, then the next writer takes it over
     dead = {"owner": "run-dead", "pid": 1, "host": "gone", "token": "t", "since": "2026-11-25T00:00:00Z",
             "expires_ms": int(time.time() * 1000) + 1500}

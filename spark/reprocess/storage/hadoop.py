@@ -360,12 +360,15 @@ class HadoopWarehouse:
 
     def _read_lease(self, path: str) -> tuple[dict[str, Any] | None, str | None]:
         """The lease's holder document and its ETag: ``(None, None)`` if there is no lease, ``(None, tag)`` if it
-        could not be read (released meanwhile, or not a lease: it then blocks until someone deletes it)."""
+        could not be read (released meanwhile, or not a lease: it then blocks until someone deletes it). An empty
+        file is a lease that expired long ago."""
         tag = self.etag(path)
         if tag is None:
             return None, None
         try:
-            doc = json.loads(self.read_bytes(path))
+            data = self.read_bytes(path)
+            # empty: the flock file a POSIX writer leaves (a warehouse copied to the store), held by nobody
+            doc = json.loads(data) if data.strip() else {"owner": "nobody", "expires_ms": 0}
         except Exception:  # deleted between the two reads (a release), or not JSON
             return None, self.etag(path)
         return (doc if isinstance(doc, dict) and "expires_ms" in doc else None), tag
