@@ -142,7 +142,7 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
            hadoop: bool = False) -> None:
     """One kill and re-run; ``hadoop``: the warehouse is reached as ``cfile:`` (the same files, through Hadoop's
     FileSystem with a lease instead of flock), and the re-run waits for the killed driver's lease to expire."""
-    rnd = random.Random(1000 + n)
+    rnd = random.Random((2000 if hadoop else 1000) + n)  # the two fast cfile: trials kill mid-cycle, lease held
     wh = tmp_path / "wh"
     shutil.copytree(after_t1, wh)
     uri = f"cfile://{wh.resolve()}" if hadoop else str(wh)
