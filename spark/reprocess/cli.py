@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--landing", metavar="DIR|URI", required=True,
                    help="landing root (dt=YYYY-MM-DD/hour=HH/*.jsonl): a directory, or a Hadoop filesystem URI "
                         "(s3a://, gs://, abfss://, hdfs://) that Spark's connector jars can read")
-    r.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (ledger, dlq, outbox, ...)")
+    r.add_argument("--warehouse", metavar="DIR|URI", required=True, help=WAREHOUSE_HELP)
     r.add_argument("--config", metavar="FILE", help=f"policy file (YAML); default: {DEFAULT_CONFIG}")
     r.add_argument("--as-of", metavar="ISO8601", required=True, type=parse_instant,
                    help="the run's 'now', e.g. 2026-11-21T10:15:00Z (Airflow passes the data interval end)")
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(spread at --rate messages per second), and write an audit record to <warehouse>/redrive_audit/. "
         "The same request applied twice moves nothing the second time.",
     )
-    d.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root")
+    d.add_argument("--warehouse", metavar="DIR|URI", required=True, help=WAREHOUSE_HELP)
     d.add_argument("--address", metavar="PATTERN", default="#", help="original-address wildcard (default '#': all)")
     d.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="dead-lettered on or after this date")
     d.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="dead-lettered on or before this date")
@@ -252,6 +252,10 @@ class _ExamplesFormatter(argparse.HelpFormatter):
         if text.startswith("examples:"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
+
+
+WAREHOUSE_HELP = ("warehouse root (ledger, dlq, outbox, ...): a directory, or a Hadoop filesystem URI (s3a://...) "
+                  "whose store does conditional writes, with --master (docs/adr/0005-warehouse-on-object-storage.md)")
 
 
 def _ops_parser(sub: Any, name: str, help_: str, description: str, examples: str,

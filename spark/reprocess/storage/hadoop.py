@@ -36,7 +36,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from reprocess.errors import CommitConflictError, ConfigError
-from reprocess.storage.commit import _HELD, _SNAPSHOT_DIGITS, DATASETS, Snapshot, _describe, reentered
+from reprocess.storage.commit import (
+    _HELD,
+    _SNAPSHOT_DIGITS,
+    DATASETS,
+    Snapshot,
+    _describe,
+    private_files_default,
+    reentered,
+)
 from reprocess.uris import remote_scheme
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,9 @@ class HadoopWarehouse:
             raise ConfigError(f"--private-files is for a warehouse on a POSIX filesystem; {uri} is on "
                               f"{remote_scheme(uri)}://, whose access is set by the store (a bucket policy)",
                               key="--private-files")
+        if private is None and private_files_default():
+            log.warning("REPROCESS_PRIVATE_FILES does not apply to warehouse %s: the store's policy sets its access",
+                        uri)
         self.uri = uri
         self.private = False
         from pyspark import SparkContext
