@@ -412,7 +412,3 @@ class HadoopWarehouse:
             raise CommitConflictError(f"warehouse {self.uri}: this writer's lease is lost ({lease['lost']}); it "
                                       "stopped before its next write. Re-run: the cycle resumes or builds on what "
                                       "the other writer committed")
-
-
-def is_hadoop_uri(uri: str) -> bool:
-    return remote_scheme(uri) is not None
