@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,7 +55,6 @@ from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse
-from reprocess.storage.hadoop import HadoopWarehouse
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -564,24 +561,20 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
     """The GX gate before the commit: the accepted landing batch, the ledger rows and dead letters this run
     writes, and its balance. Data Docs go to ``runs/<run_id>/data_docs``; a failed suite fails the run."""
     rel_docs = f"runs/{run_id}/data_docs"
-    # GX renders into a local folder: a warehouse on a Hadoop URI gets a copy of it afterwards
-    docs = tempfile.mkdtemp(prefix=f"reprocess-{run_id}-docs-") if isinstance(wh, HadoopWarehouse) \
-        else str(wh.path(rel_docs))
-    v = suites.Validator(run_id, as_of, docs)
-    t = time.monotonic()
-    try:
-        b = summary["balance"]
-        v.validate(suites.landing_frame(fresh), "landing", params=landing_params,
-                   rows=b["ingested"] - b["bad_records"])
-        v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
-        v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
-        v.validate(suites.run_frame(spark, b), "run", rows=1)
-    finally:
-        index = v.build_docs()
-        if isinstance(wh, HadoopWarehouse):
-            index = str(wh.upload(docs, rel_docs) / "index.html")
-            shutil.rmtree(docs, ignore_errors=True)
-        log.info("data docs run_id=%s path=%s", run_id, index)
+    index = str(wh.path(rel_docs, "index.html"))
+    with wh.local_folder(rel_docs) as docs:  # GX renders into a local folder
+        v = suites.Validator(run_id, as_of, docs)
+        t = time.monotonic()
+        try:
+            b = summary["balance"]
+            v.validate(suites.landing_frame(fresh), "landing", params=landing_params,
+                       rows=b["ingested"] - b["bad_records"])
+            v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
+            v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
+            v.validate(suites.run_frame(spark, b), "run", rows=1)
+        finally:
+            v.build_docs()
+            log.info("data docs run_id=%s path=%s", run_id, index)
     failed = [r for r in v.results if not r.success]
     if failed:
         raise ValidationFailedError(

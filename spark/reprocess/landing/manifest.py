@@ -196,4 +196,4 @@ def manifest_bytes(entries: list[ManifestEntry]) -> bytes:
     table = pa.Table.from_pylist([e.__dict__ for e in entries], schema=MANIFEST_SCHEMA)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return bytes(sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()

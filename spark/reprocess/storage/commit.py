@@ -99,6 +99,27 @@ class Snapshot:
         return [r for r in self.runs if r["as_of_ms"] == as_of_ms]
 
 
+def referenced(*snapshots: Snapshot | None) -> set[str]:
+    """The files (relative to the warehouse) the given snapshots list: what the vacuum keeps."""
+    return {f for snap in snapshots if snap is not None for files in snap.files.values() for f in files}
+
+
+def uncommitted(prepared: list[dict[str, Any]], snapshot: Snapshot) -> list[dict[str, Any]]:
+    """The prepared records of runs ``snapshot`` has not committed, oldest as-of first."""
+    committed = {r["run_id"] for r in snapshot.runs}
+    return sorted((d for d in prepared if d["run_id"] not in committed), key=lambda d: d["as_of_ms"])
+
+
+def snapshot_name(version: int) -> str:
+    return f"{version:0{_SNAPSHOT_DIGITS}d}.json"
+
+
+def commit_conflict(name: str, base: Snapshot) -> CommitConflictError:
+    """What the loser of a commit race gets: snapshot ``name`` was created by another writer after ``base``."""
+    return CommitConflictError(f"snapshot {name} already exists: another run committed after version "
+                               f"{base.version}; re-run to build on the new state")
+
+
 def private_files_default() -> bool:
     """``$REPROCESS_PRIVATE_FILES`` (1/true/yes): write warehouses owner-only unless told otherwise."""
     return os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower() in ("1", "true", "yes", "on")
@@ -171,6 +192,12 @@ class Warehouse:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
 
+    @contextmanager
+    def local_folder(self, rel: str) -> Iterator[str]:
+        """A local folder for files a library writes by path (GX's Data Docs) that end up at ``rel``: here,
+        ``rel`` itself."""
+        yield str(self.path(rel))
+
     def check_lease(self) -> None:
         """Nothing to check: ``flock`` cannot be lost while the process lives (a lease can: storage.hadoop)."""
 
@@ -182,7 +209,7 @@ class Warehouse:
         versions = sorted(int(p.stem) for p in self.snapshots_dir.glob("*.json") if p.stem.isdigit())
         if not versions:
             return Snapshot()
-        path = self.snapshots_dir / f"{versions[-1]:0{_SNAPSHOT_DIGITS}d}.json"
+        path = self.snapshots_dir / snapshot_name(versions[-1])
         return Snapshot.from_json(path.read_text(encoding="utf-8"))
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
@@ -197,7 +224,7 @@ class Warehouse:
         """
         new.version = base.version + 1
         self.snapshots_dir.mkdir(parents=True, exist_ok=True)
-        final = self.snapshots_dir / f"{new.version:0{_SNAPSHOT_DIGITS}d}.json"
+        final = self.snapshots_dir / snapshot_name(new.version)
         tmp = self.snapshots_dir / f".{new.version}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(new.to_json())
@@ -206,9 +233,7 @@ class Warehouse:
         try:
             os.link(tmp, final)
         except FileExistsError as exc:
-            raise CommitConflictError(
-                f"snapshot {final.name} already exists: another run committed after version {base.version}; "
-                "re-run to build on the new state") from exc
+            raise commit_conflict(final.name, base) from exc
         finally:
             tmp.unlink(missing_ok=True)
         _fsync_dir(self.snapshots_dir)
@@ -242,11 +267,7 @@ class Warehouse:
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
         """Delete published files no longer referenced (by ``snapshot`` or ``keep_previous``)."""
-        live = set()
-        for snap in (snapshot, keep_previous):
-            if snap is not None:
-                for files in snap.files.values():
-                    live.update(files)
+        live = referenced(snapshot, keep_previous)
         removed = 0
         for dataset in DATASETS:
             base = self.root / dataset
@@ -270,13 +291,8 @@ class Warehouse:
         runs_dir = self.root / "_runs"
         if not runs_dir.is_dir():
             return []
-        committed = {r["run_id"] for r in self.latest().runs}
-        out = []
-        for p in sorted(runs_dir.glob("*/prepared.json")):
-            doc = json.loads(p.read_text(encoding="utf-8"))
-            if doc["run_id"] not in committed:
-                out.append(doc)
-        return sorted(out, key=lambda d: d["as_of_ms"])
+        docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs_dir.glob("*/prepared.json"))]
+        return uncommitted(docs, self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
         """Durably record a run's intent (as-of, landing files, due deliveries) before any re-drive."""

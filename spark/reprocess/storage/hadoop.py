@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -38,12 +40,15 @@ from typing import Any
 from reprocess.errors import CommitConflictError, ConfigError
 from reprocess.storage.commit import (
     _HELD,
-    _SNAPSHOT_DIGITS,
     DATASETS,
     Snapshot,
     _describe,
+    commit_conflict,
     private_files_default,
     reentered,
+    referenced,
+    snapshot_name,
+    uncommitted,
 )
 from reprocess.uris import remote_scheme
 
@@ -232,7 +237,7 @@ class HadoopWarehouse:
                           if name.endswith(".json") and name[:-5].isdigit())
         if not versions:
             return Snapshot()
-        text = self.read_bytes(self.snapshots_dir / f"{versions[-1]:0{_SNAPSHOT_DIGITS}d}.json").decode("utf-8")
+        text = self.read_bytes(self.snapshots_dir / snapshot_name(versions[-1])).decode("utf-8")
         return Snapshot.from_json(text)
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
@@ -243,11 +248,9 @@ class HadoopWarehouse:
         """Make ``new`` the committed state by creating ``_snapshots/N+1.json`` only if it is absent."""
         self.check_lease()
         new.version = base.version + 1
-        name = f"{new.version:0{_SNAPSHOT_DIGITS}d}.json"
+        name = snapshot_name(new.version)
         if not self._conditional_write(self.snapshots_dir / name, new.to_json().encode("utf-8"), None):
-            raise CommitConflictError(
-                f"snapshot {name} already exists: another run committed after version {base.version}; "
-                "re-run to build on the new state")
+            raise commit_conflict(name, base)
         log.info("committed snapshot version=%s runs=%s (conditional create)", new.version, len(new.runs))
 
     # -- publishing staged files -----------------------------------------------------------------
@@ -272,8 +275,7 @@ class HadoopWarehouse:
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
         """Delete published files no longer referenced (by ``snapshot`` or ``keep_previous``)."""
-        live = {f for snap in (snapshot, keep_previous) if snap is not None for files in snap.files.values()
-                for f in files}
+        live = referenced(snapshot, keep_previous)
         removed = 0
         for dataset in DATASETS:
             for f in self._list(self.root / dataset, True):
@@ -289,10 +291,9 @@ class HadoopWarehouse:
 
     # -- prepared runs ---------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:
-        committed = {r["run_id"] for r in self.latest().runs}
         statuses = self._fs.globStatus(self._path(self.root / "_runs" / "*" / "prepared.json")) or []
-        docs = [json.loads(self.read_bytes(str(s.getPath().toString()))) for s in statuses]
-        return sorted((d for d in docs if d["run_id"] not in committed), key=lambda d: d["as_of_ms"])
+        return uncommitted([json.loads(self.read_bytes(str(s.getPath().toString()))) for s in statuses],
+                           self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
         self.check_lease()
@@ -303,11 +304,18 @@ class HadoopWarehouse:
         p = self.run_dir(run_id) / "prepared.json"
         return json.loads(self.read_bytes(p)) if self.exists(p) else None
 
-    def upload(self, local_dir: str, rel: str) -> Uri:
-        """Copy a local folder (Data Docs) to ``rel`` in the warehouse; its URI."""
-        dest = self.path(rel)
-        self._fs.copyFromLocalFile(False, True, self._path("file://" + os.path.abspath(local_dir)), self._path(dest))
-        return dest
+    @contextmanager
+    def local_folder(self, rel: str) -> Iterator[str]:
+        """A temporary local folder for files a library writes by path (GX's Data Docs), copied to ``rel`` in the
+        warehouse on exit (also after an error: a failed validation's Data Docs are the ones worth reading)."""
+        local = tempfile.mkdtemp(prefix="reprocess-")
+        try:
+            yield local
+        finally:
+            try:
+                self._fs.copyFromLocalFile(False, True, self._path("file://" + local), self._path(self.path(rel)))
+            finally:
+                shutil.rmtree(local, ignore_errors=True)
 
     # -- the writer lease ------------------------------------------------------------------------
     @contextmanager
