@@ -176,29 +176,19 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
         assert state[name] == reference[name], f"{name} differs from the uninterrupted run"
 
 
-@pytest.mark.parametrize("n", range(FAST_TRIALS))
+def _trials(fast: int, slow: int) -> list:
+    """Trial numbers: the first ``fast`` run in ``make test``, ``slow`` more in the slow suite."""
+    return [*range(fast), *(pytest.param(n, marks=pytest.mark.slow) for n in range(fast, fast + slow))]
+
+
+@pytest.mark.parametrize("n", _trials(FAST_TRIALS, SLOW_TRIALS))
 def test_a_driver_killed_at_a_random_moment_ends_like_the_uninterruptedcycle_at(spark, landing, after_t1, reference,
                                                                            report, tmp_path, n):
     _trial(spark, landing, after_t1, reference, report, tmp_path, n)
 
 
-@pytest.mark.parametrize("n", range(HADOOP_TRIALS))
+@pytest.mark.parametrize("n", _trials(HADOOP_TRIALS, SLOW_HADOOP_TRIALS))
 @pytest.mark.usefixtures("cfile")
 def test_a_driver_killed_on_a_hadoop_warehouse_ends_like_the_uninterrupted_cycle(spark, landing, after_t1, reference,
                                                                                  report, tmp_path, n):
     _trial(spark, landing, after_t1, reference, report, tmp_path, n, hadoop=True)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("n", range(HADOOP_TRIALS, HADOOP_TRIALS + SLOW_HADOOP_TRIALS))
-@pytest.mark.usefixtures("cfile")
-def test_more_random_kills_on_a_hadoop_warehouse_end_like_the_uninterrupted_cycle(spark, landing, after_t1, reference,
-                                                                                  report, tmp_path, n):
-    _trial(spark, landing, after_t1, reference, report, tmp_path, n, hadoop=True)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("n", range(FAST_TRIALS, FAST_TRIALS + SLOW_TRIALS))
-def test_fifty_more_random_kills_end_like_the_uninterruptedcycle_at(spark, landing, after_t1, reference, report,
-                                                               tmp_path, n):
-    _trial(spark, landing, after_t1, reference, report, tmp_path, n)
