@@ -314,3 +314,19 @@ def test_report_renders_in_headless_chromium_with_visible_plots(report, tmp_path
     # the bars of the dead-letter plots in their reason colours (a broken image would show none)
     assert near("#d9534f") > 500  # MAX_DELIVERIES_EXCEEDED
     assert near("#f0ad4e") > 500  # NON_RETRYABLE
+
+
+def test_the_summary_of_an_as_of_is_its_cycles_not_a_re_drive_committed_at_the_same_as_of(tmp_path):
+    """A DLQ re-drive is recorded at the as-of of the state it changed; the DAG's check of a cycle (read_summary,
+    then check_outputs) must still get the cycle's summary, which has the conservation checks a re-drive's lacks."""
+    from reprocess.orchestration import check_outputs, read_summary
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.root.mkdir()
+    t = parse_instant(AS_OF)
+    cycle = {"run_id": "run-a", "as_of_ms": t, "summary": {"run_id": "run-a", "conservation": {"balance": True}}}
+    redrive = {"run_id": "redrive-1", "kind": "redrive", "as_of_ms": t, "summary": {"moved": 3}}
+    wh.commit(Snapshot(), Snapshot(runs=[cycle, redrive], as_of_ms=t))
+    assert read_summary(str(wh.root), AS_OF) == cycle["summary"]
+    assert check_outputs(read_summary(str(wh.root), AS_OF))["checked"]
+    assert read_summary(str(wh.root), "2026-11-21T10:20:00Z") is None

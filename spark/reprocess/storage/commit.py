@@ -95,8 +95,11 @@ class Snapshot:
         return None
 
     def runs_at(self, as_of_ms: int) -> list[dict[str, Any]]:
-        """The committed runs as of ``as_of_ms``: one, plus follow-ups after a target outage."""
-        return [r for r in self.runs if r["as_of_ms"] == as_of_ms]
+        """The committed cycles as of ``as_of_ms``: one, plus follow-ups after a target outage.
+
+        A DLQ re-drive is recorded at the as-of of the state it changed, but it is no cycle: the summary a re-run
+        of that cycle returns, and the one the DAG checks, is the cycle's own."""
+        return [r for r in self.runs if r["as_of_ms"] == as_of_ms and r.get("kind", "cycle") != "redrive"]
 
 
 def referenced(*snapshots: Snapshot | None) -> set[str]:
