@@ -88,7 +88,7 @@ airflow: $(STAMP) $(ARCHIVE) ## start Airflow standalone with the project's DAGs
 connect-server: $(STAMP) $(ARCHIVE) ## run the long-lived Spark Connect driver on 127.0.0.1:15002 (cycles: --remote sc://localhost:15002)
 	$(BIN)/reprocess connect-server $(CONNECT_ARGS)
 
-services: ## check the services the tests need (PostgreSQL, RabbitMQ, ActiveMQ, Chromium); start/install what is missing
+services: ## check the services the tests need (PostgreSQL, RabbitMQ, ActiveMQ, Chromium, an S3 server); start/install what is missing
 	bash dev/services.sh
 
 lint: $(STAMP) ## ruff
@@ -104,5 +104,5 @@ lock: ## regenerate requirements/constraints.txt from a fresh install
 	{ sed -n '1,3p' requirements/constraints.txt; /tmp/reprocess-lock/bin/pip freeze --exclude-editable | grep -v '^-e'; } > requirements/constraints.new
 	mv requirements/constraints.new requirements/constraints.txt
 
-clean: ## remove .venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-out
+clean: ## remove .venv, the S3 test server's venv and caches
+	rm -rf $(VENV) .s3server .pytest_cache .mypy_cache .ruff_cache demo-out

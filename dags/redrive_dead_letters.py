@@ -18,11 +18,12 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, Param, dag, task
 
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
+from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
-DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
-LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
+DLQ_ASSET = Asset(name="reprocess_dlq", uri=asset_uri(WAREHOUSE, "dlq"))
+LEDGER_ASSET = Asset(name="reprocess_ledger", uri=asset_uri(WAREHOUSE, "ledger"))
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 ON_CONNECT = on_spark_connect()

@@ -27,7 +27,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
-from reprocess.uris import local_path, remote_scheme
+from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing"))
@@ -37,10 +37,9 @@ TARGET = os.environ.get("REPROCESS_TARGET", "outbox")
 INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
 START = datetime.fromisoformat(os.environ.get("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"))
 END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get("REPROCESS_END_DATE") else None
-LANDING_ASSET = Asset(name="reprocess_landing",
-                      uri=LANDING if remote_scheme(LANDING) else f"file://{local_path(LANDING)}")
-LEDGER_ASSET = Asset(name="reprocess_ledger", uri=f"file://{WAREHOUSE}/ledger")
-DLQ_ASSET = Asset(name="reprocess_dlq", uri=f"file://{WAREHOUSE}/dlq")
+LANDING_ASSET = Asset(name="reprocess_landing", uri=asset_uri(LANDING))
+LEDGER_ASSET = Asset(name="reprocess_ledger", uri=asset_uri(WAREHOUSE, "ledger"))
+DLQ_ASSET = Asset(name="reprocess_dlq", uri=asset_uri(WAREHOUSE, "dlq"))
 ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))

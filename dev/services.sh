@@ -45,3 +45,16 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
 fi
 echo "services: ActiveMQ STOMP 127.0.0.1:61613, RabbitMQ 127.0.0.1:5672"
+
+# An S3-compatible server for the tests of the readers of a warehouse on object storage (tests/test_s3_readers.py):
+# moto in server mode, from PyPI, in a venv of its own (its botocore cannot share the project's pinned stack). The
+# tests start and stop it on a free port; here it is only installed.
+s3dir="$(cd "$(dirname "$0")/.." && pwd)/.s3server"
+if [ ! -x "$s3dir/bin/moto_server" ] || ! cmp -s "$(dirname "$0")/../requirements/s3-server.txt" "$s3dir/requirements.txt"; then
+  echo "services: installing the S3 test server (moto) into .s3server/"
+  rm -rf "$s3dir"
+  python3 -m venv "$s3dir"
+  "$s3dir/bin/pip" install -q --disable-pip-version-check -r "$(dirname "$0")/../requirements/s3-server.txt"
+  cp "$(dirname "$0")/../requirements/s3-server.txt" "$s3dir/requirements.txt"
+fi
+echo "services: S3 test server $("$s3dir/bin/python" -c 'import moto; print("moto", moto.__version__)')"

@@ -218,3 +218,36 @@ def test_the_cycle_dag_reads_a_landing_uri_with_the_deployments_spark_conf(af, s
     files = {r.source_file for r in read_dataset(spark, str(warehouse), "quarantine").collect()}
     assert files
     assert all(f.startswith("viewfs://dagtest/landing/dt=2026-11-21/hour=00/") for f in files), files
+
+
+def test_both_dags_run_on_a_warehouse_uri_committed_under_a_lease_and_read_without_spark(af, tmp_path):
+    """A warehouse at a URI, the way a deployment on a bucket sets it up: ``REPROCESS_WAREHOUSE`` is the URI and the
+    filesystem's class and settings sit in ``SPARK_CONF_DIR``. The URI here is ``cfile:``, the tests' object store
+    (the local disk with conditional creates and ETags, tests/test_object_store.py): the spark-submit jobs commit
+    under a lease, and the tasks around them (``find_new_landing``, ``check_outputs``, the re-drive's ``report``)
+    read the warehouse through pyarrow, as they read a bucket (tests/test_s3_readers.py)."""
+    from reprocess.storage.commit import Warehouse
+    from warehouse_state import CFILE
+
+    _, landing, _ = af
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.hadoop.fs.cfile.impl {CFILE}\n")
+    root = tmp_path / "warehouse"
+    env = airflow_env(tmp_path / "home", landing, root, REPROCESS_WAREHOUSE=f"cfile://{root}",
+                      SPARK_CONF_DIR=str(conf_dir))
+    migrate(env)
+    assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
+    snap = Warehouse(root).latest()
+    summary = snap.run("run-20261121T010000Z")["summary"]
+    assert all(summary["conservation"].values())
+    assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
+    assert summary["dead_lettered"]["total"] > 0
+    assert not (root / "_lock").exists()  # a lease, released (the local flock's file is never deleted)
+    conf = {"address_pattern": "#", "reset_deliveries": True}
+    assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
+    audits = list((root / "redrive_audit").glob("*.json"))
+    assert len(audits) == 1
+    assert json.loads(audits[0].read_text())["moved"] == summary["dead_lettered"]["total"]
+    assert Warehouse(root).latest().runs[-1]["kind"] == "redrive"
+    assert not (root / "_lock").exists()

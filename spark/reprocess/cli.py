@@ -263,7 +263,10 @@ def _ops_parser(sub: Any, name: str, help_: str, description: str, examples: str
     p: argparse.ArgumentParser = sub.add_parser(
         name, help=help_, description=f"{description} {note}", epilog="examples:\n" + examples,
         formatter_class=_ExamplesFormatter)
-    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (holds _snapshots/)")
+    p.add_argument("--warehouse", metavar="DIR|URI", required=True,
+                   help="warehouse root (holds _snapshots/): a directory, or s3a://, s3://, gs://, abfss:// (read "
+                        "through pyarrow; credentials and endpoint from AWS_*, GOOGLE_APPLICATION_CREDENTIALS, "
+                        "AZURE_STORAGE_*, e.g. AWS_ENDPOINT_URL for an S3-compatible store)")
     return p
 
 

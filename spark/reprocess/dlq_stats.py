@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from reprocess.errors import ConfigError
 from reprocess.ledger.states import REASON_CODES
 from reprocess.policy.wildcard import matches, validate_pattern
-from reprocess.storage.arrow import iso_ms, read_live
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.storage.arrow import iso_ms, open_reader, read_live
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from reprocess.storage.arrow import ReadWarehouse
+    from reprocess.storage.commit import Snapshot
 
 _COLUMNS = ["message_id", "original_address", "address", "reason_code", "last_error_class", "dead_lettered_at"]
 
@@ -71,7 +73,7 @@ class DlqFilter:
         return table.filter(pc.fill_null(mask, False))
 
 
-def read_dead_letters(wh: Warehouse, snap: Snapshot, where: DlqFilter | None = None,
+def read_dead_letters(wh: ReadWarehouse, snap: Snapshot, where: DlqFilter | None = None,
                       columns: Sequence[str] | None = None) -> pa.Table:
     """The committed dead letters kept by ``where``, newest first (ties by message id)."""
     cols = None if columns is None else list(dict.fromkeys([*columns, "original_address", "reason_code",
@@ -91,7 +93,7 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
     Reads ``snapshot`` (default: the latest). An empty or new warehouse gives zero counts (the UI shows it
     before the first run).
     """
-    wh = Warehouse(warehouse)
+    wh = open_reader(warehouse)
     snap = snapshot or wh.latest()
     by_reason: Counter[str] = Counter()
     by_day: dict[str, Counter[str]] = defaultdict(Counter)

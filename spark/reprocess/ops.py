@@ -14,8 +14,8 @@ from typing import Any
 from reprocess.dlq_stats import DlqFilter, read_dead_letters
 from reprocess.errors import NotFoundError
 from reprocess.ledger.states import DEAD_LETTERED, STATES, WAITING
-from reprocess.storage.arrow import iso_ms, open_snapshot, read_live, to_ms
-from reprocess.storage.commit import Snapshot, Warehouse
+from reprocess.storage.arrow import ReadWarehouse, iso_ms, open_reader, open_snapshot, opened, read_live, to_ms
+from reprocess.storage.commit import Snapshot
 
 HOUR_MS = 3_600_000
 LIST_COLUMNS = ("dead_lettered_at", "message_id", "original_address", "address", "reason_code", "deliveries",
@@ -73,9 +73,11 @@ def show_dead_letter(warehouse: str, message_id: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     wh, snap = open_snapshot(warehouse)
-    holding = [rel for rel in snap.files["dlq"]
-               if pc.any(pc.equal(pq.read_table(wh.abs(rel), columns=["message_id"])["message_id"],
-                                  message_id)).as_py()]
+    holding = []
+    for rel in snap.files["dlq"]:
+        with opened(wh, wh.abs(rel)) as source:
+            if pc.any(pc.equal(pq.read_table(source, columns=["message_id"])["message_id"], message_id)).as_py():
+                holding.append(rel)
     if not holding:
         raise NotFoundError(_not_a_dead_letter(wh, snap, warehouse, message_id))
     only = Snapshot(snap.version, {**snap.files, "dlq": holding}, snap.runs, snap.as_of_ms)
@@ -84,7 +86,7 @@ def show_dead_letter(warehouse: str, message_id: str) -> dict[str, Any]:
     return {**_head(warehouse, snap.version, snap.as_of_ms), **records[0], "records_with_this_id": len(records)}
 
 
-def _not_a_dead_letter(wh: Warehouse, snap: Snapshot, warehouse: str, message_id: str) -> str:
+def _not_a_dead_letter(wh: ReadWarehouse, snap: Snapshot, warehouse: str, message_id: str) -> str:
     import pyarrow.compute as pc
 
     ledger = read_live(wh, snap, "ledger", ["message_id", "state", "deliveries", "next_attempt_ms"])
@@ -126,7 +128,7 @@ def ledger_stats(warehouse: str, oldest: int = 5, snapshot: Snapshot | None = No
 
     Reads ``snapshot`` (default: the latest committed one).
     """
-    wh, snap = (Warehouse(warehouse), snapshot) if snapshot is not None else open_snapshot(warehouse)
+    wh, snap = (open_reader(warehouse), snapshot) if snapshot is not None else open_snapshot(warehouse)
     rows = read_live(wh, snap, "ledger", _LEDGER_COLUMNS).to_pylist()
     as_of = snap.as_of_ms
     states: Counter[str] = Counter(r["state"] for r in rows)

@@ -17,7 +17,7 @@ from typing import Any
 from reprocess.errors import ConfigError, ContractError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
-from reprocess.storage.commit import Warehouse
+from reprocess.storage.arrow import open_reader
 from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
     root = local_path(landing)
     if not root.is_dir():
         raise ContractError(f"landing root {landing} does not exist")
-    wh = Warehouse(warehouse)
-    manifest = read_manifest(wh.live_files("manifest"))
+    wh = open_reader(warehouse)
+    manifest = read_manifest(wh.live_files("manifest"), wh.read_source)
     files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest)
     return {"as_of": as_of, "files": len(files), "bytes": sum(f.size for f in files),
             "partitions": sorted({str(Path(f.path).parent.relative_to(root.resolve())) for f in files}),
@@ -104,7 +104,7 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
 
 def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
     """The committed summary of the run as of ``as_of`` (None for a dry run, which commits nothing)."""
-    runs = Warehouse(warehouse).latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
+    runs = open_reader(warehouse).latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
     return runs[-1]["summary"] if runs else None
 
 
@@ -234,6 +234,7 @@ def run_on_connect(command: str, args: list[str], remote: str) -> None:
 
 
 def latest_audit(warehouse: str) -> dict[str, Any] | None:
-    folder = Path(warehouse) / "redrive_audit"
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
-    return json.loads(files[-1].read_text(encoding="utf-8")) if files else None
+    """The newest re-drive audit record (``<warehouse>/redrive_audit/*.json``), or None."""
+    wh = open_reader(warehouse)
+    files = sorted(wh.listing("redrive_audit", ".json"), key=lambda f: (f[1], f[0]))
+    return json.loads(wh.read_bytes(files[-1][0]).decode("utf-8")) if files else None

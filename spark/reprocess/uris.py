@@ -33,6 +33,13 @@ def local_path(uri: str | Path) -> Path:
     return Path(text)
 
 
+def asset_uri(location: str, *parts: str) -> str:
+    """The URI of ``location`` (a path, a ``file:`` URI or a URI), joined with ``parts``: what the DAGs name their
+    Airflow assets (``/srv/wh``, ``ledger`` -> ``file:///srv/wh/ledger``; ``s3a://b/wh``, ``dlq`` -> ``s3a://b/wh/dlq``)."""
+    base = location.rstrip("/") if remote_scheme(location) else f"file://{os.path.abspath(local_path(location))}"
+    return "/".join((base, *parts))
+
+
 # What java.net.URI's multi-argument constructors leave unquoted in a path (RFC 2396): unreserved and punctuation
 # characters, '/', and "other" characters (non-ASCII that are neither controls nor spaces); '%' is always quoted.
 _URI_PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'();:@&=+$,/")

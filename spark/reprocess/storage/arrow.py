@@ -4,36 +4,64 @@ For the operator tooling (``reprocess dlq``, ``reprocess ledger stats``, ``repro
 plugin: answers in about a second, no JVM. Like :mod:`reprocess.storage.read`, it reads only the files
 the snapshot lists, never a directory listing, so a half-written run is never seen. Partition columns
 (``address`` and ``dt`` of the DLQ, ``bucket`` of the ledger) come from the directory names, unescaped
-the way Spark escaped them.
+the way Spark escaped them. A warehouse at a URI (``s3a://``, ``gs://``, ``abfss://``) is read through pyarrow's
+filesystem for it (:mod:`reprocess.storage.remote`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 from urllib.parse import unquote
 
 from reprocess.errors import ConfigError
 from reprocess.storage.commit import DATASETS, Snapshot, Warehouse
+from reprocess.uris import remote_scheme
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from reprocess.storage.remote import ArrowWarehouse
+
+ReadWarehouse: TypeAlias = "Warehouse | ArrowWarehouse"
 
 PARTITION_COLUMNS = {"dlq": ("address", "dt"), "ledger": ("bucket",), "outbox": ("address",),
                      "quarantine": ("dt",)}
 
 
-def open_snapshot(warehouse: str) -> tuple[Warehouse, Snapshot]:
+def open_reader(warehouse: str) -> ReadWarehouse:
+    """The warehouse at ``warehouse``, to read without Spark: a local :class:`Warehouse` for a path or a ``file:``
+    URI, an :class:`reprocess.storage.remote.ArrowWarehouse` for ``s3a://``, ``gs://``, ``abfss://``..."""
+    if remote_scheme(warehouse):
+        from reprocess.storage.remote import ArrowWarehouse
+
+        return ArrowWarehouse(warehouse)
+    return Warehouse(warehouse)
+
+
+def open_snapshot(warehouse: str) -> tuple[ReadWarehouse, Snapshot]:
     """The warehouse and its latest committed snapshot; a :class:`ConfigError` when there is none."""
-    wh = Warehouse(warehouse)
-    if not wh.root.is_dir():
+    wh = open_reader(warehouse)
+    if not wh.is_dir():
         raise ConfigError(f"warehouse {warehouse} does not exist", key="--warehouse")
     snap = wh.latest()
     if snap.version == 0:
-        raise ConfigError(f"{warehouse} has no committed snapshot ({wh.snapshots_dir}/ is missing or empty): "
+        raise ConfigError(f"{warehouse} has no committed snapshot ({wh.path('_snapshots')}/ is missing or empty): "
                           "not a reprocess warehouse, or no run has committed yet", key="--warehouse")
     return wh, snap
+
+
+@contextmanager
+def opened(wh: ReadWarehouse, location: str) -> Iterator[Any]:
+    """What pyarrow reads ``location`` from (a path, or a file of a remote filesystem, closed after)."""
+    source = wh.read_source(location)
+    try:
+        yield source
+    finally:
+        if hasattr(source, "close"):
+            source.close()
 
 
 def partition_value(path: str, name: str) -> str | None:
@@ -44,7 +72,7 @@ def partition_value(path: str, name: str) -> str | None:
     return None
 
 
-def read_live(wh: Warehouse, snap: Snapshot, dataset: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_live(wh: ReadWarehouse, snap: Snapshot, dataset: str, columns: Sequence[str] | None = None) -> pa.Table:
     """The committed rows of ``dataset`` as one Arrow table, with its partition columns as strings.
 
     ``columns`` (file or partition columns) limits what is read; a column a file lacks is null. With no
@@ -58,10 +86,11 @@ def read_live(wh: Warehouse, snap: Snapshot, dataset: str, columns: Sequence[str
     parts = PARTITION_COLUMNS.get(dataset, ())
     tables = []
     for path in wh.live_files(dataset, snap):
-        pf = pq.ParquetFile(path)
-        names = pf.schema_arrow.names
-        wanted = None if columns is None else [c for c in columns if c in names]
-        table = pf.read(columns=wanted).replace_schema_metadata(None)
+        with opened(wh, path) as source:
+            pf = pq.ParquetFile(source)
+            names = pf.schema_arrow.names
+            wanted = None if columns is None else [c for c in columns if c in names]
+            table = pf.read(columns=wanted).replace_schema_metadata(None)
         for part in parts:
             if columns is None or part in columns:
                 value = partition_value(path, part)

@@ -47,15 +47,16 @@ _SNAPSHOT_DIGITS = 8
 def warehouse_path(uri: str | Path) -> Path:
     """The local path of a warehouse given as a path or a ``file:`` URI; a :class:`ConfigError` for any other scheme.
 
-    A warehouse on another scheme is a :class:`reprocess.storage.hadoop.HadoopWarehouse` (:func:`open_warehouse`),
-    which only the cycle (``reprocess run`` with a Spark driver of its own) uses so far: the commands and tasks
-    that read a warehouse without Spark, and the DLQ re-drive, still need one on a POSIX filesystem.
+    A warehouse on another scheme is written through Spark (:func:`open_warehouse`,
+    :class:`reprocess.storage.hadoop.HadoopWarehouse`) and read without Spark through pyarrow
+    (:func:`reprocess.storage.arrow.open_reader`); what reaches here with a URI is a step that has neither path.
     """
     if remote_scheme(uri):
         raise ConfigError(
-            f"warehouse {uri} is on {remote_scheme(uri)}://: only `reprocess run` (its own Spark driver) reads and "
-            "writes a warehouse on a Hadoop filesystem yet; this command needs one on a local or shared POSIX "
-            "filesystem (docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
+            f"warehouse {uri} is on {remote_scheme(uri)}://: `reprocess run` and `reprocess redrive` write such a "
+            "warehouse with a Spark driver of their own (not over Spark Connect), and the readers read it through "
+            "pyarrow; this step needs one on a local or shared POSIX filesystem "
+            "(docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
     return local_path(uri)
 
 
@@ -189,6 +190,17 @@ class Warehouse:
     def read_source(self, location: str) -> str:
         """What pyarrow reads a file from: here, its path."""
         return str(location)
+
+    def is_dir(self, location: str | None = None) -> bool:
+        return os.path.isdir(self.root if location is None else location)
+
+    def listing(self, rel: str, suffix: str) -> list[tuple[str, int]]:
+        """The files directly in folder ``rel`` whose name ends with ``suffix``: (location, mtime in ns), by name."""
+        folder = self.root / rel
+        if not folder.is_dir():
+            return []
+        return sorted((str(p), p.stat().st_mtime_ns) for p in folder.iterdir()
+                      if p.is_file() and p.name.endswith(suffix))
 
     def write_bytes(self, location: str, data: bytes) -> None:
         path = Path(location)

@@ -1,0 +1,113 @@
+"""A warehouse on object storage, read without Spark: pyarrow's S3, GCS and Azure filesystems.
+
+The writers of a warehouse at a URI (``reprocess run`` and ``reprocess redrive``) go through Spark's Hadoop
+``FileSystem`` (:mod:`reprocess.storage.hadoop`). The readers that answer in a second with no JVM (``reprocess
+dlq``, ``reprocess ledger stats``, ``reprocess report``, the UI plugin and the DAG tasks around the Spark job) read
+the same objects through pyarrow's own filesystems. They read only what a snapshot lists, as on a local disk, and
+never write: the writer's lease and commit are the Hadoop side's.
+
+The Hadoop scheme maps to pyarrow's: ``s3a://`` (and ``s3n://``, ``s3://``) to S3, ``gs://`` to GCS, ``abfs://``
+and ``abfss://`` to Azure. Credentials and endpoints come from each SDK's usual environment (``AWS_ACCESS_KEY_ID``,
+``AWS_REGION``, ``AWS_ENDPOINT_URL`` for an S3-compatible store; ``GOOGLE_APPLICATION_CREDENTIALS``;
+``AZURE_STORAGE_ACCOUNT_KEY``...), not from the ``spark.hadoop.fs.*`` settings the Spark job uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from reprocess.errors import ConfigError
+from reprocess.storage.commit import DATASETS, Snapshot, snapshot_name
+from reprocess.uris import local_path, remote_scheme
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+log = logging.getLogger(__name__)
+
+# Hadoop's scheme -> pyarrow's
+ARROW_SCHEMES = {"s3a": "s3", "s3n": "s3", "s3": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss"}
+# The tests' object store (reprocess.hadoop.ConditionalLocalFileSystem): the local disk under its own scheme, so
+# that a DAG can be run end to end on a warehouse URI whose writer has a lease and conditional commits here.
+TEST_SCHEME = "cfile"
+
+
+def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for a warehouse URI and the warehouse's path in it (``s3a://b/wh`` -> S3, ``b/wh``).
+
+    A :class:`ConfigError` for a scheme pyarrow has no filesystem for here (``hdfs://``, ``viewfs://``...).
+    """
+    import pyarrow.fs as pafs
+
+    scheme = remote_scheme(uri)
+    if scheme == TEST_SCHEME:
+        return pafs.LocalFileSystem(), str(local_path("file" + uri[len(scheme):])).rstrip("/")
+    if scheme is None or scheme not in ARROW_SCHEMES:
+        raise ConfigError(
+            f"warehouse {uri}: a warehouse on {scheme}:// can only be read through Spark; the readers without "
+            f"Spark (dlq, ledger stats, report, the UI and the DAG tasks) take {', '.join(sorted(ARROW_SCHEMES))} "
+            "(docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
+    try:
+        fs, path = pafs.FileSystem.from_uri(ARROW_SCHEMES[scheme] + uri[len(scheme):])
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"warehouse {uri}: pyarrow cannot open it: {exc}", key="--warehouse") from exc
+    return fs, path.rstrip("/")
+
+
+class ArrowWarehouse:
+    """The read calls of :class:`reprocess.storage.commit.Warehouse` on a warehouse at a URI, through pyarrow.
+
+    Locations are paths in pyarrow's filesystem (``bucket/warehouse/ledger/...``), not URIs.
+    """
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/")
+        self.fs, self.base = arrow_filesystem(uri)
+
+    def path(self, *parts: str) -> str:
+        return "/".join((self.base, *parts))
+
+    def abs(self, rel: str) -> str:
+        return self.path(rel)
+
+    def is_dir(self, location: str | None = None) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self.fs.get_file_info(location or self.base).type == pafs.FileType.Directory)
+
+    def exists(self, location: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self.fs.get_file_info(location).type != pafs.FileType.NotFound)
+
+    def read_bytes(self, location: str) -> bytes:
+        with self.fs.open_input_stream(location) as fh:
+            return bytes(fh.read())
+
+    def read_source(self, location: str) -> Any:
+        """What pyarrow reads a file from: the file opened for random access (Parquet reads its footer first)."""
+        return self.fs.open_input_file(location)
+
+    def listing(self, rel: str, suffix: str) -> list[tuple[str, int]]:
+        """The files directly in folder ``rel`` whose name ends with ``suffix``: (location, mtime in ns), by name."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.path(rel), allow_not_found=True)
+        return sorted((info.path, info.mtime_ns or 0) for info in self.fs.get_file_info(selector)
+                      if info.type == pafs.FileType.File and info.base_name.endswith(suffix))
+
+    def latest(self) -> Snapshot:
+        """The latest committed snapshot (version 0, empty, when there is none)."""
+        versions = [int(name[:-5]) for name in (p.rsplit("/", 1)[-1] for p, _ in self.listing("_snapshots", ".json"))
+                    if name[:-5].isdigit()]
+        if not versions:
+            return Snapshot()
+        text = self.read_bytes(self.path("_snapshots", snapshot_name(max(versions)))).decode("utf-8")
+        return Snapshot.from_json(text)
+
+    def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {dataset!r}; one of {DATASETS}")
+        snap = snapshot or self.latest()
+        return [self.abs(f) for f in snap.files[dataset]]
