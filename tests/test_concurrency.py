@@ -2,7 +2,7 @@
 
 The lock is an exclusive ``flock`` on ``<warehouse>/_lock`` (docs/adr/0003-commit-protocol.md). These tests race
 real processes for it, kill a holder with SIGKILL, and run a scheduled cycle and a dead-letter re-drive through
-the CLI against the same warehouse at the same time.
+the CLI against the same warehouse at the same time, on a local warehouse and on a warehouse URI (a lease).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from reprocess.errors import CommitConflictError
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from reprocess.storage.commit import Warehouse
-from warehouse_state import assert_committed_cleanly, cycle_at, warehouse_state
+from warehouse_state import CFILE, assert_committed_cleanly, cycle_at, warehouse_state
 
 TESTS = Path(__file__).resolve().parent
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
@@ -171,8 +171,11 @@ def _wait_for(path: Path, proc: subprocess.Popen, log: Path, seconds: float = 30
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("kind", ["local", "cfile"])
 def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_warehouse_stays_whole(
-        spark, landing, after_t1, tmp_path):
+        spark, landing, after_t1, tmp_path, kind):
+    """Through the CLI, on a local warehouse (flock) and on a warehouse URI (``cfile:``, the tests' object store:
+    the lease in tests/test_object_store.py)."""
     dead = Warehouse(after_t1).live_files("dlq", Warehouse(after_t1).latest())
     assert dead, "the first cycle dead-lettered nothing: the test would prove nothing"
     # The reference: the same cycle, then the same re-drive, one after the other.
@@ -185,15 +188,21 @@ def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_wareh
 
     wh = tmp_path / "wh"
     shutil.copytree(after_t1, wh)
+    uri, env, lock = str(wh), {}, "lock"
+    if kind == "cfile":
+        uri, lock = f"cfile://{wh}", "lease"
+        env = {"PYSPARK_SUBMIT_ARGS": f"--conf spark.hadoop.fs.cfile.impl={CFILE} pyspark-shell"}
     gate = tmp_path / "gate"
     cycle_log = tmp_path / "cycle.err"
     with open(cycle_log, "w", encoding="utf-8") as err_file:  # a file, not a pipe nobody reads while it runs
-        cycle = _cli(["run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", T2, "--target", GATED,
-                      "--format", "json"], {"REPROCESS_TEST_GATE": str(gate)}, stderr=err_file)
+        cycle = _cli(["run", "--landing", str(landing), "--warehouse", uri, "--as-of", T2, "--target", GATED,
+                      "--format", "json"], {**env, "REPROCESS_TEST_GATE": str(gate)}, stderr=err_file)
     _wait_for(Path(str(gate) + ".entered"), cycle, cycle_log)  # the cycle is re-driving: it holds the lock
-    redrive = ["redrive", "--warehouse", str(wh), "--address", "#", "--now", T2, "--requested-by", "test"]
+    if kind == "cfile":
+        assert json.loads((wh / "_lock").read_text())["owner"] == "run-20261121T023000Z"  # a lease, not a flock
+    redrive = ["redrive", "--warehouse", uri, "--address", "#", "--now", T2, "--requested-by", "test"]
 
-    loser = _cli(redrive, {})
+    loser = _cli(redrive, env)
     _, err = loser.communicate(timeout=300)
     assert loser.returncode == CommitConflictError.exit_code, err[-3000:]
     assert "locked by run-20261121T023000Z (pid" in err, err[-3000:]
@@ -202,8 +211,8 @@ def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_wareh
 
     waiter_log = tmp_path / "waiter.err"
     with open(waiter_log, "w", encoding="utf-8") as err_file:
-        waiter = _cli([*redrive, "--lock-wait", "300"], {}, stderr=err_file)
-    waiting = "waiting up to 300s for the warehouse lock held by run-20261121T023000Z"
+        waiter = _cli([*redrive, "--lock-wait", "300"], env, stderr=err_file)
+    waiting = f"waiting up to 300s for the warehouse {lock} held by run-20261121T023000Z"
     deadline = time.monotonic() + 300
     while waiting not in waiter_log.read_text():
         assert waiter.poll() is None, waiter_log.read_text()[-3000:]
@@ -220,3 +229,5 @@ def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_wareh
 
     assert_committed_cleanly(wh)
     assert warehouse_state(spark, wh) == warehouse_state(spark, ref)
+    if kind == "cfile":
+        assert not (wh / "_lock").exists()  # both released their leases
