@@ -152,3 +152,56 @@ def test_values_unique_per_message_are_written_without_a_parquet_dictionary(spar
         # holding one value repeated says for sure that the dictionary was left on.
         assert {c for c in keeps if not all(repeated.get(c, []))} == set(), (dataset, repeated)
         assert {c for c in seen if repeated.get(c)} == seen, (dataset, sorted(repeated))
+
+
+@pytest.mark.parametrize("kind", ["local", "cfile"])
+def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_committed(
+        spark, landing, tmp_path, monkeypatch, kind, request):
+    """A snapshot keeps the summaries of its newest FULL_RUNS runs and the vacuum keeps the newest KEEP_SNAPSHOTS
+    snapshot files (both tiny here); older runs keep their id and as-of, so a re-run of an old as-of is still a
+    no-op and a re-drive request is still applied once, with the summaries the runs wrote beside the log."""
+    from reprocess.dlq_stats import dlq_stats
+    from reprocess.orchestration import check_outputs, read_summary
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.storage import commit
+    from reprocess.storage.commit import Warehouse
+
+    monkeypatch.setattr(commit, "FULL_RUNS", 2)
+    monkeypatch.setattr(commit, "KEEP_SNAPSHOTS", 3)
+    root = tmp_path / "wh"
+    wh = str(root)
+    if kind == "cfile":
+        request.getfixturevalue("cfile")
+        wh = f"cfile://{root}"
+    policies = load_config(None)
+    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET)
+    first = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[0]), **opts))
+    run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), **opts))
+    ask = RedriveRequest(address_pattern="#", max_messages=3, reset_deliveries=True)
+    audit = redrive_dead_letters(spark, wh, ask, parse_instant("2026-11-21T01:10:00Z"), requested_by="test")
+    assert audit["moved"] == 3
+    for as_of in AS_OFS[2:5]:
+        run_cycle(spark, CycleOptions(as_of_ms=parse_instant(as_of), **opts))
+
+    # 6 commits: the newest 3 snapshot files remain; the log names all 6 runs, the newest 2 with their summaries
+    assert sorted(p.name for p in (root / "_snapshots").iterdir()) == ["00000004.json", "00000005.json",
+                                                                      "00000006.json"]
+    runs = json.loads((root / "_snapshots" / "00000006.json").read_text())["runs"]
+    assert [r["run_id"] for r in runs][:3] == [first["run_id"], "run-20261121T010000Z", ask.request_id]
+    assert ["summary" in r for r in runs] == [False, False, False, False, True, True]
+    assert runs[2] == {"run_id": ask.request_id, "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1])}
+
+    # an old as-of is still committed: a re-run changes nothing and the DAG's check reads its summary.json
+    again = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[0]), **opts))
+    assert again["already_committed"] is True
+    assert {k: again[k] for k in ("run_id", "due", "ingested")} == {k: first[k] for k in ("run_id", "due", "ingested")}
+    summary = read_summary(wh, AS_OFS[0])
+    assert summary == json.loads((root / "runs" / first["run_id"] / "summary.json").read_text())
+    assert check_outputs(summary)["checked"]
+    assert Warehouse(root).latest().version == 6
+    # the re-drive request is applied once, its entry brief and its audit beside the log
+    assert redrive_dead_letters(spark, wh, ask, parse_instant("2026-11-21T09:00:00Z"))["already_applied"]
+    assert Warehouse(root).latest().version == 6
+    # the UI and the report list the runs that have a summary in the snapshot
+    assert [r["run_id"] for r in dlq_stats(wh)["latest_runs"]] == ["run-20261121T043000Z", "run-20261121T030000Z"]
+

@@ -113,7 +113,7 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
         {"run_id": r["run_id"], "kind": r.get("kind", "cycle"), **{k: r["summary"].get(k) for k in (
             "as_of", "ingested", "quarantined", "due", "delivered", "rescheduled", "dead_lettered", "waiting",
             "moved", "requested_by", "lateness_ms")}}
-        for r in reversed(snap.runs[-runs:])
+        for r in reversed(snap.runs[-runs:]) if "summary" in r  # the newest storage.commit.FULL_RUNS have one
     ] if runs > 0 else []
     return {
         "warehouse": warehouse,

@@ -18,6 +18,7 @@ from reprocess.errors import ConfigError, ContractError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
+from reprocess.storage.commit import run_summary
 from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,9 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
 
 def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
     """The committed summary of the run as of ``as_of`` (None for a dry run, which commits nothing)."""
-    runs = open_reader(warehouse).latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
-    return runs[-1]["summary"] if runs else None
+    wh = open_reader(warehouse)
+    runs = wh.latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
+    return run_summary(wh, runs[-1]) if runs else None
 
 
 def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:

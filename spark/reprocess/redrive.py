@@ -176,7 +176,11 @@ def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, 
     for entry in snap.runs:
         if entry.get("run_id") == request_id:
             path = _audit_path(wh, request_id)
-            return json.loads(wh.read_bytes(path)) if wh.exists(path) else entry.get("summary")
+            if wh.exists(path):
+                return dict(json.loads(wh.read_bytes(path)))
+            # committed, but its audit file is gone: never apply it twice (an entry older than the snapshot's
+            # storage.commit.FULL_RUNS has no summary either)
+            return dict(entry.get("summary") or {"request_id": request_id, "moved": None})
     return None
 
 

@@ -54,7 +54,7 @@ from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
-from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse
+from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -159,14 +159,15 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
         done = snap.runs_at(opts.as_of_ms)
         if done:
             last = done[-1]
-            left = last["summary"].get("target_down", {}).get("left_due", 0)
+            summary = run_summary(wh, last) or {"run_id": last["run_id"]}
+            left = summary.get("target_down", {}).get("left_due", 0)
             if left and snap.as_of_ms == opts.as_of_ms:
                 follow_up = f"{run_id}-{len(done) + 1}"
                 log.warning("run_id=%s left %s due messages when its target failed; re-driving them as run_id=%s",
                             last["run_id"], left, follow_up)
                 return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
-            return {**last["summary"], "already_committed": True}
+            return {**summary, "already_committed": True}
         if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
             raise OutOfOrderError(
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "

@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DATASETS = ("ledger", "dlq", "outbox", "quarantine", "manifest")
+# The run log in a snapshot keeps the summaries of its newest FULL_RUNS runs only; older entries keep their run id,
+# as-of and kind (what a re-run of an old as-of checks), and their summaries stay in runs/<run_id>/summary.json (a
+# re-drive's in redrive_audit/<id>.json): see run_summary. Unbounded, every commit rewrote and every reader parsed
+# every summary ever written, about 1.8 KB a run (bench/snapshot_growth.py).
+FULL_RUNS = 100
+# Snapshot files kept by the vacuum after a commit: the newest and the ones before it, for a reader that listed
+# _snapshots/ just before a commit. Unbounded, the folder grew with the square of the runs (4.5 GB after 2000).
+KEEP_SNAPSHOTS = 10
 _HELD: dict[tuple[str, int], int] = {}  # writer locks this process holds: (lock path, thread) -> depth
 _SNAPSHOT_DIGITS = 8
 
@@ -80,8 +88,12 @@ class Snapshot:
     as_of_ms: int | None = None  # the latest committed as-of
 
     def to_json(self) -> str:
+        """The snapshot file's content; runs before the newest :data:`FULL_RUNS` without their summaries."""
+        first_full = len(self.runs) - FULL_RUNS
+        runs = [r if i >= first_full else {k: r[k] for k in ("run_id", "as_of_ms", "kind") if k in r}
+                for i, r in enumerate(self.runs)]
         return json.dumps({"version": self.version, "as_of_ms": self.as_of_ms, "files": self.files,
-                           "runs": self.runs}, indent=1, sort_keys=True)
+                           "runs": runs}, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Snapshot:
@@ -116,6 +128,28 @@ def uncommitted(prepared: list[dict[str, Any]], snapshot: Snapshot) -> list[dict
 
 def snapshot_name(version: int) -> str:
     return f"{version:0{_SNAPSHOT_DIGITS}d}.json"
+
+
+def expired_snapshots(names: Iterable[str], version: int) -> list[str]:
+    """The snapshot file names the vacuum deletes once ``version`` is committed: all but the newest
+    :data:`KEEP_SNAPSHOTS`."""
+    return [n for n in names if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) <= version - KEEP_SNAPSHOTS]
+
+
+def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The summary of a committed run of the log: in the snapshot for the newest :data:`FULL_RUNS`, else the one
+    the run wrote beside it (``runs/<run_id>/summary.json``; a re-drive's audit without its message list). ``wh``:
+    any warehouse that reads (``path``, ``exists``, ``read_bytes``)."""
+    if "summary" in entry:
+        return dict(entry["summary"])
+    redrive = entry.get("kind") == "redrive"
+    path = str(wh.path("redrive_audit", f"{entry['run_id']}.json") if redrive
+               else wh.path("runs", entry["run_id"], "summary.json"))
+    if not wh.exists(path):
+        return None
+    doc: dict[str, Any] = json.loads(wh.read_bytes(path))
+    doc.pop("messages", None)
+    return doc
 
 
 def commit_conflict(name: str, base: Snapshot) -> CommitConflictError:
@@ -293,6 +327,9 @@ class Warehouse:
                     f.unlink(missing_ok=True)
                     removed += 1
             _prune_empty_dirs(base)
+        if self.snapshots_dir.is_dir():
+            for name in expired_snapshots(os.listdir(self.snapshots_dir), snapshot.version):
+                (self.snapshots_dir / name).unlink(missing_ok=True)
         if removed:
             log.info("vacuum removed=%s unreferenced files", removed)
         return removed

@@ -44,6 +44,7 @@ from reprocess.storage.commit import (
     Snapshot,
     _describe,
     commit_conflict,
+    expired_snapshots,
     private_files_default,
     reentered,
     referenced,
@@ -282,6 +283,9 @@ class HadoopWarehouse:
                 if f.endswith(".parquet") and self.relative(f) not in live:
                     self._fs.delete(self._path(f), False)
                     removed += 1
+        for name in expired_snapshots((f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False)),
+                                      snapshot.version):
+            self._fs.delete(self._path(self.snapshots_dir / name), False)
         if removed:
             log.info("vacuum removed=%s unreferenced files", removed)
         return removed
