@@ -428,6 +428,7 @@ def _seed_warehouse(spark: Any, wh_root: Path, waiting: int, due: int, as_of_ms:
         F.lit(None).cast("string").alias("dead_letter_address"),
         F.lit(None).cast("long").alias("terminal_ms"),
         F.lit("seed").alias("updated_run"),
+        F.lit(None).cast("long").alias("released_deliveries"),
     )
     df = df.withColumn("bucket", bucket_column(F.col("state"), F.col("next_attempt_ms"), F.col("terminal_ms")))
     stage = wh_root / "_seed"

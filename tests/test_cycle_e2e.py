@@ -205,3 +205,36 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     # the UI and the report list the runs that have a summary in the snapshot
     assert [r["run_id"] for r in dlq_stats(wh)["latest_runs"]] == ["run-20261121T043000Z", "run-20261121T030000Z"]
 
+
+def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the_gate_still_passes(
+        spark, landing, tmp_path):
+    """A DLQ re-drive without --reset-deliveries (the default) keeps each message's count: the next cycle gives it
+    exactly one delivery more, past its policy's bound if it was exhausted, and the ledger suite accepts that
+    (the bound becomes the count it was released at plus one). Before, such a message failing again stopped every
+    later cycle at the GX gate ("deliveries_within_policy_bound"), with nothing committed."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    policies = load_config(None)
+    wh = str(tmp_path / "wh")
+    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET)
+    for as_of in AS_OFS[:2]:
+        run_cycle(spark, CycleOptions(as_of_ms=parse_instant(as_of), **opts))
+    before = {m: row for m, row in _ledger_states(spark, wh).items() if row[0] == "DEAD_LETTERED"}
+    audit = redrive_dead_letters(spark, wh, RedriveRequest(address_pattern="#", max_messages=3),
+                                 parse_instant("2026-11-21T01:10:00Z"), requested_by="test")
+    moved = {m["message_id"] if isinstance(m, dict) else m for m in audit["messages"]}
+    assert len(moved) == 3
+    assert moved <= set(before)
+    released = {r.message_id: r.released_deliveries for r in read_dataset(spark, wh, "ledger")
+                .filter(F.col("message_id").isin(list(moved))).collect()}
+    assert released == {m: before[m][1] for m in moved}
+    summary = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[2]), **opts))
+    assert summary["validation"]["passed"]
+    after = _ledger_states(spark, wh)
+    for m in moved:
+        assert after[m][1] == before[m][1] + 1, (m, before[m], after[m])  # exactly one delivery more
+    # one of them was exhausted: its extra delivery went past the policy's bound, and it was dead-lettered again
+    # or delivered, never rescheduled
+    over = [m for m in moved if before[m][3] == "MAX_DELIVERIES_EXCEEDED"]
+    assert over
+    assert all(after[m][0] in ("DEAD_LETTERED", "DELIVERED") for m in over)

@@ -26,21 +26,23 @@ POLICIES = parse_policies("policies: [{match: 'orders.#', profile: stepped, sett
                           "{match: '#', profile: rocketmq}]")
 
 LEDGER_SCHEMA = ("message_id string, address string, state string, deliveries bigint, next_attempt_ms bigint, "
-                 "last_failed_ms bigint")
+                 "last_failed_ms bigint, released_deliveries bigint")
 LEDGER_GOOD = [
-    ("a", "orders.x", "WAITING_RETRY", 1, 2000, 1000),
-    ("b", "orders.x", "DELIVERED", 2, None, 1000),
-    ("c", "orders.y", "DEAD_LETTERED", 3, None, 1000),
-    ("d", "other", "WAITING_RETRY", 17, 5000, 5000),
+    ("a", "orders.x", "WAITING_RETRY", 1, 2000, 1000, None),
+    ("b", "orders.x", "DELIVERED", 2, None, 1000, None),
+    ("c", "orders.y", "DEAD_LETTERED", 3, None, 1000, None),
+    ("d", "other", "WAITING_RETRY", 17, 5000, 5000, None),
+    ("f", "orders.x", "DEAD_LETTERED", 4, None, 1000, 3),  # moved back from the DLQ at 3 without a reset: 1 more
 ]
 LEDGER_BROKEN = {  # expectation index -> rows that break exactly that expectation
-    0: [(None, "orders.x", "DELIVERED", 1, None, 1000)],
-    1: [("a", "orders.x", "DELIVERED", 1, None, 1000)],  # "a" twice
-    2: [("e", "orders.x", "LOST", 1, None, 1000)],
-    3: [("e", "orders.x", "DELIVERED", -1, None, 1000)],
-    4: [("e", "orders.x", "WAITING_RETRY", 1, None, 1000)],
-    5: [("e", "orders.x", "WAITING_RETRY", 1, 500, 1000)],
-    6: [("e", "orders.x", "DEAD_LETTERED", 4, None, 1000)],  # stepped allows 3 deliveries
+    0: [(None, "orders.x", "DELIVERED", 1, None, 1000, None)],
+    1: [("a", "orders.x", "DELIVERED", 1, None, 1000, None)],  # "a" twice
+    2: [("e", "orders.x", "LOST", 1, None, 1000, None)],
+    3: [("e", "orders.x", "DELIVERED", -1, None, 1000, None)],
+    4: [("e", "orders.x", "WAITING_RETRY", 1, None, 1000, None)],
+    5: [("e", "orders.x", "WAITING_RETRY", 1, 500, 1000, None)],
+    6: [("e", "orders.x", "DEAD_LETTERED", 4, None, 1000, None),  # stepped allows 3 deliveries
+        ("g", "orders.x", "DEAD_LETTERED", 5, None, 1000, 3)],  # moved back at 3: one more, not two
 }
 
 DLQ_SCHEMA = "message_id string, original_address string, reason_code string, deliveries bigint"

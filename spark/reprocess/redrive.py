@@ -146,6 +146,9 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
             "dead_letter_address": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
             "terminal_ms": F.when(sel, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
             "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
+            # without a reset the message gets one delivery beyond the count it had: the ledger suite's bound
+            "released_deliveries": F.when(sel, F.lit(None).cast("long") if req.reset_deliveries
+                                          else F.col("deliveries")).otherwise(F.col("released_deliveries")),
         })
         stage = wh.new_stage(req.request_id)
         plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),

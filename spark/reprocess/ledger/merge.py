@@ -203,6 +203,7 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
                                            dead_letter_address_column(policies, F.col("pidx"), last["address"]))),
         pick("terminal_ms", F.when(new_state == DEAD_LETTERED, at)),
         pick("updated_run", F.lit(run_id)),
+        F.col("e_released_deliveries").alias("released_deliveries"),
         has_new.alias("changed"),
         (has_new & (new_state == DEAD_LETTERED)).alias("dlq_event"),
         F.col("e_state").isNull().alias("is_new"),

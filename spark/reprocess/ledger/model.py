@@ -60,6 +60,9 @@ LEDGER_SCHEMA = T.StructType([
     T.StructField("dead_letter_address", T.StringType()),
     T.StructField("terminal_ms", T.LongType()),
     T.StructField("updated_run", T.StringType()),
+    # The deliveries a message had when an operator moved it back from the DLQ without resetting its count (null
+    # otherwise): it then gets one delivery more than that, whatever its policy's bound (docs/adr/0001-counting.md).
+    T.StructField("released_deliveries", T.LongType()),
     T.StructField("bucket", T.StringType()),
 ])
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]

@@ -232,7 +232,11 @@ def _limit(policies: PolicySet, address: Column) -> Column:
 def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
     """The ledger with the boolean columns the ledger suite expects to be true."""
     waiting = F.col("state") == WAITING
-    within = F.col("deliveries") <= _limit(policies, F.col("address"))
+    limit = _limit(policies, F.col("address"))
+    if "released_deliveries" in ledger.columns:
+        # moved back from the DLQ by an operator without a reset: one delivery beyond its count then
+        limit = F.greatest(limit, F.coalesce(F.col("released_deliveries") + 1, limit))
+    within = F.col("deliveries") <= limit
     if "error_history" in ledger.columns:
         # A message may arrive already past its bound: its source made the deliveries (a landing record's
         # delivery_count, or more failures of one id than the bound). Counting keeps the source's number
