@@ -25,7 +25,7 @@ import pytest
 
 from reprocess.cli import main, parse_instant
 from reprocess.dlq_stats import dlq_stats
-from reprocess.errors import ConfigError, NotFoundError
+from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.orchestration import check_outputs, find_new_landing, latest_audit, read_summary
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
@@ -230,9 +230,12 @@ def test_the_cli_reads_the_bucket_in_a_fresh_process_from_the_aws_environment_wi
     doc, loaded = proc.stdout.strip().rsplit("\n", 1)
     assert json.loads(doc)["total"] == dlq_stats(warehouses["local"])["total"] > 0
     assert loaded == "False"
-    # and with the endpoint gone, the reader fails instead of answering from nothing
+    # and with the endpoint gone, the reader fails by name (exit 11, which the DAG tasks retry) instead of
+    # answering from nothing
     proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "dlq", "stats", "--warehouse", uri],
                           capture_output=True, text=True, timeout=120,
                           env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"})
-    assert proc.returncode != 0
+    assert proc.returncode == StorageUnavailableError.exit_code, proc.stderr[-2000:]
+    assert f"reprocess: storage: warehouse {uri}: cannot read {BUCKET}/wh" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert "total" not in proc.stdout

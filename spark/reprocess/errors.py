@@ -9,6 +9,7 @@
      +-- OutOfOrderError           code="out_of_order"   exit 8   (reprocess.cycle.run) as-of before the last
      +-- ValidationFailedError     code="validation"     exit 9   a GX suite on the run's outputs failed
      +-- NotFoundError             code="not_found"      exit 10  an operator command asked for a record not there
+     +-- StorageUnavailableError   code="storage"        exit 11  the warehouse's object store cannot be reached
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -93,3 +94,11 @@ class NotFoundError(ReprocessError):
 
     code = "not_found"
     exit_code = 10
+
+
+class StorageUnavailableError(ReprocessError):
+    """A warehouse on object storage could not be read (endpoint down, credentials refused, throttled): a retry may
+    succeed, so the DAG tasks let Airflow retry it."""
+
+    code = "storage"
+    exit_code = 11

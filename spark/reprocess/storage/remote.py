@@ -14,17 +14,16 @@ and ``abfss://`` to Azure. Credentials and endpoints come from each SDK's usual 
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from reprocess.errors import ConfigError
+from reprocess.errors import ConfigError, StorageUnavailableError
 from reprocess.storage.commit import DATASETS, Snapshot, snapshot_name
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
-
-log = logging.getLogger(__name__)
 
 # Hadoop's scheme -> pyarrow's
 ARROW_SCHEMES = {"s3a": "s3", "s3n": "s3", "s3": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss"}
@@ -71,30 +70,46 @@ class ArrowWarehouse:
     def abs(self, rel: str) -> str:
         return self.path(rel)
 
+    @contextmanager
+    def _reading(self, location: str) -> Iterator[None]:
+        """pyarrow's I/O errors (endpoint down, credentials refused...) as a :class:`StorageUnavailableError` naming
+        the warehouse and the object, not a traceback."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageUnavailableError(f"warehouse {self.uri}: cannot read {location}: {exc}") from exc
+
     def is_dir(self, location: str | None = None) -> bool:
         import pyarrow.fs as pafs
 
-        return bool(self.fs.get_file_info(location or self.base).type == pafs.FileType.Directory)
+        with self._reading(location or self.base):
+            return bool(self.fs.get_file_info(location or self.base).type == pafs.FileType.Directory)
 
     def exists(self, location: str) -> bool:
         import pyarrow.fs as pafs
 
-        return bool(self.fs.get_file_info(location).type != pafs.FileType.NotFound)
+        with self._reading(location):
+            return bool(self.fs.get_file_info(location).type != pafs.FileType.NotFound)
 
     def read_bytes(self, location: str) -> bytes:
-        with self.fs.open_input_stream(location) as fh:
+        with self._reading(location), self.fs.open_input_stream(location) as fh:
             return bytes(fh.read())
 
     def read_source(self, location: str) -> Any:
         """What pyarrow reads a file from: the file opened for random access (Parquet reads its footer first)."""
-        return self.fs.open_input_file(location)
+        with self._reading(location):
+            return self.fs.open_input_file(location)
 
     def listing(self, rel: str, suffix: str) -> list[tuple[str, int]]:
         """The files directly in folder ``rel`` whose name ends with ``suffix``: (location, mtime in ns), by name."""
         import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(self.path(rel), allow_not_found=True)
-        return sorted((info.path, info.mtime_ns or 0) for info in self.fs.get_file_info(selector)
+        with self._reading(self.path(rel)):
+            infos = self.fs.get_file_info(selector)
+        return sorted((info.path, info.mtime_ns or 0) for info in infos
                       if info.type == pafs.FileType.File and info.base_name.endswith(suffix))
 
     def latest(self) -> Snapshot:
