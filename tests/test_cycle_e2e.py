@@ -154,12 +154,14 @@ def test_values_unique_per_message_are_written_without_a_parquet_dictionary(spar
         assert {c for c in seen if repeated.get(c)} == seen, (dataset, sorted(repeated))
 
 
-@pytest.mark.parametrize("kind", ["local", "cfile"])
 def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_committed(
-        spark, landing, tmp_path, monkeypatch, kind, request):
+        spark, landing, tmp_path, monkeypatch, cfile):
     """A snapshot keeps the summaries of its newest FULL_RUNS runs and the vacuum keeps the newest KEEP_SNAPSHOTS
     snapshot files (both tiny here); older runs keep their id and as-of, so a re-run of an old as-of is still a
-    no-op and a re-drive request is still applied once, with the summaries the runs wrote beside the log."""
+    no-op and a re-drive request is still applied once, with the summaries the runs wrote beside the log.
+
+    On a ``cfile:`` warehouse (storage.hadoop's vacuum); the local warehouse's is
+    test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries. No GX gate: it reads no summary here."""
     from reprocess.dlq_stats import dlq_stats
     from reprocess.orchestration import check_outputs, read_summary
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
@@ -169,12 +171,9 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     monkeypatch.setattr(commit, "FULL_RUNS", 2)
     monkeypatch.setattr(commit, "KEEP_SNAPSHOTS", 3)
     root = tmp_path / "wh"
-    wh = str(root)
-    if kind == "cfile":
-        request.getfixturevalue("cfile")
-        wh = f"cfile://{root}"
+    wh = f"cfile://{root}"
     policies = load_config(None)
-    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET)
+    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET, validate=False)
     first = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[0]), **opts))
     run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), **opts))
     ask = RedriveRequest(address_pattern="#", max_messages=3, reset_deliveries=True)
@@ -204,6 +203,34 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     assert Warehouse(root).latest().version == 6
     # the UI and the report list the runs that have a summary in the snapshot
     assert [r["run_id"] for r in dlq_stats(wh)["latest_runs"]] == ["run-20261121T043000Z", "run-20261121T030000Z"]
+
+
+def test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries(tmp_path, monkeypatch):
+    """The local warehouse's side of the bound, without Spark: commits and vacuums as a cycle makes them."""
+    from reprocess.orchestration import read_summary
+    from reprocess.storage import commit
+    from reprocess.storage.commit import Snapshot, Warehouse, run_summary
+
+    monkeypatch.setattr(commit, "FULL_RUNS", 2)
+    monkeypatch.setattr(commit, "KEEP_SNAPSHOTS", 3)
+    wh = Warehouse(tmp_path / "wh")
+    for i, as_of in enumerate(AS_OFS[:5]):
+        base = wh.latest()
+        ms, run_id = parse_instant(as_of), f"run-{i}"
+        summary = {"run_id": run_id, "due": i, "conservation": {"balance": True}}
+        wh.write_bytes(str(wh.path("runs", run_id, "summary.json")), json.dumps(summary).encode())
+        new = Snapshot(files=base.files, runs=[*base.runs, {"run_id": run_id, "as_of_ms": ms, "summary": summary}],
+                       as_of_ms=ms)
+        wh.commit(base, new)
+        wh.vacuum(new, keep_previous=base)
+    assert sorted(p.name for p in wh.snapshots_dir.iterdir()) == ["00000003.json", "00000004.json", "00000005.json"]
+    runs = wh.latest().runs
+    assert ["summary" in r for r in runs] == [False, False, False, True, True]
+    assert wh.latest().runs_at(parse_instant(AS_OFS[0])) == [{"run_id": "run-0", "as_of_ms": parse_instant(AS_OFS[0])}]
+    assert run_summary(wh, runs[0]) == {"run_id": "run-0", "due": 0, "conservation": {"balance": True}}
+    assert read_summary(str(wh.root), AS_OFS[1])["due"] == 1
+    (wh.root / "runs" / "run-0" / "summary.json").unlink()
+    assert run_summary(wh, runs[0]) is None  # a summary removed by hand: named as missing, not invented
 
 
 def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the_gate_still_passes(
