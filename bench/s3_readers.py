@@ -112,17 +112,17 @@ def main(argv: list[str] | None = None) -> int:
 
         message_id = pq.read_table(local / some, columns=["message_id"])["message_id"][0].as_py()
         report = str(root / "report.html")
-        commands = {"dlq stats": ["dlq", "stats"], "dlq list": ["dlq", "list", "--limit", "50"],
-                    "dlq show": ["dlq", "show", message_id], "ledger stats": ["ledger", "stats"],
-                    "report": ["report", "--out", report]}
+        commands = {"dlq stats": (["dlq", "stats"], []), "dlq list": (["dlq", "list"], ["--limit", "50"]),
+                    "dlq show": (["dlq", "show"], [message_id]), "ledger stats": (["ledger", "stats"], []),
+                    "report": (["report"], ["--out", report])}
         rows = []
-        for name, cmd in commands.items():
+        for name, (command, extra) in commands.items():
             times: dict[str, list[float]] = {"local": [], "s3": []}
             requests = []
             for _ in range(args.repeat):
-                times["local"].append(_run([*cmd[:2], "--warehouse", str(local), *cmd[2:]]))
+                times["local"].append(_run([*command, "--warehouse", str(local), *extra]))
                 before = len(REQUEST.findall(log_path.read_text()))
-                times["s3"].append(_run([*cmd[:2], "--warehouse", f"s3a://{BUCKET}/wh", *cmd[2:]]))
+                times["s3"].append(_run([*command, "--warehouse", f"s3a://{BUCKET}/wh", *extra]))
                 time.sleep(0.2)  # the server's log line follows its reply
                 requests.append(len(REQUEST.findall(log_path.read_text())) - before)
             row = {"command": name, "local_s": round(statistics.median(times["local"]), 3),
