@@ -26,7 +26,7 @@ from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UN
 from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import owner_only_writes, plain_encoded
-from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse
+from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -171,14 +171,10 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
         return _commit_audit(wh, snap, new, audit)
 
 
-def _audit_path(wh: AnyWarehouse, request_id: str) -> str:
-    return str(wh.path("redrive_audit", f"{request_id}.json"))
-
-
 def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:
     for entry in snap.runs:
         if entry.get("run_id") == request_id:
-            path = _audit_path(wh, request_id)
+            path = redrive_audit_path(wh, request_id)
             if wh.exists(path):
                 return dict(json.loads(wh.read_bytes(path)))
             # committed, but its audit file is gone: never apply it twice (an entry older than the snapshot's
@@ -188,7 +184,7 @@ def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, 
 
 
 def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
-    wh.write_bytes(_audit_path(wh, audit["request_id"]),
+    wh.write_bytes(redrive_audit_path(wh, audit["request_id"]),
                    (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),

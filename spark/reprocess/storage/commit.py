@@ -130,10 +130,25 @@ def snapshot_name(version: int) -> str:
     return f"{version:0{_SNAPSHOT_DIGITS}d}.json"
 
 
+def snapshot_version(name: str) -> int | None:
+    """The version a snapshot file's name holds (``00000042.json`` -> 42); None for any other name."""
+    return int(name[:-5]) if name.endswith(".json") and name[:-5].isdigit() else None
+
+
+def latest_version(names: Iterable[str]) -> int | None:
+    """The highest snapshot version among the file names of ``_snapshots/``; None when there is none."""
+    return max((v for v in map(snapshot_version, names) if v is not None), default=None)
+
+
 def expired_snapshots(names: Iterable[str], version: int) -> list[str]:
     """The snapshot file names the vacuum deletes once ``version`` is committed: all but the newest
     :data:`KEEP_SNAPSHOTS`."""
-    return [n for n in names if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) <= version - KEEP_SNAPSHOTS]
+    return [n for n in names if (v := snapshot_version(n)) is not None and v <= version - KEEP_SNAPSHOTS]
+
+
+def redrive_audit_path(wh: Any, request_id: str) -> str:
+    """Where a DLQ re-drive request's audit record is, in any warehouse (``wh.path``)."""
+    return str(wh.path("redrive_audit", f"{request_id}.json"))
 
 
 def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -142,9 +157,8 @@ def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
     any warehouse that reads (``path``, ``exists``, ``read_bytes``)."""
     if "summary" in entry:
         return dict(entry["summary"])
-    redrive = entry.get("kind") == "redrive"
-    path = str(wh.path("redrive_audit", f"{entry['run_id']}.json") if redrive
-               else wh.path("runs", entry["run_id"], "summary.json"))
+    path = (redrive_audit_path(wh, entry["run_id"]) if entry.get("kind") == "redrive"
+            else str(wh.path("runs", entry["run_id"], "summary.json")))
     if not wh.exists(path):
         return None
     doc: dict[str, Any] = json.loads(wh.read_bytes(path))
@@ -225,8 +239,9 @@ class Warehouse:
         """What pyarrow reads a file from: here, its path."""
         return str(location)
 
-    def is_dir(self, location: str | None = None) -> bool:
-        return os.path.isdir(self.root if location is None else location)
+    def is_dir(self) -> bool:
+        """Whether the warehouse's root is there."""
+        return self.root.is_dir()
 
     def listing(self, rel: str, suffix: str) -> list[tuple[str, int]]:
         """The files directly in folder ``rel`` whose name ends with ``suffix``: (location, mtime in ns), by name."""
@@ -255,11 +270,10 @@ class Warehouse:
         """The latest committed snapshot (version 0, empty, for a new warehouse)."""
         if not self.snapshots_dir.is_dir():
             return Snapshot()
-        versions = sorted(int(p.stem) for p in self.snapshots_dir.glob("*.json") if p.stem.isdigit())
-        if not versions:
+        version = latest_version(os.listdir(self.snapshots_dir))
+        if version is None:
             return Snapshot()
-        path = self.snapshots_dir / snapshot_name(versions[-1])
-        return Snapshot.from_json(path.read_text(encoding="utf-8"))
+        return Snapshot.from_json((self.snapshots_dir / snapshot_name(version)).read_text(encoding="utf-8"))
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
         snap = snapshot or self.latest()

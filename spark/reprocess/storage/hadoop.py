@@ -45,6 +45,7 @@ from reprocess.storage.commit import (
     _describe,
     commit_conflict,
     expired_snapshots,
+    latest_version,
     private_files_default,
     reentered,
     referenced,
@@ -233,12 +234,10 @@ class HadoopWarehouse:
 
     # -- snapshots -------------------------------------------------------------------------------
     def latest(self) -> Snapshot:
-        versions = sorted(int(name[:-5]) for name in (f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir,
-                                                                                                 False))
-                          if name.endswith(".json") and name[:-5].isdigit())
-        if not versions:
+        version = latest_version(f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False))
+        if version is None:
             return Snapshot()
-        text = self.read_bytes(self.snapshots_dir / snapshot_name(versions[-1])).decode("utf-8")
+        text = self.read_bytes(self.snapshots_dir / snapshot_name(version)).decode("utf-8")
         return Snapshot.from_json(text)
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError, StorageUnavailableError
-from reprocess.storage.commit import DATASETS, Snapshot, snapshot_name
+from reprocess.storage.commit import DATASETS, Snapshot, latest_version, snapshot_name
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -81,11 +81,12 @@ class ArrowWarehouse:
         except OSError as exc:
             raise StorageUnavailableError(f"warehouse {self.uri}: cannot read {location}: {exc}") from exc
 
-    def is_dir(self, location: str | None = None) -> bool:
+    def is_dir(self) -> bool:
+        """Whether the warehouse's root is there (a prefix with objects under it, on an object store)."""
         import pyarrow.fs as pafs
 
-        with self._reading(location or self.base):
-            return bool(self.fs.get_file_info(location or self.base).type == pafs.FileType.Directory)
+        with self._reading(self.base):
+            return bool(self.fs.get_file_info(self.base).type == pafs.FileType.Directory)
 
     def exists(self, location: str) -> bool:
         import pyarrow.fs as pafs
@@ -114,11 +115,10 @@ class ArrowWarehouse:
 
     def latest(self) -> Snapshot:
         """The latest committed snapshot (version 0, empty, when there is none)."""
-        versions = [int(name[:-5]) for name in (p.rsplit("/", 1)[-1] for p, _ in self.listing("_snapshots", ".json"))
-                    if name[:-5].isdigit()]
-        if not versions:
+        version = latest_version(p.rsplit("/", 1)[-1] for p, _ in self.listing("_snapshots", ".json"))
+        if version is None:
             return Snapshot()
-        text = self.read_bytes(self.path("_snapshots", snapshot_name(max(versions)))).decode("utf-8")
+        text = self.read_bytes(self.path("_snapshots", snapshot_name(version))).decode("utf-8")
         return Snapshot.from_json(text)
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
