@@ -17,25 +17,16 @@ import io
 import json
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "spark"))
-MOTO = ROOT / ".s3server" / "bin" / "moto_server"
+sys.path[:0] = [str(ROOT / "spark"), str(ROOT / "dev")]
 BUCKET = "bench"
 REQUEST = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) ')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _build(root: Path, messages: int) -> Path:
@@ -74,9 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="runs of each command on each warehouse (default 3)")
     p.add_argument("--results", help="append the figures as a JSON line to this file")
     args = p.parse_args(argv)
-    if not MOTO.exists():
-        raise SystemExit(f"{MOTO} is missing: run `make services`")
     import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+    from s3_server import MOTO, admin_filesystem, aws_env, running_s3_server
+
+    if not MOTO.exists():  # before the minute the warehouse takes to build
+        raise SystemExit(f"{MOTO} is missing: run `make services`")
 
     from reprocess.storage.commit import Warehouse
 
@@ -86,31 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built the warehouse in {time.perf_counter() - t:.0f} s", flush=True)
     snap = Warehouse(local).latest()
     live = {d: len(f) for d, f in snap.files.items()}
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
     log_path = root / "moto.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                                  stderr=subprocess.STDOUT)
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            time.sleep(0.2)
-        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY":
-                           "bench", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"})
-        fs = pafs.S3FileSystem(endpoint_override=endpoint, access_key="bench", secret_key="bench",
-                               region="us-east-1", allow_bucket_creation=True)
+    with running_s3_server(log_path) as endpoint:
+        os.environ.update(aws_env(endpoint))
+        fs = admin_filesystem(endpoint)
         fs.create_dir(BUCKET)
         t = time.perf_counter()
         pafs.copy_files(str(local), f"{BUCKET}/wh", source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=fs)
         print(f"copied into the bucket in {time.perf_counter() - t:.0f} s", flush=True)
-        some = snap.files["dlq"][0]
-        import pyarrow.parquet as pq
-
-        message_id = pq.read_table(local / some, columns=["message_id"])["message_id"][0].as_py()
+        message_id = pq.read_table(local / snap.files["dlq"][0], columns=["message_id"])["message_id"][0].as_py()
         report = str(root / "report.html")
         commands = {"dlq stats": (["dlq", "stats"], []), "dlq list": (["dlq", "list"], ["--limit", "50"]),
                     "dlq show": (["dlq", "show"], [message_id]), "ledger stats": (["ledger", "stats"], []),
@@ -129,9 +108,6 @@ def main(argv: list[str] | None = None) -> int:
                    "s3_s": round(statistics.median(times["s3"]), 3), "s3_requests": max(requests)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print(f"live files: {live}")
     if args.results:
         with open(args.results, "a", encoding="utf-8") as fh:

@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from reprocess.cli import main, parse_instant
+from reprocess.connect_server import free_port
 from reprocess.dlq_stats import dlq_stats
 from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError
 from reprocess.landing.generate import GenerateOptions, write_landing
@@ -31,56 +30,26 @@ from reprocess.orchestration import check_outputs, find_new_landing, latest_audi
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from warehouse_state import cycle_at
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "dev"))
+from s3_server import admin_filesystem, aws_env, running_s3_server  # noqa: E402 - dev/ is not a package
+
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[1]
-MOTO = ROOT / ".s3server" / "bin" / "moto_server"
 BUCKET = "reprocess-wh"
 AS_OFS = ("2026-11-21T01:00:00Z", "2026-11-21T02:00:00Z", "2026-11-21T06:00:00Z")
 LATER = "2026-11-21T07:00:00Z"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory) -> Iterator[str]:
-    """A fresh S3 server on a free loopback port, and the AWS environment pointing pyarrow at it; its endpoint."""
-    if not MOTO.exists():
-        pytest.fail(f"{MOTO} is missing: `make services` (dev/services.sh) installs the S3 test server")
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("s3") / "moto.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the S3 test server did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
-        with pytest.MonkeyPatch.context() as mp:
-            for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY":
-                               "test", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-                mp.setenv(key, value)
-            yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _bucket(endpoint: str):
-    import pyarrow.fs as pafs
-
-    return pafs.S3FileSystem(endpoint_override=endpoint, access_key="test", secret_key="test", region="us-east-1",
-                             allow_bucket_creation=True)
+    """A fresh S3 server on a free loopback port, and the AWS environment pointing pyarrow at it; its endpoint. A
+    server not installed or not starting is an error of every test here, naming the cause."""
+    with running_s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as endpoint, \
+            pytest.MonkeyPatch.context() as mp:
+        for key, value in aws_env(endpoint).items():
+            mp.setenv(key, value)
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +74,7 @@ def warehouses(spark, s3, tmp_path_factory) -> dict[str, object]:
         dest = landing / f.relative_to(root / "more")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f, dest)
-    fs = _bucket(s3)
+    fs = admin_filesystem(s3)
     fs.create_dir(BUCKET)
     pafs.copy_files(str(local), f"{BUCKET}/wh", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
     return {"landing": str(landing), "local": str(local), "request": request.request_id, "fs": fs}
@@ -234,7 +203,7 @@ def test_the_cli_reads_the_bucket_in_a_fresh_process_from_the_aws_environment_wi
     # answering from nothing
     proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "dlq", "stats", "--warehouse", uri],
                           capture_output=True, text=True, timeout=120,
-                          env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"})
+                          env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"})
     assert proc.returncode == StorageUnavailableError.exit_code, proc.stderr[-2000:]
     assert f"reprocess: storage: warehouse {uri}: cannot read {BUCKET}/wh" in proc.stderr
     assert "Traceback" not in proc.stderr
