@@ -2,12 +2,13 @@
 by side in one JVM, into a local warehouse and into a ``cfile:`` one (``reprocess.hadoop.ConditionalLocalFileSystem``:
 the same disk, reached through Hadoop's ``FileSystem`` and py4j like ``s3a://``).
 
-The difference is the store layer's own cost: snapshot reads, listing, the publish's renames and the vacuum
-through py4j, the lease thread. It is not what S3 costs: there a rename is a copy and every call a round trip.
-For each run: the cycle's wall time, the part after its summary (publish, summary file, commit, vacuum), and the
-files the snapshot lists. Each run is a first cycle (everything new) then a second one an hour later (its due
-messages re-driven, their ledger files rewritten). Prints a table and a JSON document (appended to
-``--results``). Nothing is asserted.
+The difference is the store layer's own cost: snapshot reads, listing, the publish and the vacuum through py4j,
+the lease thread. It is not what S3 costs: there a rename is a copy and every call a round trip. For each run: the
+cycle's wall time, the part after its summary (publish, summary file, commit, vacuum), the files the snapshot
+lists, and the files (and megabytes) the commit added: what a publish by rename would copy once more on S3. A
+``cfile:`` warehouse writes them in place; a local one moves them by rename. Each run is a first cycle (everything
+new) then a second one an hour later (its due messages re-driven, their ledger files rewritten). Prints a table
+and a JSON document (appended to ``--results``). Nothing is asserted.
 
 Example::
 
@@ -41,12 +42,18 @@ def _run(spark: Any, landing: Path, warehouse: str, as_of_ms: int) -> dict[str, 
 
     opts = CycleOptions(landing=str(landing), warehouse=warehouse, policies=load_config(None), as_of_ms=as_of_ms,
                         target="outbox")
+    before = {f for v in open_warehouse(warehouse).latest().files.values() for f in v}
     t = time.monotonic()
     summary = run_cycle(spark, opts)
     wall = time.monotonic() - t
-    files = sum(len(v) for v in open_warehouse(warehouse).latest().files.values())
+    after = {f for v in open_warehouse(warehouse).latest().files.values() for f in v}
+    root = Path(warehouse.removeprefix("cfile://"))
+    added = after - before
+    # what the commit added: the files (and bytes) a publish by rename would copy once more on S3 (copy + delete)
     return {"wall_s": round(wall, 2), "after_summary_s": round(wall - summary["elapsed_s"], 2),
-            "due": summary["due"], "files": files}
+            "due": summary["due"], "files": len(after), "added_files": len(added),
+            "added_mb": round(sum((root / f).stat().st_size for f in added) / 1e6, 1),
+            "in_place": all(".attempt-" in f.split("/")[1] for f in added if f.count("/") > 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             first = _run(spark, landing, wh, scale.AS_OF_MS)
             second = _run(spark, landing, wh, scale.AS_OF_MS + HOUR_MS)
             rows.append({"kind": kind, "run": i, "first": first, "second": second})
-            print(f"{kind:6} run {i}: first {first['wall_s']:7.2f} s (after summary {first['after_summary_s']:5.2f} s, "
-                  f"{first['files']} files)  second {second['wall_s']:7.2f} s (after summary "
-                  f"{second['after_summary_s']:5.2f} s, due {second['due']})", flush=True)
+            for name, r in (("first", first), ("second", second)):
+                print(f"{kind:6} run {i} {name:6}: {r['wall_s']:7.2f} s, after summary {r['after_summary_s']:5.2f} s, "
+                      f"due {r['due']}, {r['files']} files live, {r['added_files']} added ({r['added_mb']} MB, "
+                      f"{'written in place' if r['in_place'] else 'moved by rename'})", flush=True)
             shutil.rmtree(wh.removeprefix("cfile://"), ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=BENCH).stdout.strip()

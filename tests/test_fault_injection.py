@@ -30,7 +30,7 @@ from reprocess.cycle.run import STEPS, CycleOptions, run_cycle
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.spark_env import local_fs_conf
 from reprocess.storage.commit import Warehouse
-from warehouse_state import CFILE, FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
+from warehouse_state import CFILE, FLAKY, assert_committed_cleanly, assert_only_live_files, cycle_at, warehouse_state
 
 pytestmark = pytest.mark.spark
 
@@ -171,6 +171,7 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
                              "rerun_s": round(rerun_s, 1), "same_as_uninterrupted": state == reference}) + "\n")
     assert all(summary["conservation"].values()), summary["conservation"]
     assert_committed_cleanly(wh)
+    assert_only_live_files(wh, folders=False)  # nothing the killed driver wrote outlives it unnamed
     assert state["ledger"] == reference["ledger"], "ledger differs from the uninterrupted run"
     for name in ("dlq", "outbox", "quarantine"):
         assert state[name] == reference[name], f"{name} differs from the uninterrupted run"

@@ -21,7 +21,8 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from reprocess.storage.commit import Snapshot, Warehouse, open_warehouse
 from reprocess.storage.hadoop import HadoopWarehouse
-from warehouse_state import CFILE, cycle_at, warehouse_state
+from reprocess.targets.base import RunContext
+from warehouse_state import CFILE, IN_PLACE, assert_only_live_files, cycle_at, warehouse_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("cfile")]
 
@@ -188,8 +189,11 @@ def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_pat
     assert snap.version == local_snap.version == 3
     assert {k: len(v) for k, v in snap.files.items()} == {k: len(v) for k, v in local_snap.files.items()}
     root = tmp_path / "wh-uri"
-    # every listed file is in place, nothing is left in _runs/, the lease is released, Data Docs were copied
-    assert all((root / f).is_file() for files in snap.files.values() for f in files)
+    # every listed file is where its attempt wrote it (the publish renamed nothing) and nothing else is left of
+    # the runs: no file no snapshot names, nothing in _runs/; the lease is released, Data Docs were copied
+    listed = [f for files in snap.files.values() for f in files]
+    assert all((root / f).is_file() and IN_PLACE.match(f) for f in listed), listed[:5]
+    assert_only_live_files(root)
     assert not (root / "_runs").exists() or not list((root / "_runs").iterdir())
     assert not (root / "_lock").exists()
     last = snap.runs[-1]
@@ -211,6 +215,7 @@ def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_pat
     later = "2026-11-21T07:00:00Z"
     assert cycle_at(spark, landing, uri, later)["due"] == cycle_at(spark, landing, local, later)["due"] >= 5
     assert warehouse_state(spark, uri) == warehouse_state(spark, local)
+    assert_only_live_files(root)  # the re-drive's replaced ledger and DLQ files are gone once two commits passed
 
 
 @pytest.mark.parametrize("point", ["after_prepare", "after_publish"])
@@ -249,6 +254,7 @@ def test_a_writer_killed_on_a_hadoop_warehouse_blocks_until_its_lease_expires_th
     assert warehouse_state(spark, uri) == warehouse_state(spark, reference)
     assert not list((root / "_runs").iterdir())
     assert not (root / "_lock").exists()
+    assert_only_live_files(root)  # the killed attempt's files, written in place but never committed, are gone
 
 
 def test_run_names_a_scheme_this_spark_has_no_filesystem_for(tmp_path):
@@ -260,3 +266,18 @@ def test_run_names_a_scheme_this_spark_has_no_filesystem_for(tmp_path):
     assert proc.returncode == ConfigError.exit_code, proc.stderr[-2000:]
     assert "warehouse s3a://bucket/wh: this Spark has no Hadoop FileSystem for s3a://" in proc.stderr
     assert "connector jars" in proc.stderr
+
+
+def test_an_attempt_writes_into_its_datasets_folder_and_a_stage_uri_keeps_its_bucket(spark, tmp_path):
+    """Where an attempt writes: ``<dataset>/<run_id>.<attempt>/`` on a Hadoop warehouse (in place), its stage on a
+    local one; and a target's paths under the stage of an ``s3a://`` warehouse keep ``//bucket``."""
+    wh = open_warehouse(_uri(tmp_path / "wh"))
+    stage = wh.new_stage("run-20261121T010000Z")
+    staged = wh.staged("run-20261121T010000Z", stage, "dlq")
+    assert staged == f"{wh.root}/dlq/run-20261121T010000Z.{stage.name}"
+    assert IN_PLACE.match(f"{wh.relative(staged)}/address=a/dt=2026-11-21/part-00000-x.c000.snappy.parquet")
+    local = Warehouse(tmp_path / "local")
+    local_stage = local.new_stage("run-20261121T010000Z")
+    assert local.staged("run-20261121T010000Z", local_stage, "dlq") == local_stage / "dlq"
+    ctx = RunContext("run-1", 0, "s3a://bucket/wh/_runs/run-1/stage/attempt-0123456789ab")
+    assert ctx.stage("outcomes", "target=0") == "s3a://bucket/wh/_runs/run-1/stage/attempt-0123456789ab/outcomes/target=0"

@@ -3,6 +3,7 @@ in-process cycle those tests run."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,30 @@ from pyspark.sql import functions as F
 
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle.run import CycleOptions, run_cycle
-from reprocess.storage.commit import Warehouse
+from reprocess.storage.commit import DATASETS, Snapshot, Warehouse
 from reprocess.storage.read import read_dataset
 
 FLAKY = "python:reprocess.targets.examples:flaky"
 CFILE = "reprocess.hadoop.ConditionalLocalFileSystem"  # the local disk as cfile:, with an object store's conditions
 
+# where a run's file stays on a Hadoop warehouse: the folder its attempt wrote it into, under its final name
+IN_PLACE = re.compile(r"^(ledger|dlq|outbox|quarantine|manifest)/[^/]+\.attempt-[0-9a-f]{12}/(.+/)?"
+                      r"(part-[^/]+|manifest)\.parquet$")
+
+
+def assert_only_live_files(root: Path, folders: bool = True) -> None:
+    """Every Parquet file in the dataset folders is named by the latest snapshot or the one before it (the vacuum
+    keeps both); with ``folders``, an attempt's folder is left only while such a file is in it (a writer killed
+    between its commit and its vacuum leaves the empty ones to the next commit's vacuum)."""
+    versions = sorted(int(p.stem) for p in (root / "_snapshots").glob("*.json"))
+    snaps = [Snapshot.from_json((root / "_snapshots" / f"{v:08d}.json").read_text()) for v in versions[-2:]]
+    live = {f for snap in snaps for files in snap.files.values() for f in files}
+    on_disk = {str(p.relative_to(root)) for d in DATASETS if (root / d).is_dir() for p in (root / d).rglob("*.parquet")}
+    assert on_disk == live, (sorted(on_disk - live)[:5], sorted(live - on_disk)[:5])
+    if not folders:
+        return
+    left = {p for d in DATASETS if (root / d).is_dir() for p in (root / d).iterdir() if ".attempt-" in p.name}
+    assert left == {root / Path(f).parts[0] / Path(f).parts[1] for f in live if IN_PLACE.match(f)}
 
 
 def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import owner_only_writes, plain_encoded
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
+from reprocess.storage.read import read_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -108,8 +109,7 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
                  "request": asdict(req), "moved": 0, "messages": []}
         if not dlq_files:
             return _commit_audit(wh, snap, snap, audit)
-        dlq = spark.read.option("basePath", str(wh.path("dlq"))).parquet(*dlq_files) \
-            .withColumn("_file", F.col("_metadata.file_path"))
+        dlq = read_files(spark, "dlq", dlq_files, file_column="_file")
         picked = _matching(dlq, req)
         # the newest dead-lettering of each message, oldest messages first, at most max_messages
         w = Window.partitionBy("message_id").orderBy(F.col("dead_lettered_at").desc())
@@ -152,22 +152,21 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
         })
         stage = wh.new_stage(req.request_id)
         plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
-                      LEDGER_UNIQUE_COLUMNS).parquet(str(stage / "ledger"))
+                      LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
         # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
         dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
         dlq_local = {spark_file_uri(spark, f): f for f in dlq_files}
         dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
-        rest = spark.read.option("basePath", str(wh.path("dlq"))).parquet(*dlq_touched) \
-            .join(chosen, "message_id", "left_anti")
+        rest = read_files(spark, "dlq", dlq_touched).join(chosen, "message_id", "left_anti")
         plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
-            .parquet(str(stage / "dlq"))
+            .parquet(str(wh.staged(req.request_id, stage, "dlq")))
         chosen.unpersist()
         audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
         new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
         drop = {wh.relative(f) for f in touched + dlq_touched}
         for name in ("ledger", "dlq"):
             new.files[name] = [f for f in new.files[name] if f not in drop]
-            new.files[name] += wh.publish(req.request_id, name, stage / name)
+            new.files[name] += wh.publish(req.request_id, name, wh.staged(req.request_id, stage, name))
         return _commit_audit(wh, snap, new, audit)
 
 

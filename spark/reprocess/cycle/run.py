@@ -22,7 +22,6 @@ import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -261,14 +260,15 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
 
     # -- 5. re-drive -----------------------------------------------------------------------------
-    outcomes, target_down = _redrive(spark, opts, due, due_count, RunContext(run_id, as_of, str(stage), codegen))
+    ctx = RunContext(run_id, as_of, str(stage), codegen, outbox_dir=str(wh.staged(run_id, stage, "outbox")))
+    outcomes, target_down = _redrive(spark, opts, due, due_count, ctx)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist()
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     plain_encoded(final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
-        .parquet(str(stage / "ledger"))
+        .parquet(str(wh.staged(run_id, stage, "ledger")))
     steps.done("stage_ledger")
     # One file per DLQ partition per run, not one per task and partition: the dead letters are a small share of
     # the ledger, and each task wrote a file into every address/day it had rows for (112 files of 50k rows at 1M
@@ -276,12 +276,13 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
     # shuffles only the dead letters; adaptive execution merges small shuffle partitions and splits a skewed one.
     dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of, codegen)
     writer = dlq.hint("rebalance", "address", "dt").write.mode("overwrite").partitionBy("address", "dt")
-    plain_encoded(writer, DLQ_UNIQUE_COLUMNS).parquet(str(stage / "dlq"))
+    plain_encoded(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
     steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
-    quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(stage / "quarantine"))
+    quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(wh.staged(run_id, stage, "quarantine")))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
-    wh.write_bytes(str(stage / "manifest" / "manifest.parquet"), manifest_bytes(list(entries.values())))
+    wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
+                   manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
@@ -302,11 +303,9 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
     touched_rel = {wh.relative(f) for f in touched}
     new.files["ledger"] = [f for f in new.files["ledger"] if f not in touched_rel]
-    new.files["ledger"] += wh.publish(run_id, "ledger", stage / "ledger")
-    new.files["dlq"] += wh.publish(run_id, "dlq", stage / "dlq")
-    new.files["outbox"] += wh.publish(run_id, "outbox", stage / "outbox")
-    new.files["quarantine"] += wh.publish(run_id, "quarantine", stage / "quarantine")
-    new.files["manifest"] = wh.publish(run_id, "manifest", stage / "manifest")
+    for name in ("ledger", "dlq", "outbox", "quarantine"):
+        new.files[name] += wh.publish(run_id, name, wh.staged(run_id, stage, name))
+    new.files["manifest"] = wh.publish(run_id, "manifest", wh.staged(run_id, stage, "manifest"))
     _crash_point("after_publish")
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -380,7 +379,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
              ctx: RunContext) -> tuple[DataFrame, dict[str, Any] | None]:
     """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
     and what failed if a target itself did."""
-    outcomes_path = Path(ctx.stage_dir) / "outcomes"  # no leading "_": Spark warns it ignores such a root
+    outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
     own = {p.match: p.target for p in opts.policies.policies if p.target}
@@ -389,8 +388,8 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     for i, (spec, part) in enumerate(groups):
         log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
         target = parse_target(expand_target(spec))
-        target.redrive(part, ctx).write.mode("overwrite").parquet(str(outcomes_path / f"target={i}"))
-    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(str(outcomes_path))
+        target.redrive(part, ctx).write.mode("overwrite").parquet(ctx.stage("outcomes", f"target={i}"))
+    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(outcomes_path)
     down = [r.asDict() for r in outcomes.filter(F.col("error_class") == TARGET_DOWN).limit(3).collect()]
     target_down = None
     if down:

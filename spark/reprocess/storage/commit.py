@@ -5,7 +5,8 @@ Layout of a warehouse::
     _snapshots/00000042.json     the committed state: every live file of every dataset (atomic create)
     _lock                        the writer lock (one run at a time)
     _runs/<run_id>/prepared.json a run that persisted its deliveries and may be re-driving
-    _runs/<run_id>/stage/...     a run's outputs before they are published
+    _runs/<run_id>/stage/...     a run's outputs before they are published (a warehouse on object storage writes
+                                 them in place instead: <dataset>/<run_id>.<attempt>/, storage.hadoop)
     ledger/ dlq/ outbox/ quarantine/ manifest/    published Parquet files (live only if a snapshot lists them)
     runs/<run_id>/summary.json   run summaries
 
@@ -214,6 +215,11 @@ class Warehouse:
         base = self.stage_dir(run_id)
         shutil.rmtree(base, ignore_errors=True)
         return base / f"attempt-{uuid.uuid4().hex[:12]}"
+
+    def staged(self, run_id: str, stage: str | os.PathLike[str], dataset: str) -> Path:
+        """Where the attempt of ``stage`` writes ``dataset``: in its stage, moved into ``<dataset>/`` by
+        :meth:`publish` (a rename; a warehouse on object storage writes in place instead)."""
+        return Path(stage) / dataset
 
     def abs(self, rel: str) -> str:
         return str(self.root / rel)

@@ -18,8 +18,11 @@ What changes from the POSIX protocol (docs/adr/0005-warehouse-on-object-storage.
   the prepared record, the publish, the commit.
 - **Whole-file writes** (``prepared.json``, ``summary.json``) are single creates, which an object store replaces
   atomically: no temporary file and rename.
-- The publish still moves each staged file into ``<dataset>/`` with ``rename`` (a copy and a delete per file on
-  S3: correct, not fast); the files are unseen until the commit names them either way.
+- **The publish moves nothing.** Each attempt writes a dataset's Parquet files where they stay: under
+  ``<dataset>/<run_id>.<attempt>/`` (:meth:`HadoopWarehouse.staged`). They are unseen until the commit names them,
+  as staged files were; the vacuum after a commit deletes what no snapshot names, a crashed attempt's folder
+  whole. On S3 a rename is a copy and a delete per object, so the POSIX publish's renames would copy every byte
+  a run writes a second time.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -60,6 +64,8 @@ IF_ABSENT = "fs.option.create.conditional.overwrite"
 IF_MATCH = "fs.option.create.conditional.overwrite.etag"
 ETAGS = "fs.capability.etags.available"
 LEASE_ENV = "REPROCESS_LEASE_SECONDS"
+# The folder an attempt writes a dataset into (staged): ``<run_id>.attempt-<12 hex>``.
+ATTEMPT_FOLDER = re.compile(r"^[^/=]+\.attempt-[0-9a-f]{12}$")
 # What a failed condition raises: Hadoop's own class (the test filesystem, HDFS), S3A's for a 412 from S3.
 _CONFLICTS = ("org.apache.hadoop.fs.FileAlreadyExistsException", "org.apache.hadoop.fs.s3a.RemoteFileChangedException")
 
@@ -158,10 +164,16 @@ class HadoopWarehouse:
         return self.run_dir(run_id) / "stage"
 
     def new_stage(self, run_id: str) -> Uri:
-        """This attempt's own staging folder (earlier attempts' removed), as :meth:`Warehouse.new_stage`."""
+        """This attempt's own scratch folder (earlier attempts' removed), as :meth:`Warehouse.new_stage`: its
+        re-drive outcomes. Its datasets are written in place (:meth:`staged`)."""
         base = self.stage_dir(run_id)
         self._fs.delete(self._path(base), True)
         return base / f"attempt-{uuid.uuid4().hex[:12]}"
+
+    def staged(self, run_id: str, stage: str | os.PathLike[str], dataset: str) -> Uri:
+        """Where the attempt of ``stage`` writes ``dataset``: ``<dataset>/<run_id>.<attempt>/``, its files' final
+        place (the commit names them there; :meth:`publish` moves none)."""
+        return self.root / dataset / f"{run_id}.{Uri(str(stage)).name}"
 
     def abs(self, rel: str) -> str:
         return str(self.root / rel)
@@ -232,6 +244,13 @@ class HadoopWarehouse:
             out.append(str(it.next().getPath().toString()))
         return sorted(out)
 
+    def _children(self, location: str) -> list[str]:
+        """The names of the files and folders directly in ``location``."""
+        path = self._path(location)
+        if not self._fs.exists(path):
+            return []
+        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(path))
+
     # -- snapshots -------------------------------------------------------------------------------
     def latest(self) -> Snapshot:
         version = latest_version(f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False))
@@ -255,22 +274,15 @@ class HadoopWarehouse:
 
     # -- publishing staged files -----------------------------------------------------------------
     def publish(self, run_id: str, dataset: str, staged_root: str | os.PathLike[str]) -> list[str]:
-        """Move a staged dataset's Parquet files into ``<dataset>/`` (partition folders kept, names prefixed with
-        the run id); their paths relative to the warehouse."""
+        """The Parquet files :meth:`staged` had written for ``dataset``, relative to the warehouse, for the commit to
+        name where they are: nothing is moved (an object store renames by a copy and a delete)."""
         self.check_lease()
         staged = str(self._fs.makeQualified(self._path(str(staged_root))).toString()).rstrip("/")
-        published = []
-        for src in self._list(staged, True):
-            if not src.endswith(".parquet") or "/_temporary/" in src or "/." in src[len(staged):]:
-                continue
-            rel_parent, _, name = src[len(staged) + 1:].rpartition("/")
-            rel = "/".join(p for p in (dataset, rel_parent, f"{run_id}-{name}") if p)
-            dest = self._path(self.abs(rel))
-            self._fs.delete(dest, False)  # a crashed attempt's orphan of the same name
-            self._fs.mkdirs(dest.getParent())
-            if not self._fs.rename(self._path(src), dest):
-                raise OSError(f"could not move {src} to {dest.toString()}")
-            published.append(rel)
+        if not staged.startswith(self.root / dataset + "/"):
+            raise ValueError(f"{staged_root} is not an attempt's folder in {self.root / dataset}/ (staged())")
+        published = [self.relative(src) for src in self._list(staged, True)
+                     if src.endswith(".parquet") and "/_temporary/" not in src and "/." not in src[len(staged):]]
+        log.info("published dataset=%s files=%s in place (no rename)", dataset, len(published))
         return published
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
@@ -278,10 +290,18 @@ class HadoopWarehouse:
         live = referenced(snapshot, keep_previous)
         removed = 0
         for dataset in DATASETS:
-            for f in self._list(self.root / dataset, True):
+            base = self.root / dataset
+            for f in self._list(base, True):
                 if f.endswith(".parquet") and self.relative(f) not in live:
                     self._fs.delete(self._path(f), False)
                     removed += 1
+            # an attempt's folder (staged) that no snapshot names a file in: one that never committed, or whose files
+            # were all replaced; with what else is in it (markers, empty partition folders, a crashed job's
+            # _temporary)
+            used = {f.split("/")[1] for f in live if f.startswith(dataset + "/") and f.count("/") > 1}
+            for folder in self._children(base):
+                if ATTEMPT_FOLDER.match(folder) and folder not in used:
+                    self._fs.delete(self._path(base / folder), True)
         for name in expired_snapshots((f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False)),
                                       snapshot.version):
             self._fs.delete(self._path(self.snapshots_dir / name), False)

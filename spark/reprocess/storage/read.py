@@ -2,30 +2,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from reprocess.ledger.model import LEDGER_FILE_SCHEMA
+from reprocess.storage.arrow import PARTITION_COLUMNS, partition_value
 from reprocess.storage.commit import DATASETS, open_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+def read_files(spark: SparkSession, dataset: str, files: Sequence[str], schema: StructType | None = None,
+               file_column: str | None = None) -> DataFrame:
+    """Live ``files`` of ``dataset`` (as the warehouse lists them) as one frame, with the dataset's partition columns
+    (``address`` and ``dt`` of the DLQ...) as strings, from each file's ``name=value`` folders.
+
+    Not Spark's partition discovery, which needs every file below one base folder through ``name=value`` folders
+    only: a warehouse on object storage keeps each attempt's files in a folder of its own
+    (``dlq/<run_id>.<attempt>/address=.../dt=.../``), and a warehouse may hold both layouts. The values are read
+    as :func:`reprocess.storage.arrow.read_live` reads them. ``file_column`` names a column with each row's file
+    (``_metadata.file_path``).
+    """
+    from pyspark.sql import functions as F
+
+    from reprocess.cycle.landing_batch import spark_file_uri
+
+    uri = file_column or "_uri"
+    frame = (spark.read if schema is None else spark.read.schema(schema)).parquet(*files) \
+        .withColumn(uri, F.col("_metadata.file_path"))
+    parts = PARTITION_COLUMNS.get(dataset, ())
+    if parts:
+        rows = [(spark_file_uri(spark, f), *(partition_value(f, p) for p in parts)) for f in files]
+        values = spark.createDataFrame(rows, ", ".join([f"`{uri}` string", *(f"{p} string" for p in parts)]))
+        frame = frame.join(F.broadcast(values), uri)
+        frame = frame.select(*frame.columns[1:], uri)  # the file last, as withColumn put it
+    return frame if file_column else frame.drop(uri)
 
 
 def read_dataset(spark: SparkSession, warehouse: str, dataset: str) -> DataFrame | None:
     """The committed rows of ``dataset`` (with its partition columns), or None when it has no file yet."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; one of {DATASETS}")
-    wh = open_warehouse(warehouse)
-    files = wh.live_files(dataset)
+    files = open_warehouse(warehouse).live_files(dataset)
     if not files:
         return None
-    reader = spark.read.option("basePath", str(wh.path(dataset)))
-    if dataset == "ledger":
-        from pyspark.sql import types as T
-
-        schema = T.StructType([*LEDGER_FILE_SCHEMA.fields, T.StructField("bucket", T.StringType())])
-        reader = reader.schema(schema)
-    return reader.parquet(*files)
+    return read_files(spark, dataset, files, LEDGER_FILE_SCHEMA if dataset == "ledger" else None)
 
 
 def read_ledger(spark: SparkSession, warehouse: str) -> DataFrame | None:

@@ -23,12 +23,17 @@ OUTCOME_SCHEMA = T.StructType([
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a target may need of the run: its id, as-of and where it stages outputs."""
+    """What a target may need of the run: its id, as-of, where it stages outputs and where the outbox goes."""
 
     run_id: str
     as_of_ms: int
-    stage_dir: str
+    stage_dir: str  # a path or a URI: join with stage(), not pathlib (which folds s3a://bucket into s3a:/bucket)
     codegen: str = "interpreted"  # the cycle's code generation mode: see reprocess.sparkutil.with_as_of
+    outbox_dir: str = ""  # where the outbox target writes (the warehouse's staged outbox); default stage("outbox")
+
+    def stage(self, *parts: str) -> str:
+        """``stage_dir`` joined with ``parts`` by ``/``, a URI's ``//`` kept."""
+        return "/".join((self.stage_dir.rstrip("/"), *parts))
 
 
 class Target(Protocol):

@@ -30,7 +30,7 @@ class OutboxTarget:
         rows = with_at.select("message_id", "address", "payload", "headers", "delivery",
                               F.lit(run.run_id).alias("run_id"), F.timestamp_millis(at).alias("redriven_at"))
         plain_encoded(rows.write.mode("overwrite").partitionBy("address"), OUTBOX_UNIQUE_COLUMNS) \
-            .parquet(f"{run.stage_dir}/outbox")
+            .parquet(run.outbox_dir or run.stage("outbox"))
         return due.select("message_id", "delivery", F.lit(True).alias("ok"),
                           F.lit(None).cast("string").alias("error_class"),
                           F.lit(None).cast("string").alias("error_message"))
