@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 ARCHIVE := $(VENV)/share/reprocess/spark-driver.jsa
 LOCAL_FS := $(VENV)/.local-fs
 LOCAL_FS_JAR := $(VENV)/share/reprocess/reprocess-hadoop.jar
-LOCAL_FS_SRC := $(wildcard spark/java/reprocess/hadoop/*.java)
+LOCAL_FS_SRC := $(wildcard spark/java/reprocess/*/*.java)
 PYSPARK_VERSION := 4.3.0
 
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python

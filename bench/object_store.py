@@ -10,9 +10,14 @@ lists, and the files (and megabytes) the commit added: what a publish by rename 
 new) then a second one an hour later (its due messages re-driven, their ledger files rewritten). Prints a table
 and a JSON document (appended to ``--results``). Nothing is asserted.
 
+With ``--remote`` the cycles run as a Spark Connect client of a server this script starts (``reprocess
+connect-server``, its heap ``$REPROCESS_DRIVER_MEMORY``): then every store call of the ``cfile:`` warehouse is one
+request to the server's driver (``reprocess.connect.StorePlugin``) instead of a py4j call.
+
 Example::
 
     .venv/bin/python bench/object_store.py --messages 1000000 --repeat 2
+    REPROCESS_DRIVER_MEMORY=10g .venv/bin/python bench/object_store.py --messages 1000000 --repeat 1 --remote
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +69,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="runs per warehouse kind, alternating (default 2)")
     p.add_argument("--work", type=Path, default=Path("/tmp/reprocess-bench"), help="input and warehouses")
     p.add_argument("--results", type=Path, help="append the JSON document to this file (JSON lines)")
+    p.add_argument("--remote", action="store_true", help="run the cycles as a client of a Spark Connect server")
     args = p.parse_args(argv)
 
     landing = args.work / f"landing-{args.messages}"
     if not landing.exists():
         scale._generate(landing, args.messages)
+    if args.remote:
+        with _connect_server(args.work) as url:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.remote(url).create()
+            return _measure(spark, args, landing)
     spark = scale._session("reprocess-bench-object-store")
     spark.sparkContext._jsc.hadoopConfiguration().set("fs.cfile.impl", FS_CLASS)
+    return _measure(spark, args, landing)
+
+
+@contextmanager
+def _connect_server(work: Path) -> Iterator[str]:
+    import os
+
+    from reprocess.connect_server import free_port, running_server
+
+    port = free_port()
+    memory = os.environ.get("REPROCESS_DRIVER_MEMORY", "2g")
+    with running_server(port, work / "connect-server.log", ["--driver-memory", memory, "--conf",
+                                                            f"spark.hadoop.fs.cfile.impl={FS_CLASS}"]):
+        yield f"sc://localhost:{port}"
+
+
+def _measure(spark: Any, args: argparse.Namespace, landing: Path) -> int:
     scale._warm_up(spark, args.work)
     for kind in ("local", "cfile"):  # the first use of each code path, charged to no measurement
         _run(spark, args.work / "tiny", _warehouse(args.work, kind, "warm"), scale.AS_OF_MS)
@@ -80,13 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             second = _run(spark, landing, wh, scale.AS_OF_MS + HOUR_MS)
             rows.append({"kind": kind, "run": i, "first": first, "second": second})
             for name, r in (("first", first), ("second", second)):
-                print(f"{kind:6} run {i} {name:6}: {r['wall_s']:7.2f} s, after summary {r['after_summary_s']:5.2f} s, "
+                where = "over Connect " if args.remote else ""
+                print(f"{kind:6} {where}run {i} {name:6}: {r['wall_s']:7.2f} s, after summary "
+                      f"{r['after_summary_s']:5.2f} s, "
                       f"due {r['due']}, {r['files']} files live, {r['added_files']} added ({r['added_mb']} MB, "
                       f"{'written in place' if r['in_place'] else 'moved by rename'})", flush=True)
             shutil.rmtree(wh.removeprefix("cfile://"), ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=BENCH).stdout.strip()
-    doc = {"bench": "object_store", "messages": args.messages, "commit": commit,
+    doc = {"bench": "object_store", "messages": args.messages, "commit": commit, "remote": args.remote,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": rows}
     print(json.dumps(doc))
     if args.results:

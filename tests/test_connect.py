@@ -25,7 +25,15 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.sparkutil import REMOTE_ENV
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.connect_clients import sessions_dir
-from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
+from warehouse_state import (
+    CFILE,
+    FLAKY,
+    IN_PLACE,
+    assert_committed_cleanly,
+    assert_only_live_files,
+    cycle_at,
+    warehouse_state,
+)
 
 pytestmark = [pytest.mark.spark]
 
@@ -59,7 +67,9 @@ def server(tmp_path_factory) -> Iterator[Server]:
     env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token, "REPROCESS_TEST_GATE": str(gate),
            "PYTHONPATH": f"{ROOT / 'tests'}:{os.environ.get('PYTHONPATH', '')}", "REPROCESS_SHUFFLE_PARTITIONS": "2"}
     log = work / "server.log"
-    with running_server(port, log, ["--master", "local[2]", "--driver-memory", "2g"], env):
+    # cfile: the tests' object store, for a client's warehouse at a URI
+    args = ["--master", "local[2]", "--driver-memory", "2g", "--conf", f"spark.hadoop.fs.cfile.impl={CFILE}"]
+    with running_server(port, log, args, env):
         yield Server(f"sc://localhost:{port}", token, gate, log)
 
 
@@ -67,7 +77,7 @@ def _cli(server: Server, *args: str) -> list[str]:
     return [sys.executable, "-m", "reprocess.cli", *args, "--remote", server.url]
 
 
-def _run(server: Server, landing: Path, wh: Path, as_of: str, target: str) -> dict:
+def _run(server: Server, landing: Path | str, wh: Path | str, as_of: str, target: str) -> dict:
     cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", as_of, "--target",
                target, "--format", "json")
     done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
@@ -79,13 +89,25 @@ def _stable(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if k not in VOLATILE}
 
 
-def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server, spark, tmp_path):
-    landing = tmp_path / "landing"
-    write_landing(GenerateOptions(out=landing, messages=200, hours=2, seed=5, malformed=2))
-    remote, local = tmp_path / "wh-connect", tmp_path / "wh-local"
+def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server, spark, cfile, tmp_path):
+    """Cycles and an operator's DLQ re-drive as clients of the server commit what the same runs in a driver of their
+    own commit, on a warehouse at a URI (``cfile:``, the tests' object store). A client has no JVM: the Hadoop calls
+    of that warehouse run in the server's driver (``reprocess.connect.StorePlugin``): the lease, the conditional
+    commit, the listings, the vacuum. Every file stays where its attempt wrote it and nothing else is left (no
+    lease, no session record, no stage). The landing is at a URI too: the server's driver lists it and finds its
+    corrupt file. A warehouse on a local disk over Connect: the tests below."""
+    from reprocess.cli import parse_instant
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.storage.commit import open_warehouse
+
+    write_landing(GenerateOptions(out=tmp_path / "landing", messages=200, hours=2, seed=9, malformed=2))
+    (tmp_path / "landing" / "dt=2026-11-21" / "hour=00" / "not_gzip.jsonl.gz").write_bytes(b"not gzip")
+    landing = f"cfile://{tmp_path / 'landing'}"  # listed and checked for corrupt files by the server's driver too
+    root, local = tmp_path / "wh-uri", tmp_path / "wh-local"
+    uri = f"cfile://{root}"
     summaries = []
     for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"):
-        over_connect = _run(server, landing, remote, as_of, FLAKY)
+        over_connect = _run(server, landing, uri, as_of, FLAKY)
         assert _stable(over_connect) == _stable(cycle_at(spark, landing, local, as_of))
         assert all(over_connect["conservation"].values())
         assert over_connect["validation"]["passed"]
@@ -94,10 +116,42 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
     assert summaries[0]["quarantined"] > 0
     assert summaries[1]["due"] > 0
     assert summaries[1]["rescheduled"] > 0
-    assert sum(s["dead_lettered"]["total"] for s in summaries) > 0
-    assert warehouse_state(spark, remote) == warehouse_state(spark, local)
-    assert_committed_cleanly(remote)
-    assert list(sessions_dir(Warehouse(remote).root).iterdir()) == []  # each client took its record away
+    assert sum(s["dead_lettered"]["total"] for s in summaries) >= 3
+    now = "2026-11-21T03:00:00Z"
+    done = subprocess.run(_cli(server, "redrive", "--warehouse", uri, "--max", "3", "--reset-deliveries", "--now", now),
+                          env=server.client_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    audit = json.loads(done.stdout)
+    request = RedriveRequest(address_pattern="#", max_messages=3, reset_deliveries=True)
+    expected = redrive_dead_letters(spark, str(local), request, parse_instant(now), requested_by="cli")
+    assert audit["moved"] == 3
+    assert audit == json.loads(json.dumps({k: v for k, v in expected.items() if k != "messages"}))
+    state = warehouse_state(spark, uri)
+    assert state == warehouse_state(spark, local)
+    corrupt = [file for file, _record in state["quarantine"] if file.endswith("not_gzip.jsonl.gz")]
+    assert corrupt == [f"cfile:{tmp_path}/landing/dt=2026-11-21/hour=00/not_gzip.jsonl.gz"]  # quarantined whole
+    snap = open_warehouse(uri).latest()
+    assert snap.version == Warehouse(local).latest().version == 3
+    listed = [f for files in snap.files.values() for f in files]
+    assert listed
+    assert all((root / f).is_file() and IN_PLACE.match(f) for f in listed), listed[:5]
+    assert_only_live_files(root)
+    assert not (root / "_lock").exists()  # each writer released its lease
+    # each client recorded its session in the warehouse and took the record away; no stage is left
+    assert (root / "_runs" / "_connect_sessions").is_dir()
+    assert [p for p in (root / "_runs").rglob("*") if p.is_file()] == []
+
+
+def test_a_server_without_the_store_plugin_is_named_for_a_warehouse_at_a_uri(tmp_path):
+    """A Connect server started without reprocess's jar cannot make a client's Hadoop calls: exit 3, and what to do."""
+    env = {**os.environ, "REPROCESS_LOCAL_FS_JAR": ""}
+    port = free_port()
+    with running_server(port, tmp_path / "server.log", ["--master", "local[1]", "--driver-memory", "1g"], env):
+        done = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--landing", str(tmp_path), "--warehouse",
+                               "s3a://bucket/wh", "--as-of", "2026-11-21T01:00:00Z", "--remote",
+                               f"sc://localhost:{port}"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "has no reprocess.connect.StorePlugin. Start it with `reprocess connect-server`" in done.stderr
 
 
 def test_the_server_refuses_a_client_without_its_token(server, tmp_path):
@@ -257,6 +311,31 @@ def test_the_server_starts_with_the_cycles_settings_on_loopback(monkeypatch):
     assert conf["spark.sql.shuffle.partitions"] == "4"  # --conf wins
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         server_command(conf=["no-equals-sign"])
+
+
+def test_the_server_loads_the_store_plugin_only_from_a_jar_that_has_it(monkeypatch, tmp_path):
+    """A server whose jar lacks the plugin class (none built, or built before it) starts without it: loading a
+    missing extension class would fail every client's query, not only those of a warehouse at a URI."""
+    import zipfile
+
+    from reprocess.connect_server import store_plugin_conf
+    from reprocess.spark_env import LOCAL_FS_JAR_ENV
+    from reprocess.storage.hadoop_fs import PLUGIN_CLASS, PLUGIN_CONF
+
+    def conf_with(jar: str) -> dict[str, str]:
+        monkeypatch.setenv(LOCAL_FS_JAR_ENV, jar)
+        return store_plugin_conf()
+
+    old, new = tmp_path / "old.jar", tmp_path / "new.jar"
+    with zipfile.ZipFile(old, "w") as z:
+        z.writestr("reprocess/hadoop/PosixLocalFileSystem.class", b"")
+    with zipfile.ZipFile(new, "w") as z:
+        z.writestr("reprocess/connect/StorePlugin.class", b"")
+    (tmp_path / "broken.jar").write_bytes(b"not a zip")
+    assert conf_with(str(new)) == {PLUGIN_CONF: PLUGIN_CLASS}
+    assert conf_with(str(old)) == {}
+    assert conf_with(str(tmp_path / "broken.jar")) == {}
+    assert conf_with("") == {}
 
 
 @pytest.mark.unit

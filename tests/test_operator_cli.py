@@ -219,12 +219,9 @@ def test_operator_commands_name_what_is_wrong(capsys, tmp_path, wh):
     missing = str(tmp_path / "nowhere")
     assert main(["dlq", "list", "--warehouse", missing]) == ConfigError.exit_code == 3
     assert f"warehouse {missing} does not exist" in capsys.readouterr().err
-    # a warehouse on a Hadoop URI: written by a driver of its own (tests/test_object_store.py), read through pyarrow
-    # (tests/test_s3_readers.py); a Spark Connect client, and a reader given a scheme pyarrow cannot open here, refuse
-    # it by name, as a configuration error
-    assert main(["run", "--landing", str(tmp_path), "--warehouse", "s3a://bucket/wh", "--as-of",
-                 "2026-11-21T10:00:00Z", "--remote", "sc://127.0.0.1:1"]) == 3
-    assert "warehouse s3a://bucket/wh is on s3a://: its commit runs in a Spark driver" in capsys.readouterr().err
+    # a warehouse on a Hadoop URI: written through a Spark driver (tests/test_object_store.py, and over Spark Connect
+    # tests/test_connect.py), read through pyarrow (tests/test_s3_readers.py); a reader given a scheme pyarrow cannot
+    # open here refuses it by name, as a configuration error
     assert main(["dlq", "list", "--warehouse", "hdfs://namenode/wh"]) == 3
     assert ("warehouse hdfs://namenode/wh: a warehouse on hdfs:// can only be read through Spark"
             in capsys.readouterr().err)

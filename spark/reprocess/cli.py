@@ -418,9 +418,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     req.validate()
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)
-        _check_hadoop_warehouse(args.warehouse, remote)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
-        with _remote_writer(spark, remote, args.warehouse, req.request_id):
+        with _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait):
             audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
                                          lock_wait_seconds=args.lock_wait, private_files=args.private_files)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
@@ -451,18 +450,29 @@ def _remote(args: argparse.Namespace) -> str | None:
 
 
 @contextmanager
-def _remote_writer(spark: Any, remote: str | None, warehouse: str, owner: str, writes: bool = True) -> Iterator[None]:
+def _remote_writer(spark: Any, remote: str | None, warehouse: str, owner: str, writes: bool = True,
+                   lock_wait: float = 0.0) -> Iterator[None]:
     """Around a Spark command holding the warehouse lock: over Spark Connect, stop what a killed writer left running
     on the server, keep this session on record while it writes, and close it on the server at the end (its
-    cached frames go with it). A driver of our own needs none of it: its jobs end with its process."""
+    cached frames go with it). A driver of our own needs none of it: its jobs end with its process.
+
+    A warehouse at a URI is locked by a lease taken through Spark (the local flock is taken before Spark starts):
+    here it is taken before the records are read, so that only the lease's holder ever stops a session."""
     if not remote:
         yield
         return
     from reprocess.storage.commit import Warehouse
     from reprocess.storage.connect_clients import recorded_session
+    from reprocess.uris import remote_scheme
 
     try:
-        if writes:
+        if writes and remote_scheme(warehouse):
+            from reprocess.storage.hadoop import HadoopWarehouse
+
+            wh = HadoopWarehouse(warehouse)
+            with wh.lock(owner=owner, wait_seconds=lock_wait), recorded_session(wh, spark, remote, owner):
+                yield
+        elif writes:
             with recorded_session(Warehouse(warehouse).root, spark, remote, owner):
                 yield
         else:
@@ -520,18 +530,6 @@ def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool 
     return Warehouse(warehouse, private=private).lock(owner=owner, wait_seconds=wait_seconds)
 
 
-def _check_hadoop_warehouse(warehouse: str, remote: str | None) -> None:
-    """Refuse, before Spark starts, a warehouse on a Hadoop URI with a Spark Connect client: it is read and written
-    through a driver JVM of this process (reprocess.storage.hadoop)."""
-    from reprocess.uris import remote_scheme
-
-    scheme = remote_scheme(warehouse)
-    if scheme and remote:
-        raise ConfigError(f"warehouse {warehouse} is on {scheme}://: its commit runs in a Spark driver of this "
-                          f"process, and {remote} is a Spark Connect server; run with --master, or keep the "
-                          "warehouse on a shared POSIX filesystem", key="--warehouse")
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from reprocess.cycle.run import CycleOptions, run_cycle, run_id_for
     from reprocess.sparkutil import build_session
@@ -548,9 +546,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             preload_gx()  # overlaps GX's 3 s import with the JVM's start
         remote = _remote(args)
-        _check_hadoop_warehouse(args.warehouse, remote)
         spark = build_session("reprocess-cycle", master=args.master, remote=remote)
-        with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run):
+        with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run,
+                            lock_wait=args.lock_wait):
             summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")

@@ -39,7 +39,7 @@ def server_command(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: st
     from reprocess.sparkutil import APP_CONF, SESSION_CONF, shuffle_partitions_default
 
     settings = {**SESSION_CONF, **APP_CONF, "spark.sql.shuffle.partitions": str(shuffle_partitions_default()),
-                **spark_submit_conf(python),
+                **spark_submit_conf(python), **store_plugin_conf(),
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port),
                 # a killed client's operations stop within a minute instead of five (see reprocess.cycle.run)
                 "spark.connect.execute.manager.detachedTimeout": "60s"}
@@ -55,6 +55,27 @@ def server_command(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: st
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
     return [*cmd, "spark-internal"]
+
+
+def store_plugin_conf() -> dict[str, str]:
+    """The setting that loads the store plugin (``reprocess.connect.StorePlugin``, in the jar ``make venv`` builds,
+    on the driver's class path through :func:`reprocess.spark_env.local_fs_conf`): it makes the Hadoop calls of a
+    client's warehouse at a URI (:mod:`reprocess.storage.hadoop_fs`). None without that jar, or with one built
+    before the plugin: the server then refuses such warehouses by name, and serves every other client."""
+    import zipfile
+
+    from reprocess.spark_env import local_fs_jar
+    from reprocess.storage.hadoop_fs import PLUGIN_CLASS, PLUGIN_CONF
+
+    jar = local_fs_jar()
+    if jar is None:
+        return {}
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            present = PLUGIN_CLASS.replace(".", "/") + ".class" in archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return {}
+    return {PLUGIN_CONF: PLUGIN_CLASS} if present else {}
 
 
 def _spark_submit(python: str) -> str:

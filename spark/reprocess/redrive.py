@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from reprocess.cycle.landing_batch import spark_file_uri
+from reprocess.cycle.landing_batch import spark_file_uris
 from reprocess.errors import ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
@@ -109,7 +109,8 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
                  "request": asdict(req), "moved": 0, "messages": []}
         if not dlq_files:
             return _commit_audit(wh, snap, snap, audit)
-        dlq = read_files(spark, "dlq", dlq_files, file_column="_file")
+        dlq_uris = spark_file_uris(spark, dlq_files)
+        dlq = read_files(spark, "dlq", dlq_files, file_column="_file", uris=dlq_uris)
         picked = _matching(dlq, req)
         # the newest dead-lettering of each message, oldest messages first, at most max_messages
         w = Window.partitionBy("message_id").orderBy(F.col("dead_lettered_at").desc())
@@ -131,7 +132,7 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
         ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
         # rewrite the ledger files holding the chosen messages: they become due again
         hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        to_local = {spark_file_uri(spark, f): f for f in ledger_files}
+        to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
         touched = sorted(to_local[u] for u in hit if u in to_local)
         rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
         spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
@@ -155,9 +156,11 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
                       LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
         # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
         dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        dlq_local = {spark_file_uri(spark, f): f for f in dlq_files}
+        dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
         dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
-        rest = read_files(spark, "dlq", dlq_touched).join(chosen, "message_id", "left_anti")
+        uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
+        rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
+            chosen, "message_id", "left_anti")
         plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
             .parquet(str(wh.staged(req.request_id, stage, "dlq")))
         chosen.unpersist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import logging
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +39,26 @@ class Batch:
 
 
 def spark_file_uri(spark: SparkSession, path: str) -> str:
-    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed landing URI (which only a
-    driver JVM lists: a landing URI needs no Spark Connect session here)."""
-    if not remote_scheme(path):
-        return local_file_uri(path)
-    jvm: Any = spark.sparkContext._jvm
-    return str(jvm.org.apache.hadoop.fs.Path(path).toUri().toString())
+    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed URI."""
+    return spark_file_uris(spark, [path])[0]
+
+
+def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
+    """:func:`spark_file_uri` of each path. A local path needs no JVM; a URI is Hadoop's ``Path.toUri`` of it, asked
+    of this process's driver, or for a Spark Connect client of the server's in one call for all of them."""
+    remote = [p for p in paths if remote_scheme(p)]
+    mapped: dict[str, str] = {}
+    if remote:
+        from reprocess.sparkutil import is_remote
+
+        if is_remote(spark):
+            from reprocess.storage.hadoop_fs import ConnectFs
+
+            mapped = dict(zip(remote, ConnectFs(spark).uris(remote), strict=True))  # type: ignore[arg-type]
+        else:
+            jvm: Any = spark.sparkContext._jvm
+            mapped = {p: str(jvm.org.apache.hadoop.fs.Path(p).toUri().toString()) for p in remote}
+    return [mapped[p] if p in mapped else local_file_uri(p) for p in paths]
 
 
 def _gzip_problem(path: str) -> str | None:
@@ -84,8 +99,15 @@ def _does_not_decode(exc: Any) -> bool:
 
 def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
     """What :func:`_gzip_problem` / :func:`_parquet_problem` check, for a file on a Hadoop ``FileSystem`` (a
-    landing URI): the check runs in the JVM, which has the filesystem's connector; Python cannot open the file.
+    landing URI): the check runs in the JVM, which has the filesystem's connector (for a Spark Connect client, the
+    server's); Python cannot open the file.
     An I/O error that is no decoding error is raised (the run fails and is retried), never taken as corruption."""
+    from reprocess.sparkutil import is_remote
+
+    if is_remote(spark):  # a Spark Connect client: the server's driver checks it (reprocess.connect.StorePlugin)
+        from reprocess.storage.hadoop_fs import ConnectFs
+
+        return ConnectFs(spark).decode_problem(f.path, f.fmt)  # type: ignore[arg-type]
     from py4j.protocol import Py4JJavaError
 
     jvm: Any = spark.sparkContext._jvm

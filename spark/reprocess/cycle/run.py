@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uri
+from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris
 from reprocess.errors import (
     ConfigError,
     ConservationError,
@@ -219,7 +219,7 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
         uris = {r.uri for r in located.select("uri").distinct().collect()}
-        to_local = {spark_file_uri(spark, f): f for f in ledger_files}
+        to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None

@@ -78,10 +78,7 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     from reprocess.sparkutil import is_remote
 
     if is_remote(spark):
-        raise ConfigError(f"landing {landing} is a {scheme}:// URI, listed and checked through the driver JVM's "
-                          "Hadoop FileSystem, which a Spark Connect client has not: run this cycle with a driver of "
-                          "its own (spark-submit, or without --remote), or give a landing path this host can read",
-                          key="--landing")
+        return _list_through_connect(spark, str(landing), as_of_ms)
     jvm: Any = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     root_path = jvm.org.apache.hadoop.fs.Path(str(landing))
@@ -97,6 +94,22 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         return sorted(listed, key=lambda e: e[0])
 
     return _walk(fs.getFileStatus(root_path), entries, lambda st: (st.getPath().toString(), st.getLen()), as_of_ms)
+
+
+def _list_through_connect(spark: SparkSession, landing: str, as_of_ms: int) -> list[LandingFile]:
+    """:func:`list_landing` of a landing URI for a Spark Connect client: the server's driver lists it (one request
+    per folder, through ``reprocess.connect.StorePlugin``); the same names, sizes and order as our own driver's."""
+    from reprocess.storage.hadoop_fs import ConnectFs
+
+    fs = ConnectFs(spark)  # type: ignore[arg-type]
+    if fs.status(landing) is None:
+        raise ConfigError(f"landing root {landing} does not exist", key="--landing")
+
+    def entries(folder: tuple[str, int]) -> list[tuple[str, Any, str]]:  # a handle is (path, size)
+        kinds = {"dir": "d", "file": "f"}
+        return [(name, (path, size), kinds.get(kind, "o")) for name, kind, path, size in fs.entries(folder[0])]
+
+    return _walk((fs.qualify(landing), 0), entries, lambda handle: handle, as_of_ms)
 
 
 def _local_entries(folder: Path) -> list[tuple[str, Path, str]]:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from reprocess.storage.hadoop import HadoopWarehouse
+
 log = logging.getLogger(__name__)
 
 
@@ -42,41 +44,91 @@ def session_url(remote: str, session_id: str) -> str:
     return f"{base}/;" + ";".join([*params, f"session_id={session_id}"])
 
 
+class _Records:
+    """The session records of a warehouse on a POSIX filesystem (files replaced through a temporary file)."""
+
+    def __init__(self, root: Path) -> None:
+        self.folder = sessions_dir(root)
+
+    def names(self) -> list[str]:
+        return sorted(str(p) for p in self.folder.glob("*.json")) if self.folder.is_dir() else []
+
+    def read(self, location: str) -> bytes:
+        return Path(location).read_bytes()
+
+    def write(self, name: str, data: bytes) -> str:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        record = self.folder / name
+        tmp = record.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, record)
+        return str(record)
+
+    def remove(self, location: str) -> None:
+        Path(location).unlink(missing_ok=True)
+
+
+class _StoreRecords:
+    """The session records of a warehouse at a URI (:class:`reprocess.storage.hadoop.HadoopWarehouse`): whole
+    writes, which an object store shows whole."""
+
+    def __init__(self, wh: HadoopWarehouse) -> None:
+        self.wh = wh
+        self.folder = wh.path("_runs", "_connect_sessions")
+
+    def names(self) -> list[str]:
+        return [f for f in self.wh.list_files(self.folder) if f.endswith(".json")]
+
+    def read(self, location: str) -> bytes:
+        return self.wh.read_bytes(location)
+
+    def write(self, name: str, data: bytes) -> str:
+        record = str(self.folder / name)
+        self.wh.write_bytes(record, data)
+        return record
+
+    def remove(self, location: str) -> None:
+        self.wh.remove(location)
+
+
+def _records(warehouse: Path | HadoopWarehouse) -> _Records | _StoreRecords:
+    return _Records(warehouse) if isinstance(warehouse, Path) else _StoreRecords(warehouse)
+
+
 @contextmanager
-def recorded_session(warehouse_root: Path, spark: SparkSession, remote: str, owner: str) -> Iterator[None]:
+def recorded_session(warehouse: Path | HadoopWarehouse, spark: SparkSession, remote: str,
+                     owner: str) -> Iterator[None]:
     """While active, ``spark``'s Connect session is on record for ``owner``, the warehouse lock's holder; sessions
-    left on record by writers that died are stopped first. Call it only while holding the lock."""
-    stop_left_over_sessions(warehouse_root, remote)
-    folder = sessions_dir(warehouse_root)
-    folder.mkdir(parents=True, exist_ok=True)
+    left on record by writers that died are stopped first. ``warehouse``: the root of a warehouse on a POSIX
+    filesystem, or one at a URI. Call it only while holding the lock (for a URI, the lease)."""
+    stop_left_over_sessions(warehouse, remote)
     session_id = str(getattr(spark, "session_id"))  # noqa: B009 - only Connect sessions have one
-    record = folder / f"{session_id}.json"
-    tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"session_id": session_id, "owner": owner, "pid": os.getpid(),
-                               "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
-    os.replace(tmp, record)
+    records = _records(warehouse)
+    record = records.write(f"{session_id}.json", json.dumps({
+        "session_id": session_id, "owner": owner, "pid": os.getpid(),
+        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode("utf-8"))
     try:
         yield
     finally:
-        record.unlink(missing_ok=True)
+        records.remove(record)
 
 
-def stop_left_over_sessions(warehouse_root: Path, remote: str) -> list[str]:
+def stop_left_over_sessions(warehouse: Path | HadoopWarehouse, remote: str) -> list[str]:
     """Interrupt and close, on the server at ``remote``, the sessions of writers that died holding the lock;
     returns their ids. A session the server no longer has (it restarted, or gave up on the client) is skipped."""
-    folder = sessions_dir(warehouse_root)
+    records = _records(warehouse)
     stopped: list[str] = []
-    for record in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for record in records.names():
         try:
-            doc: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
+            doc: dict[str, Any] = json.loads(records.read(record))
             session_id = str(doc["session_id"])
         except (OSError, ValueError, KeyError):
-            record.unlink(missing_ok=True)
+            records.remove(record)
             continue
         interrupted = _stop_session(remote, session_id)
         log.warning("stopped the Spark Connect session of a writer that died session_id=%s owner=%s pid=%s "
                     "interrupted_operations=%s", session_id, doc.get("owner"), doc.get("pid"), interrupted)
-        record.unlink(missing_ok=True)
+        records.remove(record)
         stopped.append(session_id)
     return stopped
 

@@ -1,7 +1,8 @@
 """A warehouse on a Hadoop filesystem URI (``s3a://``, ``gs://``, ``abfss://``...): ADR 0005's commit protocol.
 
-The driver JVM's Hadoop ``FileSystem`` does every read and write (py4j), so the deployment's Spark image must carry
-the connector jars, and the command needs a classic Spark session (not Spark Connect). What it needs from the store,
+A Spark driver's Hadoop ``FileSystem`` does every read and write (:mod:`reprocess.storage.hadoop_fs`): this process's
+own driver through py4j, or, for a Spark Connect client, the server's driver through its store plugin. So the
+deployment's Spark image must carry the connector jars. What it needs from the store,
 checked when the warehouse is opened (``hasPathCapability``), is what S3A 3.5 gives through
 ``FileSystem.createFile(path).must(key, value)``:
 
@@ -56,18 +57,20 @@ from reprocess.storage.commit import (
     snapshot_name,
     uncommitted,
 )
+from reprocess.storage.hadoop_fs import IF_ABSENT, IF_MATCH, HadoopFs, hadoop_fs, upload
 from reprocess.uris import remote_scheme
 
 log = logging.getLogger(__name__)
 
-IF_ABSENT = "fs.option.create.conditional.overwrite"
-IF_MATCH = "fs.option.create.conditional.overwrite.etag"
 ETAGS = "fs.capability.etags.available"
 LEASE_ENV = "REPROCESS_LEASE_SECONDS"
 # The folder an attempt writes a dataset into (staged): ``<run_id>.attempt-<12 hex>``.
 ATTEMPT_FOLDER = re.compile(r"^[^/=]+\.attempt-[0-9a-f]{12}$")
-# What a failed condition raises: Hadoop's own class (the test filesystem, HDFS), S3A's for a 412 from S3.
-_CONFLICTS = ("org.apache.hadoop.fs.FileAlreadyExistsException", "org.apache.hadoop.fs.s3a.RemoteFileChangedException")
+
+
+# (the warehouse's _lock, the holding thread) -> the lease held: whichever warehouse object of that thread took it
+# (the CLI takes it around the cycle, which opens the warehouse again), its holder document, ETag and lost flag
+_LEASES: dict[tuple[str, int], dict[str, Any]] = {}
 
 
 class Uri(str):
@@ -104,41 +107,21 @@ class HadoopWarehouse:
                         uri)
         self.uri = uri
         self.private = False
-        from pyspark import SparkContext
-
-        sc = SparkContext._active_spark_context
-        if sc is None:
-            raise ConfigError(
-                f"warehouse {uri} is on {remote_scheme(uri)}://: it is read and written through a Spark driver's "
-                "Hadoop FileSystem, and this command has none (commands without Spark, and Spark Connect clients, "
-                "need a warehouse on a local or shared POSIX filesystem)", key="--warehouse")
-        jvm: Any = sc._jvm
-        self._jvm = jvm
-        jsc: Any = sc._jsc
-        self._conf = jsc.hadoopConfiguration()
-        path = self._jvm.org.apache.hadoop.fs.Path(uri)
-        from py4j.protocol import Py4JJavaError
-
-        try:
-            self._fs = path.getFileSystem(self._conf)
-        except Py4JJavaError as exc:
-            raise ConfigError(
-                f"warehouse {uri}: this Spark has no Hadoop FileSystem for {remote_scheme(uri)}:// "
-                f"({exc.java_exception.toString()}); the deployment's Spark image must carry the connector jars",
-                key="--warehouse") from None
-        self.root = Uri(str(self._fs.makeQualified(path).toString()).rstrip("/"))
-        missing = [c for c in (IF_ABSENT, IF_MATCH, ETAGS) if not self._fs.hasPathCapability(path, c)]
+        self._fs: HadoopFs = hadoop_fs(uri)
+        root, fs_class, missing = self._fs.open(uri, [IF_ABSENT, IF_MATCH, ETAGS])
+        self.root = Uri(root.rstrip("/"))
         if missing:
             raise ConfigError(
-                f"warehouse {uri}: its filesystem ({self._fs.getClass().getName()}) does not declare "
-                f"{', '.join(missing)}; the commit and the writer's lease need conditional creates "
-                "(S3A of Hadoop 3.5 on a store with conditional writes)", key="--warehouse")
-        self._lease: dict[str, Any] | None = None  # the lease this object holds: holder doc, ETag, lost flag
+                f"warehouse {uri}: its filesystem ({fs_class}) does not declare {', '.join(missing)}; the commit and "
+                "the writer's lease need conditional creates (S3A of Hadoop 3.5 on a store with conditional writes)",
+                key="--warehouse")
+
+    @property
+    def _lease(self) -> dict[str, Any] | None:
+        """The lease this thread holds on the warehouse (whichever object took it): holder doc, ETag, lost flag."""
+        return _LEASES.get((self.root + "/_lock", threading.get_ident()))
 
     # -- paths -----------------------------------------------------------------------------------
-    def _path(self, location: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(str(location))
-
     @property
     def snapshots_dir(self) -> Uri:
         return self.root / "_snapshots"
@@ -152,7 +135,7 @@ class HadoopWarehouse:
     def relative(self, location: str) -> str:
         text = str(location)
         if not text.startswith(self.root + "/"):  # not in the qualified form this class writes and lists
-            text = str(self._fs.makeQualified(self._path(location)).toString())
+            text = self._fs.qualify(text)
         if not text.startswith(self.root + "/"):
             raise ValueError(f"{location} is not in warehouse {self.root}")
         return text[len(self.root) + 1:]
@@ -167,7 +150,7 @@ class HadoopWarehouse:
         """This attempt's own scratch folder (earlier attempts' removed), as :meth:`Warehouse.new_stage`: its
         re-drive outcomes. Its datasets are written in place (:meth:`staged`)."""
         base = self.stage_dir(run_id)
-        self._fs.delete(self._path(base), True)
+        self._fs.delete([base], True)
         return base / f"attempt-{uuid.uuid4().hex[:12]}"
 
     def staged(self, run_id: str, stage: str | os.PathLike[str], dataset: str) -> Uri:
@@ -180,17 +163,16 @@ class HadoopWarehouse:
 
     # -- files -----------------------------------------------------------------------------------
     def exists(self, location: str) -> bool:
-        return bool(self._fs.exists(self._path(location)))
+        return self._fs.exists(location)
 
     def size(self, location: str) -> int:
-        return int(self._fs.getFileStatus(self._path(location)).getLen())
+        status = self._fs.status(location)
+        if status is None:
+            raise FileNotFoundError(location)
+        return status[1]
 
     def read_bytes(self, location: str) -> bytes:
-        stream = self._fs.open(self._path(location))
-        try:
-            return bytes(self._jvm.org.apache.hadoop.io.IOUtils.readFullyToByteArray(stream))
-        finally:
-            stream.close()
+        return self._fs.read(location)
 
     def read_source(self, location: str) -> Any:
         """What pyarrow reads a file from: its bytes in a buffer."""
@@ -200,56 +182,34 @@ class HadoopWarehouse:
 
     def write_bytes(self, location: str, data: bytes) -> None:
         """Create or replace ``location`` in one write (an object store shows it whole, or not at all)."""
-        out = self._fs.create(self._path(location), True)
-        try:
-            out.write(bytearray(data))
-        finally:
-            out.close()
+        self._fs.write(location, data)
 
     def _conditional_write(self, location: str, data: bytes, etag: str | None) -> bool:
         """Create ``location`` if absent (``etag`` None) or replace it if its ETag is ``etag``; False if not."""
-        from py4j.protocol import Py4JJavaError
-
-        builder = self._fs.createFile(self._path(location)).overwrite(etag is not None)
-        builder = builder.must(IF_ABSENT, True) if etag is None else builder.must(IF_MATCH, etag)
-        try:
-            out = builder.build()
-            try:
-                out.write(bytearray(data))
-            finally:
-                out.close()  # an object store checks the condition here, when the object is put
-        except Py4JJavaError as exc:
-            if exc.java_exception.getClass().getName() in _CONFLICTS:
-                return False
-            raise
-        return True
+        return self._fs.write(location, data, True if etag is None else etag)
 
     def etag(self, location: str) -> str | None:
-        from py4j.protocol import Py4JJavaError
-
-        try:
-            return str(self._fs.getFileStatus(self._path(location)).getEtag())
-        except Py4JJavaError as exc:
-            if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
-                return None
-            raise
+        status = self._fs.status(location)
+        return None if status is None else status[0]
 
     def _list(self, location: str, recursive: bool) -> list[str]:
-        path = self._path(location)
-        if not self._fs.exists(path):
-            return []
-        it = self._fs.listFiles(path, recursive)
-        out = []
-        while it.hasNext():
-            out.append(str(it.next().getPath().toString()))
-        return sorted(out)
+        return self._fs.list_files(location, recursive)
+
+    def list_files(self, location: str) -> list[str]:
+        """The files directly in folder ``location``, by name; none if it does not exist."""
+        return self._fs.list_files(location, False)
+
+    def remove(self, location: str) -> None:
+        """Delete the file ``location`` if it exists."""
+        self._fs.delete([location], False)
 
     def _children(self, location: str) -> list[str]:
         """The names of the files and folders directly in ``location``."""
-        path = self._path(location)
-        if not self._fs.exists(path):
-            return []
-        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(path))
+        return self._fs.children(location)
+
+    def file_uris(self, locations: list[str]) -> list[str]:
+        """Each file as Spark names it in ``_metadata.file_path``."""
+        return self._fs.uris(locations)
 
     # -- snapshots -------------------------------------------------------------------------------
     def latest(self) -> Snapshot:
@@ -277,7 +237,7 @@ class HadoopWarehouse:
         """The Parquet files :meth:`staged` had written for ``dataset``, relative to the warehouse, for the commit to
         name where they are: nothing is moved (an object store renames by a copy and a delete)."""
         self.check_lease()
-        staged = str(self._fs.makeQualified(self._path(str(staged_root))).toString()).rstrip("/")
+        staged = self._fs.qualify(str(staged_root)).rstrip("/")
         if not staged.startswith(self.root / dataset + "/"):
             raise ValueError(f"{staged_root} is not an attempt's folder in {self.root / dataset}/ (staged())")
         published = [self.relative(src) for src in self._list(staged, True)
@@ -291,32 +251,29 @@ class HadoopWarehouse:
         removed = 0
         for dataset in DATASETS:
             base = self.root / dataset
-            for f in self._list(base, True):
-                if f.endswith(".parquet") and self.relative(f) not in live:
-                    self._fs.delete(self._path(f), False)
-                    removed += 1
+            unused = [f for f in self._list(base, True) if f.endswith(".parquet") and self.relative(f) not in live]
+            removed += len(unused)
             # an attempt's folder (staged) that no snapshot names a file in: one that never committed, or whose files
             # were all replaced; with what else is in it (markers, empty partition folders, a crashed job's
             # _temporary)
             used = {f.split("/")[1] for f in live if f.startswith(dataset + "/") and f.count("/") > 1}
-            for folder in self._children(base):
-                if ATTEMPT_FOLDER.match(folder) and folder not in used:
-                    self._fs.delete(self._path(base / folder), True)
-        for name in expired_snapshots((f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False)),
-                                      snapshot.version):
-            self._fs.delete(self._path(self.snapshots_dir / name), False)
+            folders = [base / f for f in self._children(base) if ATTEMPT_FOLDER.match(f) and f not in used]
+            # a file in a folder deleted whole is not deleted on its own first (one call per file on S3)
+            self._fs.delete([f for f in unused if not any(f.startswith(d + "/") for d in folders)], False)
+            self._fs.delete(folders, True)
+        self._fs.delete([self.snapshots_dir / name for name in expired_snapshots(
+            (f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False)), snapshot.version)], False)
         if removed:
             log.info("vacuum removed=%s unreferenced files", removed)
         return removed
 
     def clear_run(self, run_id: str) -> None:
-        self._fs.delete(self._path(self.run_dir(run_id)), True)
+        self._fs.delete([self.run_dir(run_id)], True)
 
     # -- prepared runs ---------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:
-        statuses = self._fs.globStatus(self._path(self.root / "_runs" / "*" / "prepared.json")) or []
-        return uncommitted([json.loads(self.read_bytes(str(s.getPath().toString()))) for s in statuses],
-                           self.latest())
+        found = self._fs.glob(self.root / "_runs" / "*" / "prepared.json")
+        return uncommitted([json.loads(self.read_bytes(f)) for f in found], self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
         self.check_lease()
@@ -336,7 +293,7 @@ class HadoopWarehouse:
             yield local
         finally:
             try:
-                self._fs.copyFromLocalFile(False, True, self._path("file://" + local), self._path(self.path(rel)))
+                upload(self._fs, local, self.path(rel))
             finally:
                 shutil.rmtree(local, ignore_errors=True)
 
@@ -384,9 +341,9 @@ class HadoopWarehouse:
                 log.info("waiting up to %.0fs for the warehouse lease held by %s", wait_seconds, _describe(holder))
                 waited = True
             time.sleep(poll)
-        self._lease = {"doc": me, "etag": self.etag(path), "lost": None}
+        _LEASES[key] = {"doc": me, "etag": self.etag(path), "lost": None}
         stop = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(path, seconds, stop), daemon=True,
+        renewer = threading.Thread(target=self._renew, args=(path, seconds, stop, key), daemon=True,
                                    name="reprocess-lease")
         renewer.start()
         _HELD[key] = 1
@@ -396,9 +353,9 @@ class HadoopWarehouse:
             del _HELD[key]
             stop.set()
             renewer.join()
-            lease, self._lease = self._lease, None
+            lease = _LEASES.pop(key, None)
             if lease is not None and lease["lost"] is None and self.etag(path) == lease["etag"]:
-                self._fs.delete(self._path(path), False)
+                self._fs.delete([path], False)
 
     def _read_lease(self, path: str) -> tuple[dict[str, Any] | None, str | None]:
         """The lease's holder document and its ETag: ``(None, None)`` if there is no lease, ``(None, tag)`` if it
@@ -415,9 +372,9 @@ class HadoopWarehouse:
             return None, self.etag(path)
         return (doc if isinstance(doc, dict) and "expires_ms" in doc else None), tag
 
-    def _renew(self, path: str, seconds: float, stop: threading.Event) -> None:
+    def _renew(self, path: str, seconds: float, stop: threading.Event, key: tuple[str, int]) -> None:
         while not stop.wait(seconds / 3):
-            lease = self._lease
+            lease = _LEASES.get(key)
             if lease is None:
                 return
             doc = {**lease["doc"], "expires_ms": int((time.time() + seconds) * 1000)}

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def read_files(spark: SparkSession, dataset: str, files: Sequence[str], schema: StructType | None = None,
-               file_column: str | None = None) -> DataFrame:
+               file_column: str | None = None, uris: Sequence[str] | None = None) -> DataFrame:
     """Live ``files`` of ``dataset`` (as the warehouse lists them) as one frame, with the dataset's partition columns
     (``address`` and ``dt`` of the DLQ...) as strings, from each file's ``name=value`` folders.
 
@@ -23,18 +23,20 @@ def read_files(spark: SparkSession, dataset: str, files: Sequence[str], schema: 
     only: a warehouse on object storage keeps each attempt's files in a folder of its own
     (``dlq/<run_id>.<attempt>/address=.../dt=.../``), and a warehouse may hold both layouts. The values are read
     as :func:`reprocess.storage.arrow.read_live` reads them. ``file_column`` names a column with each row's file
-    (``_metadata.file_path``).
+    (``_metadata.file_path``); ``uris``, when given, are the files'
+    :func:`~reprocess.cycle.landing_batch.spark_file_uris`, already asked for.
     """
     from pyspark.sql import functions as F
 
-    from reprocess.cycle.landing_batch import spark_file_uri
+    from reprocess.cycle.landing_batch import spark_file_uris
 
     uri = file_column or "_uri"
     frame = (spark.read if schema is None else spark.read.schema(schema)).parquet(*files) \
         .withColumn(uri, F.col("_metadata.file_path"))
     parts = PARTITION_COLUMNS.get(dataset, ())
     if parts:
-        rows = [(spark_file_uri(spark, f), *(partition_value(f, p) for p in parts)) for f in files]
+        names = spark_file_uris(spark, files) if uris is None else uris
+        rows = [(u, *(partition_value(f, p) for p in parts)) for u, f in zip(names, files, strict=True)]
         values = spark.createDataFrame(rows, ", ".join([f"`{uri}` string", *(f"{p} string" for p in parts)]))
         frame = frame.join(F.broadcast(values), uri)
         frame = frame.select(*frame.columns[1:], uri)  # the file last, as withColumn put it
