@@ -154,6 +154,17 @@ def test_a_server_without_the_store_plugin_is_named_for_a_warehouse_at_a_uri(tmp
     assert "has no reprocess.connect.StorePlugin. Start it with `reprocess connect-server`" in done.stderr
 
 
+def test_a_warehouse_scheme_without_a_connector_on_the_server_is_named(server, tmp_path):
+    """The server's driver opens a client's warehouse URI: a scheme it has no filesystem for is a configuration
+    error naming the scheme and the connector jars (exit 3), nothing written."""
+    done = subprocess.run(_cli(server, "run", "--landing", str(tmp_path), "--warehouse", "nosuch://bucket/wh",
+                               "--as-of", "2026-11-21T01:00:00Z"),
+                          env=server.client_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "warehouse nosuch://bucket/wh: this Spark has no Hadoop FileSystem for nosuch://" in done.stderr
+    assert "connector jars" in done.stderr
+
+
 def test_the_server_refuses_a_client_without_its_token(server, tmp_path):
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))

@@ -38,14 +38,10 @@ class Batch:
     as_of: Column  # the run's as-of over ``records`` (a column of them with generated code: drop AS_OF_COLUMN)
 
 
-def spark_file_uri(spark: SparkSession, path: str) -> str:
-    """The string Spark puts in ``_metadata.file_path`` for a local ``path`` or a listed URI."""
-    return spark_file_uris(spark, [path])[0]
-
-
 def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
-    """:func:`spark_file_uri` of each path. A local path needs no JVM; a URI is Hadoop's ``Path.toUri`` of it, asked
-    of this process's driver, or for a Spark Connect client of the server's in one call for all of them."""
+    """The strings Spark puts in ``_metadata.file_path`` for local ``paths`` or listed URIs. A local path needs no
+    JVM; a URI is Hadoop's ``Path.toUri`` of it, asked of this process's driver, or for a Spark Connect client of
+    the server's, in one request for all of them."""
     remote = [p for p in paths if remote_scheme(p)]
     mapped: dict[str, str] = {}
     if remote:
@@ -180,7 +176,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     raw = parts[0] if parts else spark.createDataFrame([], schema)
     for p in parts[1:]:
         raw = raw.unionByName(p)
-    file_keys = {spark_file_uri(spark, f.path): f.path for f in readable}
+    file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     window = spark.createDataFrame(
         [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest)
          for uri, path in file_keys.items()],
