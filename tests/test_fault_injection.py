@@ -6,7 +6,7 @@ at a random moment: a random point of the cycle is drawn (JVM start-up, or just 
 logged, or just after the commit), then a random extra delay. Then the cycle runs again. Every trial must end
 in the state of an uninterrupted run: every input message in exactly one ledger row with the same state and
 deliveries, no dead letter, outbox record or quarantined record twice, no run left prepared, every committed
-run balanced. ``make test`` runs 3 trials; the ``slow`` suite (``make test-slow``) 50 more. Each trial appends a
+run balanced. ``make test`` runs 2 trials; the ``slow`` suite (``make test-slow``) 51 more. Each trial appends a
 line to ``$REPROCESS_FAULT_REPORT`` (default: a file in pytest's temporary directory) for the figures.
 """
 
@@ -36,10 +36,10 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
-FAST_TRIALS = 3
-SLOW_TRIALS = 50
-HADOOP_TRIALS = 2  # the same, with the warehouse reached as cfile: (tests/test_object_store.py)
-SLOW_HADOOP_TRIALS = 20
+FAST_TRIALS = 2
+SLOW_TRIALS = 51
+HADOOP_TRIALS = 1  # the same, with the warehouse reached as cfile: (tests/test_object_store.py)
+SLOW_HADOOP_TRIALS = 21
 LEASE_SECONDS = 4  # the killed driver's lease blocks the re-run this long at most
 
 
