@@ -379,9 +379,9 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
     too, to be retried, instead of quarantining the file for good."""
     from py4j.protocol import Py4JJavaError
 
-    from reprocess.cycle.landing_batch import _hadoop_problem, read_batch
+    from reprocess.cycle.landing_batch import read_batch
     from reprocess.landing import contract
-    from reprocess.landing.manifest import LandingFile
+    from reprocess.storage.hadoop_fs import session_fs
     from reprocess.uris import remote_scheme
 
     conf = spark.sparkContext._jsc.hadoopConfiguration()
@@ -409,7 +409,7 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
     assert [tuple(r) for r in rows] == [(files[1].path, 1, True, "ok-uri")]  # the manifest window joined
 
     with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
-        _hadoop_problem(spark, LandingFile(f"viewfs:/{name}/{HOUR}/gone.jsonl.gz", 10, 0, "text"))
+        session_fs(spark).decode_problem(f"viewfs:/{name}/{HOUR}/gone.jsonl.gz", "text")
     with pytest.raises(ConfigError, match=f"landing root viewfs:///{name}/nowhere does not exist"):
         list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
 

@@ -7,7 +7,7 @@ import logging
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -20,6 +20,7 @@ from reprocess.landing.contract import (
 )
 from reprocess.landing.manifest import partition_problem
 from reprocess.sparkutil import with_as_of
+from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
 
 if TYPE_CHECKING:
@@ -43,17 +44,7 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
     JVM; a URI is Hadoop's ``Path.toUri`` of it, asked of this process's driver, or for a Spark Connect client of
     the server's, in one request for all of them."""
     remote = [p for p in paths if remote_scheme(p)]
-    mapped: dict[str, str] = {}
-    if remote:
-        from reprocess.sparkutil import is_remote
-
-        if is_remote(spark):
-            from reprocess.storage.hadoop_fs import ConnectFs
-
-            mapped = dict(zip(remote, ConnectFs(spark).uris(remote), strict=True))  # type: ignore[arg-type]
-        else:
-            jvm: Any = spark.sparkContext._jvm
-            mapped = {p: str(jvm.org.apache.hadoop.fs.Path(p).toUri().toString()) for p in remote}
+    mapped = dict(zip(remote, session_fs(spark).uris(remote), strict=True)) if remote else {}
     return [mapped[p] if p in mapped else local_file_uri(p) for p in paths]
 
 
@@ -77,65 +68,10 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
-# Where the JVM throws when bytes do not decode: the gzip codec, the JDK's inflater, the Parquet reader. An error
-# thrown anywhere else (the filesystem: a timeout, throttling, a 403 after a credential rotation, a file gone since
-# the listing) fails the run, which the next run retries: only a file that does not decode is quarantined whole,
-# and for good. A file that ends early (EOFException) is corrupt wherever it is noticed.
-_DECODERS = ("org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet.")
-
-
-def _does_not_decode(exc: Any) -> bool:
-    """True when a Java exception says the bytes do not decode (see ``_DECODERS``), by its class or the frame
-    that threw it."""
-    if exc.getClass().getName() == "java.io.EOFException":
-        return True
-    frames = exc.getStackTrace()
-    return len(frames) > 0 and str(frames[0].getClassName()).startswith(_DECODERS)
-
-
-def _hadoop_problem(spark: SparkSession, f: LandingFile) -> str | None:
-    """What :func:`_gzip_problem` / :func:`_parquet_problem` check, for a file on a Hadoop ``FileSystem`` (a
-    landing URI): the check runs in the JVM, which has the filesystem's connector (for a Spark Connect client, the
-    server's); Python cannot open the file.
-    An I/O error that is no decoding error is raised (the run fails and is retried), never taken as corruption."""
-    from reprocess.sparkutil import is_remote
-
-    if is_remote(spark):  # a Spark Connect client: the server's driver checks it (reprocess.connect.StorePlugin)
-        from reprocess.storage.hadoop_fs import ConnectFs
-
-        return ConnectFs(spark).decode_problem(f.path, f.fmt)  # type: ignore[arg-type]
-    from py4j.protocol import Py4JJavaError
-
-    jvm: Any = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    path = jvm.org.apache.hadoop.fs.Path(f.path)
-    try:
-        if f.fmt == "parquet":
-            jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)).close()
-        elif f.path.endswith(".gz"):
-            codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
-            raw = path.getFileSystem(conf).open(path)
-            try:
-                stream = codec.createInputStream(raw)
-            except Py4JJavaError:
-                jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
-                raise
-            # copyBytes closes both streams, also when it fails
-            jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, jvm.java.io.OutputStream.nullOutputStream(), 1 << 20,
-                                                       True)
-    except Py4JJavaError as exc:
-        if not _does_not_decode(exc.java_exception):
-            raise
-        why = exc.java_exception.toString()
-        return f"not a readable Parquet file: {why}" if f.fmt == "parquet" else f"cannot decompress: {why}"
-    return None
-
-
 def _decode_problem(spark: SparkSession, f: LandingFile) -> str | None:
     """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text)."""
-    if remote_scheme(f.path):
-        return _hadoop_problem(spark, f)
+    if remote_scheme(f.path):  # Python cannot open it: the JVM that has its connector checks it (for a Spark
+        return session_fs(spark).decode_problem(f.path, f.fmt)  # Connect client, the server's)
     if f.path.endswith(".gz"):
         return _gzip_problem(f.path)
     return _parquet_problem(f.path) if f.fmt == "parquet" else None

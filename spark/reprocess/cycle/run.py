@@ -223,7 +223,7 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    codegen = fit_codegen(spark, landing_bytes + sum(wh.size(f) for f in touched))
+    codegen = fit_codegen(spark, landing_bytes + sum(wh.sizes(touched)))
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), codegen=codegen)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())

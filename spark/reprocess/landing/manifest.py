@@ -75,41 +75,21 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
                           "FileSystem, can list it", key="--landing")
-    from reprocess.sparkutil import is_remote
+    from reprocess.storage.hadoop_fs import session_fs
 
-    if is_remote(spark):
-        return _list_through_connect(spark, str(landing), as_of_ms)
-    jvm: Any = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    root_path = jvm.org.apache.hadoop.fs.Path(str(landing))
-    fs = root_path.getFileSystem(conf)
-    if not fs.exists(root_path):
+    # the JVM with the filesystem's connector lists it: this process's driver, or a Spark Connect server's (one
+    # request per folder, through reprocess.connect.StorePlugin); the same names, sizes and order either way
+    fs = session_fs(spark)
+    if not fs.exists(str(landing)):
         # Nothing else checks a URI root before the job (the DAG's find_new_landing cannot list it): a typo in a
         # bucket or prefix must fail the run, not make green runs that read nothing.
-        raise ConfigError(f"landing root {landing} does not exist", key="--landing")
-
-    def entries(status: Any) -> list[tuple[str, Any, str]]:
-        listed = [(st.getPath().getName(), st, "d" if st.isDirectory() else "f" if st.isFile() else "o")
-                  for st in fs.listStatus(status.getPath())]
-        return sorted(listed, key=lambda e: e[0])
-
-    return _walk(fs.getFileStatus(root_path), entries, lambda st: (st.getPath().toString(), st.getLen()), as_of_ms)
-
-
-def _list_through_connect(spark: SparkSession, landing: str, as_of_ms: int) -> list[LandingFile]:
-    """:func:`list_landing` of a landing URI for a Spark Connect client: the server's driver lists it (one request
-    per folder, through ``reprocess.connect.StorePlugin``); the same names, sizes and order as our own driver's."""
-    from reprocess.storage.hadoop_fs import ConnectFs
-
-    fs = ConnectFs(spark)  # type: ignore[arg-type]
-    if fs.status(landing) is None:
         raise ConfigError(f"landing root {landing} does not exist", key="--landing")
 
     def entries(folder: tuple[str, int]) -> list[tuple[str, Any, str]]:  # a handle is (path, size)
         kinds = {"dir": "d", "file": "f"}
         return [(name, (path, size), kinds.get(kind, "o")) for name, kind, path, size in fs.entries(folder[0])]
 
-    return _walk((fs.qualify(landing), 0), entries, lambda handle: handle, as_of_ms)
+    return _walk((fs.qualify(str(landing)), 0), entries, lambda handle: handle, as_of_ms)
 
 
 def _local_entries(folder: Path) -> list[tuple[str, Path, str]]:

@@ -232,8 +232,8 @@ class Warehouse:
         return str(Path(location).relative_to(self.root))
 
     # -- whole files (the same calls as storage.hadoop.HadoopWarehouse) -------------------------
-    def size(self, location: str) -> int:
-        return os.path.getsize(location)
+    def sizes(self, locations: list[str]) -> list[int]:
+        return [os.path.getsize(f) for f in locations]
 
     def exists(self, location: str) -> bool:
         return os.path.exists(location)

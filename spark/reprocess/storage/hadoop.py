@@ -165,11 +165,9 @@ class HadoopWarehouse:
     def exists(self, location: str) -> bool:
         return self._fs.exists(location)
 
-    def size(self, location: str) -> int:
-        status = self._fs.status(location)
-        if status is None:
-            raise FileNotFoundError(location)
-        return status[1]
+    def sizes(self, locations: list[str]) -> list[int]:
+        """The files' lengths, in one request over Spark Connect."""
+        return self._fs.sizes(locations)
 
     def read_bytes(self, location: str) -> bytes:
         return self._fs.read(location)
@@ -192,12 +190,9 @@ class HadoopWarehouse:
         status = self._fs.status(location)
         return None if status is None else status[0]
 
-    def _list(self, location: str, recursive: bool) -> list[str]:
+    def list_files(self, location: str, recursive: bool = False) -> list[str]:
+        """The files in folder ``location`` (or below it), by name; none if it does not exist."""
         return self._fs.list_files(location, recursive)
-
-    def list_files(self, location: str) -> list[str]:
-        """The files directly in folder ``location``, by name; none if it does not exist."""
-        return self._fs.list_files(location, False)
 
     def remove(self, location: str) -> None:
         """Delete the file ``location`` if it exists."""
@@ -213,7 +208,7 @@ class HadoopWarehouse:
 
     # -- snapshots -------------------------------------------------------------------------------
     def latest(self) -> Snapshot:
-        version = latest_version(f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False))
+        version = latest_version(f.rsplit("/", 1)[-1] for f in self.list_files(self.snapshots_dir, False))
         if version is None:
             return Snapshot()
         text = self.read_bytes(self.snapshots_dir / snapshot_name(version)).decode("utf-8")
@@ -240,7 +235,7 @@ class HadoopWarehouse:
         staged = self._fs.qualify(str(staged_root)).rstrip("/")
         if not staged.startswith(self.root / dataset + "/"):
             raise ValueError(f"{staged_root} is not an attempt's folder in {self.root / dataset}/ (staged())")
-        published = [self.relative(src) for src in self._list(staged, True)
+        published = [self.relative(src) for src in self.list_files(staged, True)
                      if src.endswith(".parquet") and "/_temporary/" not in src and "/." not in src[len(staged):]]
         log.info("published dataset=%s files=%s in place (no rename)", dataset, len(published))
         return published
@@ -251,7 +246,7 @@ class HadoopWarehouse:
         removed = 0
         for dataset in DATASETS:
             base = self.root / dataset
-            unused = [f for f in self._list(base, True) if f.endswith(".parquet") and self.relative(f) not in live]
+            unused = [f for f in self.list_files(base, True) if f.endswith(".parquet") and self.relative(f) not in live]
             removed += len(unused)
             # an attempt's folder (staged) that no snapshot names a file in: one that never committed, or whose files
             # were all replaced; with what else is in it (markers, empty partition folders, a crashed job's
@@ -262,7 +257,7 @@ class HadoopWarehouse:
             self._fs.delete([f for f in unused if not any(f.startswith(d + "/") for d in folders)], False)
             self._fs.delete(folders, True)
         self._fs.delete([self.snapshots_dir / name for name in expired_snapshots(
-            (f.rsplit("/", 1)[-1] for f in self._list(self.snapshots_dir, False)), snapshot.version)], False)
+            (f.rsplit("/", 1)[-1] for f in self.list_files(self.snapshots_dir, False)), snapshot.version)], False)
         if removed:
             log.info("vacuum removed=%s unreferenced files", removed)
         return removed

@@ -49,6 +49,9 @@ class HadoopFs(Protocol):
     def status(self, location: str) -> tuple[str | None, int] | None:
         """(ETag, length), or None if absent."""
 
+    def sizes(self, locations: Sequence[str]) -> list[int]:
+        """The files' lengths (:class:`FileNotFoundError` if one is absent)."""
+
     def read(self, location: str) -> bytes: ...
 
     def write(self, location: str, data: bytes, condition: bool | str | None = None) -> bool:
@@ -62,6 +65,14 @@ class HadoopFs(Protocol):
 
     def children(self, location: str) -> list[str]:
         """The names directly in ``location``, sorted; none if it does not exist."""
+
+    def entries(self, location: str) -> list[tuple[str, str, str, int]]:
+        """What is directly in ``location``: (name, "dir"/"file"/"other", path, length), by name."""
+
+    def decode_problem(self, location: str, fmt: str) -> str | None:
+        """Why a ``.gz`` or Parquet (``fmt``) landing file cannot be decoded at all, or None if it can. An I/O error
+        that is no decoding error (a timeout, throttling, a 403, a file gone since the listing) is raised: the run
+        fails and the next one retries it; only a file that does not decode is quarantined whole, for good."""
 
     def glob(self, pattern: str) -> list[str]: ...
 
@@ -85,54 +96,99 @@ def hadoop_fs(uri: str) -> HadoopFs:
                       "shared POSIX filesystem)", key="--warehouse")
 
 
+def session_fs(spark: Any) -> HadoopFs:
+    """The store calls of ``spark``: its own driver's through py4j, or for a Spark Connect client, its server's."""
+    from reprocess.sparkutil import is_remote
+
+    return ConnectFs(spark) if is_remote(spark) else JvmFs(spark.sparkContext)
+
+
+# Where the JVM throws when bytes do not decode: the gzip codec, the JDK's inflater, the Parquet reader. An error
+# thrown anywhere else (the filesystem) is no corruption. A file that ends early (EOFException) is corrupt wherever
+# it is noticed. The same list is StorePlugin.DECODERS, for Connect clients.
+_DECODERS = ("org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet.")
+
+
+def _does_not_decode(exc: Any) -> bool:
+    """True when a Java exception says the bytes do not decode (see ``_DECODERS``), by its class or the frame
+    that threw it."""
+    if exc.getClass().getName() == "java.io.EOFException":
+        return True
+    frames = exc.getStackTrace()
+    return len(frames) > 0 and str(frames[0].getClassName()).startswith(_DECODERS)
+
+
 class JvmFs:
-    """Through py4j, in this process's driver JVM."""
+    """Through py4j, in this process's driver JVM. One instance serves one root (a warehouse, a landing): its
+    filesystem is the one :meth:`open` opens, or else that of the first location it is asked about."""
 
     def __init__(self, sc: Any) -> None:
         self._jvm: Any = sc._jvm
         self._conf = sc._jsc.hadoopConfiguration()
-        self._fs: Any = None
+        self._filesystem: Any = None
 
-    def _path(self, location: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(str(location))
+    def _at(self, location: str) -> tuple[Any, Any]:
+        """``location``'s Hadoop ``Path`` and this root's ``FileSystem``."""
+        path = self._jvm.org.apache.hadoop.fs.Path(str(location))
+        if self._filesystem is None:
+            self._filesystem = path.getFileSystem(self._conf)
+        return path, self._filesystem
 
     def open(self, uri: str, capabilities: list[str]) -> tuple[str, str, list[str]]:
         from py4j.protocol import Py4JJavaError
 
-        path = self._path(uri)
         try:
-            self._fs = path.getFileSystem(self._conf)
+            path, fs = self._at(uri)
         except Py4JJavaError as exc:
             raise no_filesystem(uri, exc.java_exception.toString()) from None
-        missing = [c for c in capabilities if not self._fs.hasPathCapability(path, c)]
-        return str(self._fs.makeQualified(path).toString()), str(self._fs.getClass().getName()), missing
+        missing = [c for c in capabilities if not fs.hasPathCapability(path, c)]
+        return str(fs.makeQualified(path).toString()), str(fs.getClass().getName()), missing
 
     def qualify(self, location: str) -> str:
-        return str(self._fs.makeQualified(self._path(location)).toString())
+        path, fs = self._at(location)
+        return str(fs.makeQualified(path).toString())
 
     def uris(self, locations: Sequence[str]) -> list[str]:
-        return [str(self._path(p).toUri().toString()) for p in locations]
+        return [str(self._jvm.org.apache.hadoop.fs.Path(p).toUri().toString()) for p in locations]
 
     def exists(self, location: str) -> bool:
-        return bool(self._fs.exists(self._path(location)))
+        path, fs = self._at(location)
+        return bool(fs.exists(path))
 
-    def status(self, location: str) -> tuple[str | None, int] | None:
+    def _file_status(self, location: str) -> Any:
+        """Hadoop's ``FileStatus`` of ``location``, or None if it is absent."""
         from py4j.protocol import Py4JJavaError
 
+        path, fs = self._at(location)
         try:
-            st = self._fs.getFileStatus(self._path(location))
+            return fs.getFileStatus(path)
         except Py4JJavaError as exc:
             if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
                 return None
             raise
+
+    def status(self, location: str) -> tuple[str | None, int] | None:
+        st = self._file_status(location)
+        if st is None:
+            return None
         etag = st.getEtag()
         return (None if etag is None else str(etag)), int(st.getLen())
+
+    def sizes(self, locations: Sequence[str]) -> list[int]:
+        out = []
+        for location in locations:
+            st = self._file_status(location)
+            if st is None:
+                raise FileNotFoundError(location)
+            out.append(int(st.getLen()))
+        return out
 
     def read(self, location: str) -> bytes:
         from py4j.protocol import Py4JJavaError
 
+        path, fs = self._at(location)
         try:
-            stream = self._fs.open(self._path(location))
+            stream = fs.open(path)
         except Py4JJavaError as exc:
             if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
                 raise FileNotFoundError(location) from None
@@ -145,14 +201,15 @@ class JvmFs:
     def write(self, location: str, data: bytes, condition: bool | str | None = None) -> bool:
         from py4j.protocol import Py4JJavaError
 
+        path, fs = self._at(location)
         if condition is None:
-            out = self._fs.create(self._path(location), True)
+            out = fs.create(path, True)
             try:
                 out.write(bytearray(data))
             finally:
                 out.close()
             return True
-        builder = self._fs.createFile(self._path(location)).overwrite(condition is not True)
+        builder = fs.createFile(path).overwrite(condition is not True)
         builder = builder.must(IF_ABSENT, True) if condition is True else builder.must(IF_MATCH, condition)
         try:
             out = builder.build()
@@ -171,27 +228,66 @@ class JvmFs:
             self.write(location, data)
 
     def list_files(self, location: str, recursive: bool) -> list[str]:
-        path = self._path(location)
-        if not self._fs.exists(path):
+        path, fs = self._at(location)
+        if not fs.exists(path):
             return []
-        it = self._fs.listFiles(path, recursive)
+        it = fs.listFiles(path, recursive)
         out = []
         while it.hasNext():
             out.append(str(it.next().getPath().toString()))
         return sorted(out)
 
     def children(self, location: str) -> list[str]:
-        path = self._path(location)
-        if not self._fs.exists(path):
+        path, fs = self._at(location)
+        if not fs.exists(path):
             return []
-        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(path))
+        return sorted(str(st.getPath().getName()) for st in fs.listStatus(path))
+
+    def entries(self, location: str) -> list[tuple[str, str, str, int]]:
+        path, fs = self._at(location)
+        if not fs.exists(path):
+            return []
+        out = []
+        for st in fs.listStatus(path):
+            kind = "dir" if st.isDirectory() else "file" if st.isFile() else "other"
+            out.append((str(st.getPath().getName()), kind, str(st.getPath().toString()), int(st.getLen())))
+        return sorted(out)
+
+    def decode_problem(self, location: str, fmt: str) -> str | None:
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self._jvm
+        path, fs = self._at(location)
+        try:
+            if fmt == "parquet":
+                jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                    jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, self._conf)).close()
+            elif location.endswith(".gz"):
+                codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(path)
+                raw = fs.open(path)
+                try:
+                    stream = codec.createInputStream(raw)
+                except Py4JJavaError:
+                    jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
+                    raise
+                # copyBytes closes both streams, also when it fails
+                jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, jvm.java.io.OutputStream.nullOutputStream(),
+                                                           1 << 20, True)
+        except Py4JJavaError as exc:
+            if not _does_not_decode(exc.java_exception):
+                raise
+            why = exc.java_exception.toString()
+            return f"not a readable Parquet file: {why}" if fmt == "parquet" else f"cannot decompress: {why}"
+        return None
 
     def glob(self, pattern: str) -> list[str]:
-        return sorted(str(s.getPath().toString()) for s in self._fs.globStatus(self._path(pattern)) or [])
+        path, fs = self._at(pattern)
+        return sorted(str(s.getPath().toString()) for s in fs.globStatus(path) or [])
 
     def delete(self, locations: Sequence[str], recursive: bool) -> None:
         for location in locations:
-            self._fs.delete(self._path(location), recursive)
+            path, fs = self._at(location)
+            fs.delete(path, recursive)
 
 
 class ConnectFs:
@@ -254,6 +350,15 @@ class ConnectFs:
         rows = self._call("status", path=location)
         return (rows[0].s, int(rows[0].n)) if rows else None
 
+    def sizes(self, locations: Sequence[str]) -> list[int]:
+        if not locations:
+            return []
+        rows = self._call("sizes", paths=list(locations))  # a row per file in order, n = -1 for an absent one
+        for location, row in zip(locations, rows, strict=True):
+            if row.n < 0:
+                raise FileNotFoundError(location)
+        return [int(r.n) for r in rows]
+
     def read(self, location: str) -> bytes:
         rows = self._call("read", path=location)
         if not rows:
@@ -276,13 +381,10 @@ class ConnectFs:
         return sorted(name for name, _kind, _path, _len in self.entries(location))
 
     def entries(self, location: str) -> list[tuple[str, str, str, int]]:
-        """What is directly in ``location``: (name, "dir"/"file"/"other", path, length), by name."""
         rows = self._call("children", path=location)
         return sorted((str(r.s).rstrip("/").rsplit("/", 1)[-1], str(r.k), str(r.s), int(r.n)) for r in rows)
 
     def decode_problem(self, location: str, fmt: str) -> str | None:
-        """Why a ``.gz`` or Parquet landing file cannot be decoded at all (None if it can), checked in the server's
-        driver as :func:`reprocess.cycle.landing_batch._hadoop_problem` checks it in ours."""
         rows = self._call("decodes", path=location, fmt=fmt)
         return str(rows[0].s) if rows else None
 

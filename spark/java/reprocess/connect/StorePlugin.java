@@ -62,7 +62,7 @@ public final class StorePlugin implements RelationPlugin {
   private static final String IF_MATCH = "fs.option.create.conditional.overwrite.etag";
   private static final String[] CONFLICTS = {
     "org.apache.hadoop.fs.FileAlreadyExistsException", "org.apache.hadoop.fs.s3a.RemoteFileChangedException"};
-  // where the JVM throws when bytes do not decode (reprocess.cycle.landing_batch._DECODERS)
+  // where the JVM throws when bytes do not decode (reprocess.storage.hadoop_fs._DECODERS)
   private static final String[] DECODERS = {"org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet."};
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final StructType SCHEMA = new StructType()
@@ -123,6 +123,18 @@ public final class StorePlugin implements RelationPlugin {
         }
         break;
       }
+      case "sizes": // a row per path, in order: its length, or -1 if it is absent
+        for (JsonNode p : request.path("paths")) {
+          Path path = new Path(p.asText());
+          long len;
+          try {
+            len = path.getFileSystem(conf).getFileStatus(path).getLen();
+          } catch (FileNotFoundException e) {
+            len = -1;
+          }
+          rows.add(row("size", p.asText(), len));
+        }
+        break;
       case "read": {
         Path path = path(request);
         try (FSDataInputStream in = path.getFileSystem(conf).open(path)) {
@@ -227,7 +239,7 @@ public final class StorePlugin implements RelationPlugin {
 
   /**
    * Why a {@code .gz} or Parquet landing file cannot be read at all, or null: as the cycle's driver checks it
-   * ({@code reprocess.cycle.landing_batch._hadoop_problem}). An error that is no decoding error (the filesystem: a
+   * ({@code reprocess.storage.hadoop_fs.JvmFs.decode_problem}). An error that is no decoding error (the filesystem: a
    * timeout, a 403, a file gone since the listing) is thrown, failing the run for the next run to retry, never
    * taken as corruption.
    */
