@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "spark"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+DURATIONS = ROOT / "tests" / "durations.json"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test files longest first, each file's tests in their order. `make test` hands whole files to the xdist
+    workers in this order (``--dist loadfile --no-loadscope-reorder``), so that a long file never starts last and
+    runs alone while the other workers idle. The seconds come from tests/durations.json (dev/test_durations.py
+    writes it from a run's report); a file it does not list counts as the median. Only the order depends on it."""
+    try:
+        seconds: dict[str, float] = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return
+    typical = sorted(seconds.values())[len(seconds) // 2] if seconds else 0.0
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], typical))
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from reprocess.storage.read import read_dataset
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration]
 
 MASTER_PORT = 7077
-UI_PORT = 18080  # the master's web UI (8080 is Airflow's); workers 18081, 18082
+UI_PORT = 18280  # the master's web UI (8080 is Airflow's, 18080 the e2e test's); workers 18281, 18282
 TARGET = "python:reprocess.targets.examples:flaky"
 
 
