@@ -55,7 +55,10 @@ venv: $(STAMP) $(LOCAL_FS) $(ARCHIVE) ## create or update .venv (pinned stack fr
 # live for seconds on tiny data, where C2's optimising compiles are CPU spent for nothing, taken from the other test
 # worker on a 2-core machine (the crash and fault-injection tests took 299 s instead of 395 s; in-process tests did
 # not change). It changes no result, only how soon bytecode is compiled; deployments keep the JVM's defaults.
-TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 $$JAVA_TOOL_OPTIONS"
+# They also use the serial collector and no perf-data file: their heaps are small, and G1's concurrent threads and
+# barriers cost CPU the other worker wants. Measured side by side, file pairs at -n 2: crash+fault 277 -> 261 s,
+# object store+concurrency 298 -> 280 s, cycle e2e+steps 295 -> 260 s (CPU 565 -> 488 s).
+TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData $$JAVA_TOOL_OPTIONS"
 # Test workers (xdist processes, each with its own Spark session), one per core: the suite is CPU-bound (4 workers on
 # this 2-core machine took 26:14 against 21:49 for 2). Each takes whole files, longest first (tests/conftest.py).
 TEST_WORKERS ?= 2
