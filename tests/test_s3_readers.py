@@ -24,7 +24,7 @@ import pytest
 from reprocess.cli import main, parse_instant
 from reprocess.connect_server import free_port
 from reprocess.dlq_stats import dlq_stats
-from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError
+from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError, WarehouseDamagedError
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.orchestration import check_outputs, find_new_landing, latest_audit, read_summary
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
@@ -184,6 +184,46 @@ def test_readers_name_what_is_wrong_with_a_bucket(capsys, warehouses):
     assert main(["ledger", "stats", "--warehouse", f"s3a://{BUCKET}/empty"]) == ConfigError.exit_code
     assert "no committed snapshot" in capsys.readouterr().err
     assert dlq_stats(f"s3a://{BUCKET}/empty")["total"] == 0  # the UI shows an empty page before the first run
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_readers_name_a_live_file_that_is_gone_or_not_parquet(capsys, warehouses, tmp_path, where):
+    """Something outside reprocess overwrote, truncated or deleted files the snapshot lists: every reader names the
+    file and exits with WarehouseDamagedError, not a traceback from pyarrow."""
+    import pyarrow.fs as pafs
+
+    fs = warehouses["fs"]
+    local = tmp_path / "wh"
+    shutil.copytree(warehouses["local"], local)
+    if where == "disk":
+        uri, target_fs, base = str(local), pafs.LocalFileSystem(), str(local)
+    else:
+        base = f"{BUCKET}/damaged-{tmp_path.name}"
+        pafs.copy_files(f"{BUCKET}/wh", base, source_filesystem=fs, destination_filesystem=fs)
+        uri, target_fs = f"s3a://{base}", fs
+    snap = json.loads(max((local / "_snapshots").glob("*.json")).read_text())
+    dlq, ledger = snap["files"]["dlq"], snap["files"]["ledger"]
+    assert main(["dlq", "list", "--warehouse", uri]) == 0
+    capsys.readouterr()
+
+    def damaged(*args: str) -> str:
+        assert main([*args, "--warehouse", uri]) == WarehouseDamagedError.exit_code
+        return capsys.readouterr().err
+
+    with target_fs.open_output_stream(f"{base}/{dlq[0]}") as out:
+        out.write(b"not parquet")
+    for command in (["dlq", "list"], ["dlq", "stats"], ["dlq", "show", "some-id"]):
+        err = damaged(*command)
+        assert f"lists {base}/{dlq[0]}, which is not a readable Parquet file" in err, err
+        assert "Traceback" not in err
+    whole = target_fs.open_input_file(f"{base}/{ledger[0]}").read()
+    with target_fs.open_output_stream(f"{base}/{ledger[0]}") as out:
+        out.write(whole[: len(whole) // 2])  # a write cut off half-way
+    assert f"lists {base}/{ledger[0]}, which is not a readable Parquet file" in damaged("ledger", "stats")
+    target_fs.delete_file(f"{base}/{dlq[0]}")
+    assert f"lists {base}/{dlq[0]}, which is not there" in damaged("dlq", "list")
+    if where == "bucket":
+        fs.delete_dir(base)
 
 
 def test_the_cli_reads_the_bucket_in_a_fresh_process_from_the_aws_environment_without_spark(warehouses, s3):

@@ -10,6 +10,7 @@
      +-- ValidationFailedError     code="validation"     exit 9   a GX suite on the run's outputs failed
      +-- NotFoundError             code="not_found"      exit 10  an operator command asked for a record not there
      +-- StorageUnavailableError   code="storage"        exit 11  the warehouse's object store cannot be reached
+     +-- WarehouseDamagedError     code="damaged"        exit 12  a file the snapshot lists is gone or unreadable
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -102,3 +103,11 @@ class StorageUnavailableError(ReprocessError):
 
     code = "storage"
     exit_code = 11
+
+
+class WarehouseDamagedError(ReprocessError):
+    """A file the committed snapshot lists is missing or is not valid Parquet: something outside reprocess deleted or
+    overwrote it. Retrying does not help; the message names the warehouse, the snapshot and the file."""
+
+    code = "damaged"
+    exit_code = 12

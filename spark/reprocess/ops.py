@@ -14,7 +14,7 @@ from typing import Any
 from reprocess.dlq_stats import DlqFilter, read_dead_letters
 from reprocess.errors import NotFoundError
 from reprocess.ledger.states import DEAD_LETTERED, STATES, WAITING
-from reprocess.storage.arrow import ReadWarehouse, iso_ms, open_reader, open_snapshot, opened, read_live, to_ms
+from reprocess.storage.arrow import ReadWarehouse, iso_ms, open_reader, open_snapshot, read_live, read_live_file, to_ms
 from reprocess.storage.commit import Snapshot
 
 HOUR_MS = 3_600_000
@@ -70,14 +70,11 @@ def show_dead_letter(warehouse: str, message_id: str) -> dict[str, Any]:
     Reads the id column of every live DLQ file and the whole of only the files holding the id.
     """
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     wh, snap = open_snapshot(warehouse)
-    holding = []
-    for rel in snap.files["dlq"]:
-        with opened(wh, wh.abs(rel)) as source:
-            if pc.any(pc.equal(pq.read_table(source, columns=["message_id"])["message_id"], message_id)).as_py():
-                holding.append(rel)
+    holding = [rel for rel in snap.files["dlq"]
+               if pc.any(pc.equal(read_live_file(wh, snap, wh.abs(rel), ["message_id"])["message_id"],
+                                  message_id)).as_py()]
     if not holding:
         raise NotFoundError(_not_a_dead_letter(wh, snap, warehouse, message_id))
     only = Snapshot(snap.version, {**snap.files, "dlq": holding}, snap.runs, snap.as_of_ms)

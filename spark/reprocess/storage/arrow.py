@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 from urllib.parse import unquote
 
-from reprocess.errors import ConfigError
+from reprocess.errors import ConfigError, StorageUnavailableError, WarehouseDamagedError
 from reprocess.storage.commit import DATASETS, Snapshot, Warehouse
 from reprocess.uris import remote_scheme
 
@@ -79,18 +79,13 @@ def read_live(wh: ReadWarehouse, snap: Snapshot, dataset: str, columns: Sequence
     live file the table has the requested columns and no row.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; one of {DATASETS}")
     parts = PARTITION_COLUMNS.get(dataset, ())
     tables = []
     for path in wh.live_files(dataset, snap):
-        with opened(wh, path) as source:
-            pf = pq.ParquetFile(source)
-            names = pf.schema_arrow.names
-            wanted = None if columns is None else [c for c in columns if c in names]
-            table = pf.read(columns=wanted).replace_schema_metadata(None)
+        table = read_live_file(wh, snap, path, columns)
         for part in parts:
             if columns is None or part in columns:
                 value = partition_value(path, part)
@@ -105,6 +100,31 @@ def read_live(wh: ReadWarehouse, snap: Snapshot, dataset: str, columns: Sequence
             table = table.append_column(c, pa.nulls(table.num_rows))
         table = table.select(list(columns))
     return table
+
+
+def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequence[str] | None) -> pa.Table:
+    """One live file's rows (``columns`` of them that it has). A file the snapshot lists but that is gone or not
+    Parquet is a :class:`WarehouseDamagedError` naming it; an I/O failure on the way (a store that stops answering
+    mid-read) a :class:`StorageUnavailableError`, which a retry may cure (on a store, pyarrow raises the same
+    ``OSError`` for bytes that do not decode: the message carries its text)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where = f"warehouse {wh.uri}: snapshot {snap.version} lists {path}"
+    try:
+        with opened(wh, path) as source:
+            pf = pq.ParquetFile(source)
+            names = pf.schema_arrow.names
+            wanted = None if columns is None else [c for c in columns if c in names]
+            return pf.read(columns=wanted).replace_schema_metadata(None)
+    except FileNotFoundError as exc:
+        raise WarehouseDamagedError(f"{where}, which is not there (deleted outside reprocess?)") from exc
+    except (pa.ArrowInvalid, ValueError) as exc:  # not Parquet, truncated, a footer that does not decode
+        raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
+    except OSError as exc:
+        if isinstance(wh, Warehouse):  # a local disk answered: the bytes are wrong (pyarrow's thrift errors)
+            raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
+        raise StorageUnavailableError(f"{where}; reading it failed: {exc}") from exc
 
 
 def to_ms(value: datetime | int | None) -> int | None:
