@@ -249,10 +249,14 @@ def test_a_killed_clients_job_is_stopped_before_the_next_run_and_delivers_nothin
 
 @pytest.mark.airflow
 def test_the_cycle_dag_runs_as_a_client_of_the_connect_server(server, tmp_path):
+    """The DAG with ``REPROCESS_SPARK=connect`` on a warehouse at a URI (``cfile:``): the cycle's store calls go to the
+    server's driver, and the tasks around it read the warehouse through pyarrow (a local warehouse over Connect: the
+    CLI tests above; a URI warehouse with spark-submit: tests/test_dags.py)."""
     landing, warehouse = tmp_path / "landing", tmp_path / "wh"
     write_landing(GenerateOptions(out=landing, messages=100, hours=1, seed=4, malformed=1))
     port = int(server.url.rsplit(":", 1)[1])
     env = airflow_env(tmp_path / "home", landing, warehouse, REPROCESS_SPARK="connect",
+                      REPROCESS_WAREHOUSE=f"cfile://{warehouse}",
                       AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=json.dumps(
                           {"conn_type": "spark_connect", "host": "localhost", "port": port,
                            "password": server.token}))
@@ -264,9 +268,17 @@ def test_the_cycle_dag_runs_as_a_client_of_the_connect_server(server, tmp_path):
     assert run is not None
     assert all(run["summary"]["conservation"].values())
     assert run["summary"]["validation"]["passed"]
+    assert run["summary"]["dead_lettered"]["total"] > 0
     # a Connect client records its session while it writes (and only a Connect client does)
     assert sessions_dir(Warehouse(warehouse).root).is_dir()
     assert list(sessions_dir(Warehouse(warehouse).root).iterdir()) == []
+    assert_committed_cleanly(warehouse)  # no prepared run left, every committed run balanced
+    assert not (warehouse / "_lock").exists()  # the lease, released
+    # the store calls of a warehouse at a URI: every file stays in its attempt's folder, nothing unnamed is left
+    live = [f for files in Warehouse(warehouse).latest().files.values() for f in files]
+    assert live
+    assert all(IN_PLACE.match(f) for f in live), live[:3]
+    assert_only_live_files(warehouse)
 
 
 def test_the_file_uris_computed_without_a_jvm_are_the_ones_spark_reads_back(spark, tmp_path):
