@@ -11,19 +11,37 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 from pathlib import Path
 
 from airflow.api_fastapi.core_api.security import GetUserDep  # noqa: TC002 - FastAPI reads it at runtime
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from reprocess.errors import ReprocessError, StorageUnavailableError
 
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
                            str(Path(__file__).resolve().parents[1] / "demo-out" / "warehouse"))
 COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de"}
 
 app = FastAPI(title="reprocess: dead letters")
+log = logging.getLogger(__name__)
+
+
+@app.exception_handler(ReprocessError)
+async def _unreadable(request: Request, exc: ReprocessError) -> Response:
+    """A warehouse that cannot be read (its store down, a file the snapshot lists damaged): the page and the JSON say
+    what and where, instead of a bare 500. 503 when a retry may help (the store), 500 otherwise."""
+    status = 503 if isinstance(exc, StorageUnavailableError) else 500
+    log.error("dead letters page: %s: %s", exc.code, exc)
+    if request.url.path.endswith("/api/stats"):
+        return JSONResponse({"error": exc.code, "detail": str(exc)}, status_code=status)
+    return HTMLResponse(
+        "<!doctype html><html><head><meta charset='utf-8'><title>Dead letters: the warehouse cannot be read</title>"
+        f"</head><body><h1>The warehouse cannot be read</h1><p><code>{html.escape(exc.code)}</code>: "
+        f"{html.escape(str(exc))}</p></body></html>", status_code=status)
 
 
 def _stats() -> dict:

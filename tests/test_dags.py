@@ -162,15 +162,31 @@ plugins = client.get("/api/v2/plugins", headers=auth).json()
 print("OUT" + json.dumps({"anon": anon.status_code, "anon_page": client.get("/reprocess/").status_code,
       "stats": stats.status_code, "body": stats.json(), "page": page.status_code, "html": page.text,
       "cookie": cookie.status_code, "plugins": [p["name"] for p in plugins["plugins"]]}))
+# the same app on a warehouse with a damaged file
+import os, sys
+plugin = next(m for name, m in sys.modules.items() if name.endswith("reprocess_plugin"))
+plugin.WAREHOUSE = os.environ["DAMAGED_WAREHOUSE"]
+bad_stats, bad_page = client.get("/reprocess/api/stats", headers=auth), client.get("/reprocess/", headers=auth)
+print("BAD" + json.dumps({"stats": bad_stats.status_code, "body": bad_stats.json(), "page": bad_page.status_code,
+      "html": bad_page.text}))
 """
 
 
 def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_path):
-    env, _, _ = dead_letters
+    """The page and its JSON behind Airflow's login; on a warehouse with a damaged file, both name the file."""
+    import shutil
+
+    from reprocess.storage.commit import Warehouse
+
+    env, _, warehouse = dead_letters
     pw = tmp_path / "passwords.json"
     pw.write_text(json.dumps({"admin": "admin"}))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(warehouse, damaged)
+    garbled = Warehouse(damaged).live_files("dlq")[0]
+    Path(garbled).write_bytes(b"not parquet")
     env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw)}
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw), "DAMAGED_WAREHOUSE": str(damaged)}
     proc = python(PLUGIN, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads([x for x in proc.stdout.splitlines() if x.startswith("OUT")][-1][3:])
@@ -189,6 +205,12 @@ def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_pat
     assert "<svg" in out["html"]
     assert "Re-drive" in out["html"]
     assert "redrive_dead_letters" in out["html"]
+    bad = json.loads([x for x in proc.stdout.splitlines() if x.startswith("BAD")][-1][3:])
+    assert bad["stats"] == bad["page"] == 500
+    assert bad["body"]["error"] == "damaged"
+    assert f"lists {garbled}, which is not a readable Parquet file" in bad["body"]["detail"]
+    assert "The warehouse cannot be read" in bad["html"]
+    assert garbled in bad["html"]
 
 
 @pytest.mark.spark
