@@ -105,7 +105,7 @@ def read_live(wh: ReadWarehouse, snap: Snapshot, dataset: str, columns: Sequence
 def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequence[str] | None) -> pa.Table:
     """One live file's rows (``columns`` of them that it has). A file the snapshot lists but that is gone or not
     Parquet is a :class:`WarehouseDamagedError` naming it; an I/O failure on the way (a store that stops answering
-    mid-read) a :class:`StorageUnavailableError`, which a retry may cure (on a store, pyarrow raises the same
+    mid-read, a disk refusing access) a :class:`StorageUnavailableError` (on a store, pyarrow raises the same
     ``OSError`` for bytes that do not decode: the message carries its text)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -122,7 +122,7 @@ def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequen
     except (pa.ArrowInvalid, ValueError) as exc:  # not Parquet, truncated, a footer that does not decode
         raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
     except OSError as exc:
-        if isinstance(wh, Warehouse):  # a local disk answered: the bytes are wrong (pyarrow's thrift errors)
+        if exc.errno is None and isinstance(wh, Warehouse):  # no system error: the bytes (pyarrow's thrift errors)
             raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
         raise StorageUnavailableError(f"{where}; reading it failed: {exc}") from exc
 
