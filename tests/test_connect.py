@@ -176,6 +176,26 @@ def test_the_server_refuses_a_client_without_its_token(server, tmp_path):
     assert Warehouse(tmp_path / "wh").latest().version == 0  # nothing committed
 
 
+def test_a_damaged_ledger_file_is_named_to_a_connect_client(server, tmp_path):
+    """The server's error reaches a client as a SparkException of its own: the run still names the file the snapshot
+    lists that cannot be read (WarehouseDamagedError, exit 12) and commits nothing."""
+    from reprocess.errors import WarehouseDamagedError
+
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=5))
+    _run(server, landing, wh, "2026-11-21T01:00:00Z", FLAKY)
+    before = Warehouse(wh).latest()
+    for rel in before.files["ledger"]:
+        (wh / rel).write_bytes(b"garbled")
+    cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", "2026-11-21T03:00:00Z",
+               "--target", FLAKY)
+    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == WarehouseDamagedError.exit_code, done.stderr[-4000:]
+    assert any(f"reprocess: damaged: warehouse {wh}: snapshot {before.version} lists {rel}, which is not a readable "
+               "Parquet file" in done.stderr for rel in before.files["ledger"]), done.stderr[-4000:]
+    assert Warehouse(wh).latest().version == before.version
+
+
 def _calls(gate: Path) -> Counter[str]:
     calls = Path(str(gate) + ".calls")
     return Counter(calls.read_text().split()) if calls.exists() else Counter()

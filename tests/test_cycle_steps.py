@@ -190,6 +190,33 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
     assert read_dataset(spark, str(tmp_path / "wh"), "ledger") is None
 
 
+def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_commits_nothing(spark, tmp_path):
+    """A ledger file the snapshot lists, cut short by something other than reprocess: the next run fails with a
+    WarehouseDamagedError naming it (not Spark's stack trace), commits nothing and leaves the warehouse unlocked."""
+    from reprocess.errors import WarehouseDamagedError
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z"), rec("m2", "2026-11-21T10:01:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    wh = Warehouse(tmp_path / "wh")
+    before = wh.latest()
+    intact = {rel: (tmp_path / "wh" / rel).read_bytes() for rel in before.files["ledger"]}
+    for rel, data in intact.items():
+        (tmp_path / "wh" / rel).write_bytes(data[: len(data) // 2])
+    with pytest.raises(WarehouseDamagedError) as info:
+        cycle(spark, tmp_path, "2026-11-21T10:45:00Z")
+    named = [rel for rel in intact if f"snapshot {before.version} lists {rel}, which is not a readable Parquet file"
+             in str(info.value)]
+    assert named, str(info.value)
+    assert "\tat org.apache" not in str(info.value)
+    assert wh.latest().version == before.version
+    for rel, data in intact.items():  # put back, the same run goes through
+        (tmp_path / "wh" / rel).write_bytes(data)
+    s = cycle(spark, tmp_path, "2026-11-21T10:45:00Z")
+    assert s["due"] == 2
+    assert all(s["conservation"].values())
+
+
 def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("o", "2026-11-21T10:00:00Z"),
                                                  rec("f", "2026-11-21T10:00:00Z", address="fifo.q")])

@@ -54,6 +54,7 @@ from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
+from reprocess.storage.read import damaged_live_file
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -183,6 +184,21 @@ def _landing_files(spark: SparkSession, opts: CycleOptions, manifest: dict[str, 
 
 def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
              prepared: dict[str, Any] | None) -> dict[str, Any]:
+    """One run on ``snap``. A file ``snap`` lists that Spark cannot read (deleted or overwritten outside reprocess)
+    stops it as a :class:`WarehouseDamagedError` naming the file, not a Java stack trace; nothing is committed."""
+    try:
+        return _execute_run(spark, wh, snap, opts, run_id, prepared)
+    except ReprocessError:
+        raise
+    except Exception as exc:
+        damaged = damaged_live_file(exc, wh.uri, snap)
+        if damaged is None:
+            raise
+        raise damaged from exc
+
+
+def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
+                 prepared: dict[str, Any] | None) -> dict[str, Any]:
     t0 = time.monotonic()
     steps = _Steps(run_id)
     policies = opts.policies

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
+from reprocess.errors import WarehouseDamagedError
 from reprocess.ledger.model import LEDGER_FILE_SCHEMA
 from reprocess.storage.arrow import PARTITION_COLUMNS, partition_value
 from reprocess.storage.commit import DATASETS, open_warehouse
@@ -12,6 +15,30 @@ from reprocess.storage.commit import DATASETS, open_warehouse
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from reprocess.storage.commit import Snapshot
+
+# Spark's error for a file its scan could not read (a py4j error's text, or a Connect client's SparkException)
+_FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (\S+)\.\s")
+_CAUSE = re.compile(r"Caused by: [\w.$]+: (.+)")
+
+
+def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> WarehouseDamagedError | None:
+    """Spark's failure to read a file (``FAILED_READ_FILE``) as a :class:`WarehouseDamagedError` naming it, when the
+    file is one ``snap`` lists (deleted, overwritten or cut short outside reprocess); None for any other error,
+    a landing file's included (those have their own checks: ``reprocess.cycle.landing_batch``)."""
+    text = str(exc)
+    found = _FAILED_READ.search(text)
+    if found is None:
+        return None
+    uri = unquote(found.group(1))
+    rel = next((f for files in snap.files.values() for f in files if uri.endswith("/" + f)), None)
+    if rel is None:
+        return None
+    cause = _CAUSE.search(text)
+    why = f": {cause.group(1).strip()}" if cause else ""
+    return WarehouseDamagedError(
+        f"warehouse {warehouse}: snapshot {snap.version} lists {rel}, which is not a readable Parquet file{why}")
 
 
 def read_files(spark: SparkSession, dataset: str, files: Sequence[str], schema: StructType | None = None,
