@@ -79,12 +79,12 @@ def redrive_dead_letters():
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
         from airflow.sdk.exceptions import AirflowFailException
 
-        from reprocess.errors import ConfigError
+        from reprocess.errors import ConfigError, WarehouseDamagedError
         from reprocess.orchestration import run_on_connect
 
         try:
             run_on_connect("redrive", args, SparkConnectHook().get_connection_url())
-        except ConfigError as exc:
+        except (ConfigError, WarehouseDamagedError) as exc:
             raise AirflowFailException(str(exc)) from exc
 
     move = move_on_connect(plan()) if ON_CONNECT else SparkSubmitOperator(

@@ -50,11 +50,11 @@ def _fail_fast(fn, *args):
     """Run a core check; errors no retry can fix fail the task without retry."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from reprocess.errors import ConfigError, ContractError
+    from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
 
     try:
         return fn(*args)
-    except (ConfigError, ContractError) as exc:
+    except (ConfigError, ContractError, WarehouseDamagedError) as exc:
         raise AirflowFailException(str(exc)) from exc
 
 

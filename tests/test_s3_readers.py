@@ -26,7 +26,7 @@ from reprocess.connect_server import free_port
 from reprocess.dlq_stats import dlq_stats
 from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError, WarehouseDamagedError
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.orchestration import check_outputs, find_new_landing, latest_audit, read_summary
+from reprocess.orchestration import check_outputs, find_new_landing, latest_audit, read_summary, run_on_connect
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from warehouse_state import cycle_at
 
@@ -222,6 +222,10 @@ def test_readers_name_a_live_file_that_is_gone_or_not_parquet(capsys, warehouses
     assert f"lists {base}/{ledger[0]}, which is not a readable Parquet file" in damaged("ledger", "stats")
     target_fs.delete_file(f"{base}/{dlq[0]}")
     assert f"lists {base}/{dlq[0]}, which is not there" in damaged("dlq", "list")
+    # a DAG task on Spark Connect runs the CLI in a child: exit 12 fails it without retries (the dlq commands start no
+    # Spark, so no server is needed here)
+    with pytest.raises(WarehouseDamagedError, match="exit 12"):
+        run_on_connect("dlq", ["list", "--warehouse", uri], "sc://localhost:1")
     if where == "bucket":
         fs.delete_dir(base)
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reprocess.errors import ConfigError, ContractError
+from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
@@ -213,8 +213,8 @@ def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by:
 def run_on_connect(command: str, args: list[str], remote: str) -> None:
     """Run ``reprocess <command> <args>`` as a client of the Spark Connect server ``remote`` in a child process,
     its output in this task's log. The URL (it may carry a token) goes to the child in its environment, never on
-    its command line. Exit codes 3 and 4 (a bad option, a broken contract) raise what no retry can fix; any other
-    failure raises ``RuntimeError``, which the task's retries take."""
+    its command line. Exit codes 3, 4 and 12 (a bad option, a broken contract, a damaged warehouse) raise what no
+    retry can fix; any other failure raises ``RuntimeError``, which the task's retries take."""
     import subprocess
     import sys
 
@@ -231,6 +231,8 @@ def run_on_connect(command: str, args: list[str], remote: str) -> None:
         raise ConfigError(f"reprocess {command} refused its configuration (exit 3): see the log above")
     if proc.returncode == ContractError.exit_code:
         raise ContractError(f"reprocess {command} found a broken landing contract (exit 4): see the log above")
+    if proc.returncode == WarehouseDamagedError.exit_code:
+        raise WarehouseDamagedError(f"reprocess {command} found a damaged warehouse file (exit 12): see the log above")
     if proc.returncode:
         raise RuntimeError(f"reprocess {command} failed with exit code {proc.returncode}: see the log above")
 
