@@ -191,13 +191,17 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
 
 
 def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_commits_nothing(spark, tmp_path):
-    """A ledger file the snapshot lists, cut short by something other than reprocess: the next run fails with a
-    WarehouseDamagedError naming it (not Spark's stack trace), commits nothing and leaves the warehouse unlocked."""
+    """A ledger file the snapshot lists, cut short by something other than reprocess: the next run and a DLQ re-drive
+    fail with a WarehouseDamagedError naming it (not Spark's stack trace), commit nothing and leave the warehouse
+    unlocked."""
     from reprocess.errors import WarehouseDamagedError
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
     from reprocess.storage.commit import Warehouse
 
-    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z"), rec("m2", "2026-11-21T10:01:00Z")])
-    cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("m1", "2026-11-21T10:00:00Z"), rec("m2", "2026-11-21T10:01:00Z"),
+        rec("bad", "2026-11-21T10:02:00Z", error_class="com.acme.ValidationError")])
+    assert cycle(spark, tmp_path, "2026-11-21T10:30:00Z")["dead_lettered"]["NON_RETRYABLE"] == 1
     wh = Warehouse(tmp_path / "wh")
     before = wh.latest()
     intact = {rel: (tmp_path / "wh" / rel).read_bytes() for rel in before.files["ledger"]}
@@ -209,6 +213,9 @@ def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_com
              in str(info.value)]
     assert named, str(info.value)
     assert "\tat org.apache" not in str(info.value)
+    with pytest.raises(WarehouseDamagedError, match=f"snapshot {before.version} lists ledger/"):
+        redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(address_pattern="#"),
+                             parse_instant("2026-11-21T10:40:00Z"))
     assert wh.latest().version == before.version
     for rel, data in intact.items():  # put back, the same run goes through
         (tmp_path / "wh" / rel).write_bytes(data)

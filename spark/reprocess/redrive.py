@@ -27,7 +27,7 @@ from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import owner_only_writes, plain_encoded
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
-from reprocess.storage.read import read_files
+from reprocess.storage.read import naming_damaged_files, read_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,78 +99,85 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
-        previous = _find_audit(wh, snap, req.request_id)
-        if previous is not None:
-            log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
-            return {**previous, "already_applied": True}
-        dlq_files = wh.live_files("dlq", snap)
-        audit = {"request_id": req.request_id, "requested_by": requested_by,
-                 "requested_at": datetime.fromtimestamp(now_ms / 1000, tz=UTC).isoformat(),
-                 "request": asdict(req), "moved": 0, "messages": []}
-        if not dlq_files:
-            return _commit_audit(wh, snap, snap, audit)
-        dlq_uris = spark_file_uris(spark, dlq_files)
-        dlq = read_files(spark, "dlq", dlq_files, file_column="_file", uris=dlq_uris)
-        picked = _matching(dlq, req)
-        # the newest dead-lettering of each message, oldest messages first, at most max_messages
-        w = Window.partitionBy("message_id").orderBy(F.col("dead_lettered_at").desc())
-        latest = picked.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1).drop("_r")
-        ledger_files = wh.live_files("ledger", snap)
-        ledger = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).withColumn(
-            "_file", F.col("_metadata.file_path"))
-        dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select("message_id")
-        latest = latest.join(dead, "message_id", "left_semi")  # a message that failed again is not in the DLQ state
-        ordered = latest.orderBy("dead_lettered_at", "message_id")
-        if req.max_messages:
-            ordered = ordered.limit(req.max_messages)
-        chosen = ordered.select("message_id").withColumn(
-            "_seq", F.row_number().over(Window.orderBy("message_id")) - 1).persist()
-        moved = chosen.count()
-        if moved == 0:
-            chosen.unpersist()
-            return _commit_audit(wh, snap, snap, audit)
-        ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
-        # rewrite the ledger files holding the chosen messages: they become due again
-        hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
-        touched = sorted(to_local[u] for u in hit if u in to_local)
-        rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
-        spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
-        due_at = F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long")
-        sel = F.col("_seq").isNotNull()
-        updated = rows.withColumns({
-            "state": F.when(sel, F.lit(WAITING)).otherwise(F.col("state")),
-            "next_attempt_ms": F.when(sel, due_at).otherwise(F.col("next_attempt_ms")),
-            "deliveries": F.when(sel & F.lit(req.reset_deliveries), F.lit(0).cast("long"))
-            .otherwise(F.col("deliveries")),
-            "reason_code": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
-            "dead_letter_address": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
-            "terminal_ms": F.when(sel, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
-            "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
-            # without a reset the message gets one delivery beyond the count it had: the ledger suite's bound
-            "released_deliveries": F.when(sel, F.lit(None).cast("long") if req.reset_deliveries
-                                          else F.col("deliveries")).otherwise(F.col("released_deliveries")),
-        })
-        stage = wh.new_stage(req.request_id)
-        plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
-                      LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
-        # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
-        dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
-        dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
-        dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
-        uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
-        rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
-            chosen, "message_id", "left_anti")
-        plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
-            .parquet(str(wh.staged(req.request_id, stage, "dlq")))
+        with naming_damaged_files(wh.uri, snap):
+            return _redrive_on(spark, wh, snap, req, now_ms, requested_by)
+
+
+def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
+                requested_by: str) -> dict[str, Any]:
+    """The request applied to ``snap``, under the warehouse's lock."""
+    previous = _find_audit(wh, snap, req.request_id)
+    if previous is not None:
+        log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
+        return {**previous, "already_applied": True}
+    dlq_files = wh.live_files("dlq", snap)
+    audit = {"request_id": req.request_id, "requested_by": requested_by,
+             "requested_at": datetime.fromtimestamp(now_ms / 1000, tz=UTC).isoformat(),
+             "request": asdict(req), "moved": 0, "messages": []}
+    if not dlq_files:
+        return _commit_audit(wh, snap, snap, audit)
+    dlq_uris = spark_file_uris(spark, dlq_files)
+    dlq = read_files(spark, "dlq", dlq_files, file_column="_file", uris=dlq_uris)
+    picked = _matching(dlq, req)
+    # the newest dead-lettering of each message, oldest messages first, at most max_messages
+    w = Window.partitionBy("message_id").orderBy(F.col("dead_lettered_at").desc())
+    latest = picked.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1).drop("_r")
+    ledger_files = wh.live_files("ledger", snap)
+    ledger = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).withColumn(
+        "_file", F.col("_metadata.file_path"))
+    dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select("message_id")
+    latest = latest.join(dead, "message_id", "left_semi")  # a message that failed again is not in the DLQ state
+    ordered = latest.orderBy("dead_lettered_at", "message_id")
+    if req.max_messages:
+        ordered = ordered.limit(req.max_messages)
+    chosen = ordered.select("message_id").withColumn(
+        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1).persist()
+    moved = chosen.count()
+    if moved == 0:
         chosen.unpersist()
-        audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
-        new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
-        drop = {wh.relative(f) for f in touched + dlq_touched}
-        for name in ("ledger", "dlq"):
-            new.files[name] = [f for f in new.files[name] if f not in drop]
-            new.files[name] += wh.publish(req.request_id, name, wh.staged(req.request_id, stage, name))
-        return _commit_audit(wh, snap, new, audit)
+        return _commit_audit(wh, snap, snap, audit)
+    ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
+    # rewrite the ledger files holding the chosen messages: they become due again
+    hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
+    to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
+    touched = sorted(to_local[u] for u in hit if u in to_local)
+    rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
+    spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
+    due_at = F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long")
+    sel = F.col("_seq").isNotNull()
+    updated = rows.withColumns({
+        "state": F.when(sel, F.lit(WAITING)).otherwise(F.col("state")),
+        "next_attempt_ms": F.when(sel, due_at).otherwise(F.col("next_attempt_ms")),
+        "deliveries": F.when(sel & F.lit(req.reset_deliveries), F.lit(0).cast("long"))
+        .otherwise(F.col("deliveries")),
+        "reason_code": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
+        "dead_letter_address": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
+        "terminal_ms": F.when(sel, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
+        "updated_run": F.when(sel, F.lit(req.request_id)).otherwise(F.col("updated_run")),
+        # without a reset the message gets one delivery beyond the count it had: the ledger suite's bound
+        "released_deliveries": F.when(sel, F.lit(None).cast("long") if req.reset_deliveries
+                                      else F.col("deliveries")).otherwise(F.col("released_deliveries")),
+    })
+    stage = wh.new_stage(req.request_id)
+    plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
+                  LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
+    # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
+    dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
+    dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
+    dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
+    uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
+    rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
+        chosen, "message_id", "left_anti")
+    plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
+        .parquet(str(wh.staged(req.request_id, stage, "dlq")))
+    chosen.unpersist()
+    audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
+    new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
+    drop = {wh.relative(f) for f in touched + dlq_touched}
+    for name in ("ledger", "dlq"):
+        new.files[name] = [f for f in new.files[name] if f not in drop]
+        new.files[name] += wh.publish(req.request_id, name, wh.staged(req.request_id, stage, name))
+    return _commit_audit(wh, snap, new, audit)
 
 
 def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:

@@ -54,7 +54,7 @@ from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
-from reprocess.storage.read import damaged_live_file
+from reprocess.storage.read import naming_damaged_files
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
@@ -186,15 +186,8 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
              prepared: dict[str, Any] | None) -> dict[str, Any]:
     """One run on ``snap``. A file ``snap`` lists that Spark cannot read (deleted or overwritten outside reprocess)
     stops it as a :class:`WarehouseDamagedError` naming the file, not a Java stack trace; nothing is committed."""
-    try:
+    with naming_damaged_files(wh.uri, snap):
         return _execute_run(spark, wh, snap, opts, run_id, prepared)
-    except ReprocessError:
-        raise
-    except Exception as exc:
-        damaged = damaged_live_file(exc, wh.uri, snap)
-        if damaged is None:
-            raise
-        raise damaged from exc
 
 
 def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,

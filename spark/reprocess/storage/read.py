@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from reprocess.errors import WarehouseDamagedError
+from reprocess.errors import ReprocessError, WarehouseDamagedError
 from reprocess.ledger.model import LEDGER_FILE_SCHEMA
 from reprocess.storage.arrow import PARTITION_COLUMNS, partition_value
 from reprocess.storage.commit import DATASETS, open_warehouse
@@ -39,6 +40,21 @@ def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> War
     why = f": {cause.group(1).strip()}" if cause else ""
     return WarehouseDamagedError(
         f"warehouse {warehouse}: snapshot {snap.version} lists {rel}, which is not a readable Parquet file{why}")
+
+
+@contextmanager
+def naming_damaged_files(warehouse: str, snap: Snapshot) -> Iterator[None]:
+    """Spark work on ``snap``: a file it lists that Spark cannot read stops the work as a
+    :class:`WarehouseDamagedError` naming it (:func:`damaged_live_file`), not a Java stack trace."""
+    try:
+        yield
+    except ReprocessError:
+        raise
+    except Exception as exc:
+        damaged = damaged_live_file(exc, warehouse, snap)
+        if damaged is None:
+            raise
+        raise damaged from exc
 
 
 def read_files(spark: SparkSession, dataset: str, files: Sequence[str], schema: StructType | None = None,
