@@ -191,9 +191,9 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
 
 
 def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_commits_nothing(spark, tmp_path):
-    """A ledger file the snapshot lists, cut short by something other than reprocess: the next run and a DLQ re-drive
-    fail with a WarehouseDamagedError naming it (not Spark's stack trace), commit nothing and leave the warehouse
-    unlocked."""
+    """A ledger file the snapshot lists, cut short or deleted by something other than reprocess: the next run and a
+    DLQ re-drive fail with a WarehouseDamagedError naming it (not Spark's stack trace), commit nothing and leave the
+    warehouse unlocked."""
     from reprocess.errors import WarehouseDamagedError
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
     from reprocess.storage.commit import Warehouse
@@ -217,6 +217,10 @@ def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_com
         redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(address_pattern="#"),
                              parse_instant("2026-11-21T10:40:00Z"))
     assert wh.latest().version == before.version
+    gone = sorted(intact)[0]
+    (tmp_path / "wh" / gone).unlink()
+    with pytest.raises(WarehouseDamagedError, match=f"lists {gone}, which is not there"):
+        cycle(spark, tmp_path, "2026-11-21T10:45:00Z")
     for rel, data in intact.items():  # put back, the same run goes through
         (tmp_path / "wh" / rel).write_bytes(data)
     s = cycle(spark, tmp_path, "2026-11-21T10:45:00Z")

@@ -21,25 +21,29 @@ if TYPE_CHECKING:
 
 # Spark's error for a file its scan could not read (a py4j error's text, or a Connect client's SparkException)
 _FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (\S+)\.\s")
+_NOT_FOUND = re.compile(r"\[PATH_NOT_FOUND\] Path does not exist: (\S+)\.\s")
 _CAUSE = re.compile(r"Caused by: [\w.$]+: (.+)")
 
 
 def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> WarehouseDamagedError | None:
-    """Spark's failure to read a file (``FAILED_READ_FILE``) as a :class:`WarehouseDamagedError` naming it, when the
-    file is one ``snap`` lists (deleted, overwritten or cut short outside reprocess); None for any other error,
+    """Spark's failure to read a file (``FAILED_READ_FILE``) or to find it (``PATH_NOT_FOUND``) as a
+    :class:`WarehouseDamagedError` naming it, when the file is one ``snap`` lists (deleted, overwritten or cut short
+    outside reprocess); None for any other error,
     a landing file's included (those have their own checks: ``reprocess.cycle.landing_batch``)."""
     text = str(exc)
-    found = _FAILED_READ.search(text)
+    found = _FAILED_READ.search(text) or _NOT_FOUND.search(text)
     if found is None:
         return None
     uri = unquote(found.group(1))
     rel = next((f for files in snap.files.values() for f in files if uri.endswith("/" + f)), None)
     if rel is None:
         return None
+    where = f"warehouse {warehouse}: snapshot {snap.version} lists {rel}"
+    if found.re is _NOT_FOUND:
+        return WarehouseDamagedError(f"{where}, which is not there (deleted outside reprocess?)")
     cause = _CAUSE.search(text)
     why = f": {cause.group(1).strip()}" if cause else ""
-    return WarehouseDamagedError(
-        f"warehouse {warehouse}: snapshot {snap.version} lists {rel}, which is not a readable Parquet file{why}")
+    return WarehouseDamagedError(f"{where}, which is not a readable Parquet file{why}")
 
 
 @contextmanager
