@@ -111,3 +111,15 @@ class WarehouseDamagedError(ReprocessError):
 
     code = "damaged"
     exit_code = 12
+
+    @classmethod
+    def missing(cls, warehouse: str, version: int, path: str) -> WarehouseDamagedError:
+        """``path``, listed by snapshot ``version`` of ``warehouse``, is not there."""
+        return cls(f"warehouse {warehouse}: snapshot {version} lists {path}, which is not there "
+                   "(deleted outside reprocess?)")
+
+    @classmethod
+    def unreadable(cls, warehouse: str, version: int, path: str, why: str = "") -> WarehouseDamagedError:
+        """``path``, listed by snapshot ``version`` of ``warehouse``, does not decode as Parquet (``why``, if known)."""
+        return cls(f"warehouse {warehouse}: snapshot {version} lists {path}, which is not a readable Parquet file"
+                   + (f": {why}" if why else ""))

@@ -107,10 +107,8 @@ def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequen
     Parquet is a :class:`WarehouseDamagedError` naming it; an I/O failure on the way (a store that stops answering
     mid-read, a disk refusing access) a :class:`StorageUnavailableError` (on a store, pyarrow raises the same
     ``OSError`` for bytes that do not decode: the message carries its text)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    where = f"warehouse {wh.uri}: snapshot {snap.version} lists {path}"
     try:
         with opened(wh, path) as source:
             pf = pq.ParquetFile(source)
@@ -118,13 +116,14 @@ def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequen
             wanted = None if columns is None else [c for c in columns if c in names]
             return pf.read(columns=wanted).replace_schema_metadata(None)
     except FileNotFoundError as exc:
-        raise WarehouseDamagedError(f"{where}, which is not there (deleted outside reprocess?)") from exc
-    except (pa.ArrowInvalid, ValueError) as exc:  # not Parquet, truncated, a footer that does not decode
-        raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
+        raise WarehouseDamagedError.missing(wh.uri, snap.version, path) from exc
+    except ValueError as exc:  # pyarrow's ArrowInvalid: not Parquet, truncated, a footer that does not decode
+        raise WarehouseDamagedError.unreadable(wh.uri, snap.version, path, str(exc)) from exc
     except OSError as exc:
         if exc.errno is None and isinstance(wh, Warehouse):  # no system error: the bytes (pyarrow's thrift errors)
-            raise WarehouseDamagedError(f"{where}, which is not a readable Parquet file: {exc}") from exc
-        raise StorageUnavailableError(f"{where}; reading it failed: {exc}") from exc
+            raise WarehouseDamagedError.unreadable(wh.uri, snap.version, path, str(exc)) from exc
+        raise StorageUnavailableError(
+            f"warehouse {wh.uri}: snapshot {snap.version} lists {path}; reading it failed: {exc}") from exc
 
 
 def to_ms(value: datetime | int | None) -> int | None:

@@ -28,8 +28,8 @@ _CAUSE = re.compile(r"Caused by: [\w.$]+: (.+)")
 def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> WarehouseDamagedError | None:
     """Spark's failure to read a file (``FAILED_READ_FILE``) or to find it (``PATH_NOT_FOUND``) as a
     :class:`WarehouseDamagedError` naming it, when the file is one ``snap`` lists (deleted, overwritten or cut short
-    outside reprocess); None for any other error,
-    a landing file's included (those have their own checks: ``reprocess.cycle.landing_batch``)."""
+    outside reprocess); None for any other error, a landing file's included (those have their own checks:
+    ``reprocess.cycle.landing_batch``)."""
     text = str(exc)
     found = _FAILED_READ.search(text) or _NOT_FOUND.search(text)
     if found is None:
@@ -38,12 +38,10 @@ def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> War
     rel = next((f for files in snap.files.values() for f in files if uri.endswith("/" + f)), None)
     if rel is None:
         return None
-    where = f"warehouse {warehouse}: snapshot {snap.version} lists {rel}"
     if found.re is _NOT_FOUND:
-        return WarehouseDamagedError(f"{where}, which is not there (deleted outside reprocess?)")
+        return WarehouseDamagedError.missing(warehouse, snap.version, rel)
     cause = _CAUSE.search(text)
-    why = f": {cause.group(1).strip()}" if cause else ""
-    return WarehouseDamagedError(f"{where}, which is not a readable Parquet file{why}")
+    return WarehouseDamagedError.unreadable(warehouse, snap.version, rel, cause.group(1).strip() if cause else "")
 
 
 @contextmanager
