@@ -17,6 +17,7 @@ from reprocess.landing.contract import (
     parse_records,
     read_parquet_records,
     read_text_records,
+    use_jvm_parser,
 )
 from reprocess.landing.manifest import partition_problem
 from reprocess.sparkutil import with_as_of
@@ -37,6 +38,7 @@ class Batch:
     corrupt: list[tuple[str, str]]  # (path, reason) of files that could not be read at all
     file_keys: dict[str, str]  # Spark's file URI -> the landing file's path (or URI) as listed
     as_of: Column  # the run's as-of over ``records`` (a column of them with generated code: drop AS_OF_COLUMN)
+    jvm_parser: bool = False  # the structural checks of well-formed lines ran in the JVM (contract.use_jvm_parser)
 
 
 def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
@@ -118,7 +120,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
          for uri, path in file_keys.items()],
         "uri string, path string, prev_through_ms bigint, is_new_file boolean")
     raw, as_of = with_as_of(raw, as_of_ms, codegen)
-    parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms)
+    jvm = use_jvm_parser(spark)
+    parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of)
+    return Batch(records, corrupt, file_keys, as_of, jvm)

@@ -19,8 +19,10 @@ gets a ``problem`` code and a readable ``problem_detail`` and goes to quarantine
 from __future__ import annotations
 
 import functools
+import logging
 from typing import TYPE_CHECKING
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from reprocess.sparkutil import as_of_column, sql_lambda
@@ -35,6 +37,12 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 DEFAULT_MAX_FUTURE_MS = 24 * 3600 * 1000
 _JSON_NULL = "VOID"  # schema_of_variant of a JSON null (an absent key is a SQL NULL)
 _LINE_MASK = (1 << 33) - 1  # monotonically_increasing_id = partition << 33 | row in partition
+# The structural checks of well-formed lines in one pass (spark/java/reprocess/landing/WellFormedRecord.java), in the
+# jar `make venv` builds (reprocess.spark_env.local_fs_conf puts it on the class path); see use_jvm_parser.
+JVM_PARSER_CLASS = "reprocess.landing.WellFormedRecord"
+JVM_PARSER_FUNCTION = "reprocess_well_formed_record"
+
+log = logging.getLogger(__name__)
 
 # Problem codes, checked in this order (the first that applies is reported).
 MALFORMED_JSON = "MALFORMED_JSON"
@@ -95,6 +103,24 @@ def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
 
 
+def use_jvm_parser(spark: SparkSession) -> bool:
+    """Register the JVM parser of well-formed lines in ``spark`` as :data:`JVM_PARSER_FUNCTION`; False when its
+    class is not on the driver's class path (no jar: ``javac`` missing at ``make venv``, or
+    ``REPROCESS_LOCAL_FS_JAR`` empty), and the landing is then checked by built-in expressions alone.
+
+    Both ways quarantine and ingest the same lines with the same values; the JVM parser takes the structural checks
+    of most lines in one pass instead of two parses and some forty expressions (bench/RESULTS.md, twenty-third run).
+    """
+    try:
+        spark.udf.registerJavaFunction(JVM_PARSER_FUNCTION, JVM_PARSER_CLASS, _VALUES_SCHEMA)
+    except AnalysisException as exc:  # Spark Connect's is a subclass
+        log.info("landing parser=expressions (%s is not on the class path: %s)", JVM_PARSER_CLASS,
+                 str(exc).splitlines()[0])
+        return False
+    log.debug("landing parser=jvm class=%s", JVM_PARSER_CLASS)
+    return True
+
+
 def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None:
     """Make every landing file one whole input partition (record numbers need it)."""
     size = str(max(largest_file_bytes + 1, 128 << 20))
@@ -138,7 +164,12 @@ def _carried(records: DataFrame) -> list[str]:
     return [c for c in records.columns if c not in ("source_file", "record_no", "raw")]
 
 
-def _fields(records: DataFrame) -> DataFrame:
+def _general(col: Column, jvm: bool) -> Column:
+    """``col`` where the general path decides the line: every line, or with the JVM parser those it declined."""
+    return F.when(F.col("_fast").isNull(), col) if jvm else col
+
+
+def _fields(records: DataFrame, jvm: bool = False) -> DataFrame:
     """The contract fields of each non-blank line, the variant type of each known field (``_t_<name>``), the
     strict parse (``_w``, ``_m``) and ``extra`` (unknown fields as JSON).
 
@@ -146,9 +177,14 @@ def _fields(records: DataFrame) -> DataFrame:
     proves the line is one JSON value without duplicate keys and gives each field's JSON type; and Spark's
     JSON reader into typed columns for the values (it turns any value into a string, hence the types from the
     variant).
+
+    With ``jvm`` (:func:`use_jvm_parser`), ``_fast`` holds the values of the lines the JVM parser found
+    well-formed, and both parses run only on the other lines (``_m`` and the types are null on the first).
     """
-    df = records.filter(F.btrim(F.col("raw"), F.lit(" \t\r\f")) != "") \
-        .withColumn("_w", _json_array_of_the_line(F.col("raw")))
+    df = records.filter(F.btrim(F.col("raw"), F.lit(" \t\r\f")) != "")
+    if jvm:
+        df = df.withColumn("_fast", F.call_function(JVM_PARSER_FUNCTION, F.col("raw")))
+    df = df.withColumn("_w", _general(_json_array_of_the_line(F.col("raw")), jvm))
     df = df.withColumn("_m", F.call_function("try_variant_get", F.col("_w"), F.lit("$[0]"),
                                              F.lit("map<string,variant>")))
     mcol = F.col("_m")
@@ -159,8 +195,11 @@ def _fields(records: DataFrame) -> DataFrame:
     known_sql = ", ".join(f"'{k}'" for k in KNOWN_FIELDS)
     unknown = sql_lambda(f"map_filter(_m, (k, v) -> NOT array_contains(array({known_sql}), k))")
     valid = mcol.isNotNull()
-    return df.withColumn("_v", F.when(valid, v)).select(
-        "source_file", "record_no", "raw", *_carried(records), "_m", "_w",
+    values = F.when(valid, v)
+    if jvm:
+        values = F.when(F.col("_fast").isNotNull(), F.col("_fast")).otherwise(values)
+    return df.withColumn("_v", values).select(
+        "source_file", "record_no", "raw", *_carried(records), "_m", "_w", *(["_fast"] if jvm else []),
         *[F.call_function("schema_of_variant", mcol.getItem(name)).alias(f"_t_{name}") for name in KNOWN_FIELDS],
         F.col("_v.message_id").alias("message_id"),
         F.col("_v.address").alias("address"),
@@ -174,8 +213,17 @@ def _fields(records: DataFrame) -> DataFrame:
     ).withColumn("failed_at", ts_raw).withColumn("failed_ms", F.unix_millis(F.col("failed_at")))
 
 
-def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int) -> list[tuple[Column, str, Column]]:
-    """``(fails, code, text)`` of every contract check over the columns of :func:`_fields`, in order."""
+def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
+            jvm: bool = False) -> list[tuple[Column, str, Column]]:
+    """``(fails, code, text)`` of every contract check over the columns of :func:`_fields`, in order.
+
+    The structural checks (the line's encoding and grammar, the fields present and their JSON types) read the
+    variant parse; with ``jvm`` they run only on the lines the JVM parser declined, the others having passed them.
+    """
+
+    def structural(fails: Column) -> Column:
+        return _general(fails, jvm)
+
     mcol = F.col("_m")
     t = {name: F.col(f"_t_{name}") for name in KNOWN_FIELDS}
     failed_at_s = F.col("_failed_at_s")
@@ -187,23 +235,23 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int) -> list[t
     payload = F.col("payload")
     failed_ms = F.col("failed_ms")
     checks: list[tuple[Column, str, Column]] = [
-        (~F.is_valid_utf8(F.col("raw")) | F.col("raw").contains("\ufffd"), INVALID_UTF8,
+        (structural(~F.is_valid_utf8(F.col("raw")) | F.col("raw").contains("\ufffd")), INVALID_UTF8,
          F.lit("the line is not valid UTF-8 (or contains U+FFFD)")),
-        (~_one_json_value(F.col("raw"), F.col("_w")), MALFORMED_JSON,
+        (structural(~_one_json_value(F.col("raw"), F.col("_w"))), MALFORMED_JSON,
          F.lit("not valid JSON (one JSON object per line, nothing after it)")),
-        (mcol.isNull(), NOT_AN_OBJECT, F.lit("a record must be one JSON object per line")),
+        (structural(mcol.isNull()), NOT_AN_OBJECT, F.lit("a record must be one JSON object per line")),
     ]
     for name in REQUIRED_STRINGS:
-        checks.append((mcol.getItem(name).isNull() | (t[name] == _JSON_NULL), MISSING_FIELD,
+        checks.append((structural(mcol.getItem(name).isNull() | (t[name] == _JSON_NULL)), MISSING_FIELD,
                        F.lit(f"required field '{name}' is missing or null")))
     for name in (*REQUIRED_STRINGS, *OPTIONAL_STRINGS):
-        checks.append((mcol.getItem(name).isNotNull() & (t[name] != "STRING") & (t[name] != _JSON_NULL), WRONG_TYPE,
-                       F.concat(F.lit(f"'{name}' must be a string, got "), t[name])))
+        checks.append((structural(mcol.getItem(name).isNotNull() & (t[name] != "STRING") & (t[name] != _JSON_NULL)),
+                       WRONG_TYPE, F.concat(F.lit(f"'{name}' must be a string, got "), t[name])))
     checks += [
-        (mcol.getItem("headers").isNotNull() & (t["headers"] != _JSON_NULL)
-         & (~t["headers"].startswith("OBJECT") | (F.size(sql_lambda(
-             "map_filter(try_variant_get(_m['headers'], '$', 'map<string,variant>'), "
-             "(k, v) -> schema_of_variant(v) != 'STRING')")) > 0)),
+        (structural(mcol.getItem("headers").isNotNull() & (t["headers"] != _JSON_NULL)
+                    & (~t["headers"].startswith("OBJECT") | (F.size(sql_lambda(
+                        "map_filter(try_variant_get(_m['headers'], '$', 'map<string,variant>'), "
+                        "(k, v) -> schema_of_variant(v) != 'STRING')")) > 0))),
          WRONG_TYPE, F.concat(F.lit("'headers' must be an object of strings, got "), t["headers"])),
         (F.length(message_id) == 0, EMPTY_MESSAGE_ID, F.lit("'message_id' is empty")),
         (message_id.rlike(r"[\x00-\x1f\x7f]") | address.rlike(r"[\x00-\x1f\x7f]"),
@@ -217,8 +265,8 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int) -> list[t
         (failed_ms > as_of + F.lit(max_future_ms), FUTURE_TIMESTAMP,
          F.concat(F.lit("failed_at "), failed_at_s,
                   F.lit(f" is more than {max_future_ms // 3600000}h after the as-of"))),
-        (mcol.getItem("delivery_count").isNotNull() & (dc_type != _JSON_NULL) & (dc_type != "BIGINT")
-         & (dc_type != "INT") & (dc_type != "SMALLINT") & (dc_type != "TINYINT"), INVALID_DELIVERY_COUNT,
+        (structural(mcol.getItem("delivery_count").isNotNull() & (dc_type != _JSON_NULL) & (dc_type != "BIGINT")
+                    & (dc_type != "INT") & (dc_type != "SMALLINT") & (dc_type != "TINYINT")), INVALID_DELIVERY_COUNT,
          F.concat(F.lit("'delivery_count' must be an integer >= 1, got "), dc_type)),
         (delivery_count < 1, INVALID_DELIVERY_COUNT,
          F.concat(F.lit("'delivery_count' must be >= 1, got "), delivery_count.cast("string"))),
@@ -230,7 +278,7 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int) -> list[t
 
 
 def parse_records(records: DataFrame, as_of: int | Column, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-                  max_future_ms: int = DEFAULT_MAX_FUTURE_MS) -> DataFrame:
+                  max_future_ms: int = DEFAULT_MAX_FUTURE_MS, jvm: bool = False) -> DataFrame:
     """Parse and check ``raw``: typed contract columns plus ``problem``/``problem_detail`` (null when fine).
 
     ``as_of`` is the run's as-of in epoch ms, or a column of ``records`` holding it
@@ -240,9 +288,12 @@ def parse_records(records: DataFrame, as_of: int | Column, max_payload_bytes: in
     Three projections, so that each costly expression runs once per record (Spark does not merge a projection
     into the next when that would repeat a costly expression): the fields and their variant types; the index of
     the first check that fails; the code and text of that check (texts are built for failing records only).
+
+    ``jvm``: the structural checks of well-formed lines in one pass of the JVM parser (:func:`use_jvm_parser`,
+    registered in the session); the result is the same, only cheaper.
     """
-    fields = _fields(records)
-    checks = _checks(as_of_column(as_of), max_payload_bytes, max_future_ms)
+    fields = _fields(records, jvm)
+    checks = _checks(as_of_column(as_of), max_payload_bytes, max_future_ms, jvm)
     first: Column | None = None  # the index of the first failing check, null when all pass
     for i, (cond, _code, _text) in enumerate(checks):
         c = F.coalesce(cond, F.lit(False))
