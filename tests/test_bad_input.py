@@ -261,18 +261,42 @@ def test_generated_code_gives_the_interpreted_outcome_record_for_record(spark, l
     ones run generated code. The same landing run with generated code quarantines, ledgers and dead-letters the
     same, record for record."""
     from reprocess import sparkutil
-    from reprocess.cycle.run import CycleOptions, run_cycle
-    from reprocess.storage.read import read_dataset
 
     size = sum(f.stat().st_size for f in landed.landing.rglob("*") if f.is_file())
     assert size < sparkutil.INTERPRETED_BELOW_BYTES  # the fixture's run was the interpreted one
     monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)
-    wh = tmp_path / "wh"
-    summary = run_cycle(spark, CycleOptions(
+    summary = _run_again(spark, landed, tmp_path / "wh")
+    assert (landed.summary["codegen"], summary["codegen"]) == ("interpreted", "generated")
+    _same_outcome(spark, landed, tmp_path / "wh", summary, "codegen")
+
+
+@pytest.mark.spark
+def test_the_expressions_alone_give_the_jvm_parsers_outcome_record_for_record(spark, landed, tmp_path, monkeypatch):
+    """The corpus's cycle checked the structure of its well-formed lines in the JVM (docs/adr/0006); without the JVM
+    parser (no jar) the expressions alone quarantine, ledger and dead-letter the same, record for record."""
+    from reprocess.cycle import landing_batch
+
+    monkeypatch.setattr(landing_batch, "use_jvm_parser", lambda spark: False)
+    summary = _run_again(spark, landed, tmp_path / "wh")
+    assert (landed.summary["landing_parser"], summary["landing_parser"]) == ("jvm", "expressions")
+    _same_outcome(spark, landed, tmp_path / "wh", summary, "landing_parser")
+
+
+def _run_again(spark, landed, wh: Path) -> dict:
+    """The corpus's cycle once more, into ``wh``; its summary."""
+    from reprocess.cycle.run import CycleOptions, run_cycle
+
+    return run_cycle(spark, CycleOptions(
         landing=str(landed.landing), warehouse=str(wh), policies=load_policies(CORPUS / "policies.yaml"),
         as_of_ms=_ms(AS_OF), target="python:reprocess.targets.examples:always_fail"))
-    assert (landed.summary["codegen"], summary["codegen"]) == ("interpreted", "generated")
-    volatile = ("elapsed_s", "step_seconds", "validation", "codegen")
+
+
+def _same_outcome(spark, landed, wh: Path, summary: dict, differs: str) -> None:
+    """The run into ``wh`` (its ``summary``) quarantined, ledgered and dead-lettered what the corpus's run did, and
+    its summary is the same but for timings and the ``differs`` key."""
+    from reprocess.storage.read import read_dataset
+
+    volatile = ("elapsed_s", "step_seconds", "validation", differs)
     assert {k: v for k, v in summary.items() if k not in volatile} == \
         {k: v for k, v in landed.summary.items() if k not in volatile}
     quarantine = {(r.source_file, r.record_no): (r.reason_code, r.reason, r.raw, r.message_id, r.expectations)

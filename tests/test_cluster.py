@@ -124,6 +124,7 @@ def test_the_dag_on_a_standalone_cluster_equals_a_local_run(cluster, spark, tmp_
     cluster_run = Warehouse(on_cluster).latest().run("run-20261121T010000Z")
     assert cluster_run is not None
     assert all(cluster_run["summary"]["conservation"].values())
+    assert cluster_run["summary"]["landing_parser"] == "jvm"  # the workers' executors ran it, from the same jar
 
     local = tmp_path / "wh-local"
     summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(local), policies=load_config(None),

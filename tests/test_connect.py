@@ -111,6 +111,7 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
         assert _stable(over_connect) == _stable(cycle_at(spark, landing, local, as_of))
         assert all(over_connect["conservation"].values())
         assert over_connect["validation"]["passed"]
+        assert over_connect["landing_parser"] == "jvm"  # registered on the server, whose class path has the jar
         summaries.append(over_connect)
     # the runs did real work: quarantined bad lines, re-drove, rescheduled and dead-lettered
     assert summaries[0]["quarantined"] > 0
