@@ -40,6 +40,7 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
     contract.one_file_per_partition(spark, max(f.size for f in files))
     fit_codegen(spark, sum(f.size for f in files))  # as the cycle does, from the same listing
     policies = load_config(None)
+    jvm = contract.use_jvm_parser(spark)  # as read_batch does: False without the project's jar
     limits = (contract.DEFAULT_MAX_PAYLOAD_BYTES, contract.DEFAULT_MAX_FUTURE_MS)
 
     def raw() -> Any:
@@ -63,7 +64,10 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
         "from_json into the typed struct only": lambda: raw().select(F.from_json("raw", contract._VALUES_SCHEMA)),
         "fields (both parses, types, extra, timestamp)": lambda: contract._fields(raw()),
         "parse_records (+ the contract checks)": lambda: contract.parse_records(raw(), as_of, *limits),
-        "+ manifest window join (read_batch)": batch,
+        "JVM parser of well-formed lines only": lambda: raw().select(
+            F.call_function(contract.JVM_PARSER_FUNCTION, F.col("raw"))),
+        "parse_records with the JVM parser": lambda: contract.parse_records(raw(), as_of, *limits, jvm=jvm),
+        "+ manifest window join (read_batch, JVM parser if built)": batch,
         "+ policy index": with_policy,
         "+ GX row checks": with_rowchecks,
     }
