@@ -75,7 +75,8 @@ others = st.sampled_from(["1.0", "1e2", "-0", "true", "false", "null", "[]", '["
                           '{"a":{"b":"c"}}', '{"a":null}', '{"a":"b","a":"c"}', '"s"', "NaN", "01"])
 headers = st.one_of(
     st.dictionaries(texts, texts, max_size=3).map(json.dumps),
-    st.sampled_from(['{"k":1}', '{"k":"v","k":"w"}', '{"k":["v"]}', '{"k":null}', "{}", "null", '"h"']))
+    st.sampled_from(['{"k":1}', '{"k":"v","k":"w"}', '{"k":["v"]}', '{"k":null}', "{}", "null", '"h"',
+                     '{"k":"\\udc00"}', '{"\\ud800":"v"}', '{"k":"\\ud83d\\ude00"}']))
 KNOWN_VALUES = {"message_id": string_json, "address": addresses | string_json, "payload": string_json,
                 "failed_at": timestamps, "headers": headers, "delivery_count": integers,
                 "error_class": string_json, "error_message": string_json, "consumer_group": string_json,
