@@ -70,6 +70,7 @@ _TS_FORMATS = (
 _HAS_OFFSET = r"(Z|[+-]\d{2}(:?\d{2})?)$"
 # (?U): Unicode whitespace (NBSP, NEL...) as Python's \s and GX's pandas engine see it, not ASCII only.
 _ADDRESS_OK = r"(?U)^[^.\s/\\]+(\.[^.\s/\\]+)*$"
+_NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
 
 
 def read_text_records(spark: SparkSession, files: list[str]) -> DataFrame:
@@ -181,7 +182,9 @@ def _fields(records: DataFrame, jvm: bool = False) -> DataFrame:
     With ``jvm`` (:func:`use_jvm_parser`), ``_fast`` holds the values of the lines the JVM parser found
     well-formed, and both parses run only on the other lines (``_m`` and the types are null on the first).
     """
-    df = records.filter(F.btrim(F.col("raw"), F.lit(" \t\r\f")) != "")
+    # Not blank: some character besides space, tab, CR and form feed. The regex stops at the first such character,
+    # the line's first for every record; btrim(raw) != '' walked each whole line (3% of a cycle's task time, JFR).
+    df = records.filter(F.col("raw").rlike(_NOT_BLANK))
     if jvm:
         df = df.withColumn("_fast", F.call_function(JVM_PARSER_FUNCTION, F.col("raw")))
     df = df.withColumn("_w", _general(_json_array_of_the_line(F.col("raw")), jvm))
