@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from py4j_guard import drop_interrupted_call
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "spark"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -28,6 +30,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     typical = sorted(seconds.values())[len(seconds) // 2] if seconds else 0.0
     items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], typical))
+
+
+def _phase() -> Iterator[None]:
+    """A test phase, then tests/py4j_guard.py: a call to the JVM that pytest-timeout cut off is not left to answer
+    the worker's next call."""
+    timed_out = False
+    try:
+        return (yield)
+    except pytest.fail.Exception as failed:
+        timed_out = "from pytest-timeout" in str(failed)
+        raise
+    finally:
+        drop_interrupted_call(timed_out)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _phase())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _phase())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    return (yield from _phase())
 
 
 @pytest.fixture(scope="session")
