@@ -25,11 +25,7 @@ from reprocess.storage.read import read_dataset
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 import airflow_local  # noqa: E402
 
-# The first test's time includes the module's Airflow (the migration, then up to 6 minutes to be healthy and parse the
-# DAG by the fixture's own deadlines), and a test may wait 10 minutes for its runs (Api.wait): the default 900 s guard
-# would fire before those deadlines on a slow machine, in the middle of whatever the test was doing, instead of their
-# clear errors.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+pytestmark = pytest.mark.e2e
 
 PORT = 18080
 DAG = "reprocess_failed_messages"
