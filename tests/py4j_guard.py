@@ -11,6 +11,7 @@ cut-off call left running.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -42,5 +43,8 @@ def drop_interrupted_call(timed_out: bool = False) -> bool:
     connection.close(reset=True)
     context = SparkContext._active_spark_context
     if context is not None:
-        context.cancelAllJobs()  # on a new connection: the job the cut-off call started would hold the cores
+        # on a new connection: the job the cut-off call started would hold the cores. If the JVM is gone too, the next
+        # test says so; this phase keeps its own error (the timeout's) rather than this one.
+        with contextlib.suppress(Exception):
+            context.cancelAllJobs()
     return True
