@@ -157,6 +157,39 @@ def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(s
     assert ledger(spark, tmp_path)["m1"]["deliveries"] == 3
 
 
+def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_duplicates(spark):
+    """aggregate_failures against a plain-Python reference on a random batch: each message's failures sorted by
+    (failed_ms, fp), an exact duplicate (same fp) kept once and counted; several partitions, so a message's
+    records arrive from different tasks."""
+    import random
+
+    from reprocess.ledger.merge import aggregate_failures
+
+    rnd = random.Random(26)
+    rows = []
+    for m in range(1500):
+        for _ in range(rnd.choice([1, 1, 1, 2, 3, 6])):
+            failed_ms, variant = rnd.choice([1_000, 2_000, 3_000]), rnd.choice([0, 1, 2])
+            fp = (m * 7 + variant) * 10_000 + failed_ms  # a record's content decides its fingerprint
+            rows.append((f"m{m:05d}", failed_ms, fp, variant + 1, f"E{variant}", "boom", "orders.created",
+                         f"p{variant}", {"h": str(variant)}, None, None, None, 0, variant == 2))
+    rnd.shuffle(rows)
+    schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
+              "error_message string, address string, payload string, headers map<string,string>, extra string, "
+              "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
+    got = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.payload) for x in r.new_failures],
+                          r.batch_duplicates)
+           for r in aggregate_failures(spark.createDataFrame(rows, schema).repartition(5)).collect()}
+    want: dict[str, tuple[list[tuple[int, int, int, str]], int]] = {}
+    for mid in sorted({r[0] for r in rows}):
+        mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[2]))
+        kept = [r for i, r in enumerate(mine) if i == 0 or r[2] != mine[i - 1][2]]
+        want[mid] = ([(r[1], r[2], r[3], r[7]) for r in kept], len(mine) - len(kept))
+    assert got == want
+    assert sum(d for _, d in want.values()) > 100  # the batch has exact duplicates to drop
+    assert max(len(f) for f, _ in want.values()) >= 3  # and messages with several failures to order
+
+
 def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_up(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("early", "2026-11-21T10:01:00Z"),
                                                  rec("later", "2026-11-21T10:40:00Z")])
