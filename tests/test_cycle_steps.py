@@ -216,6 +216,35 @@ def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark,
     assert rows["k-first"]["deliveries"] == 2
 
 
+def test_an_ordered_key_is_held_by_an_earlier_message_waiting_in_a_bucket_the_run_does_not_rewrite(spark, tmp_path):
+    """The earlier message of the key waits in a later hour's bucket, which this run neither rewrites nor re-drives:
+    the hold-back still finds it among the ledger's other waiting files."""
+    policies = parse_policies("""
+policies:
+  - match: "fifo.#"
+    profile: stepped
+    settings: {delays: [1m, 3h], max_deliveries: 5}
+    ordered: true
+""")
+
+    def run(as_of: str) -> dict:
+        return run_cycle(spark, CycleOptions(
+            landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"), policies=policies,
+            as_of_ms=parse_instant(as_of), target="python:reprocess.targets.examples:always_fail"))
+
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k", delivery_count=2)])
+    assert run("2026-11-21T10:05:00Z")["due"] == 0
+    assert ledger(spark, tmp_path)["k-first"]["next_attempt_ms"] == parse_instant("2026-11-21T13:00:00Z")
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        rec("k-second", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="k"),
+        rec("z-only", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="z")])
+    s = run("2026-11-21T10:30:00Z")
+    assert s["due"] == 1  # z-only; k-second waits behind k-first
+    rows = ledger(spark, tmp_path)
+    assert (rows["k-second"]["deliveries"], rows["z-only"]["deliveries"]) == (1, 2)
+
+
 def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z"), "nope"])
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", dry_run=True)

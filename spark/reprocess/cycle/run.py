@@ -419,7 +419,9 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     keys = due.filter(is_ordered).select("ordering_key").distinct()
     cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
     waiting = merged.select(*cols)
-    others = [f for f in wh.live_files("ledger", snap) if f not in set(touched)]
+    # Only a waiting bucket's files hold WAITING rows: the delivered and dead-lettered history is not read.
+    skip = set(touched)
+    others = [f for f in wh.live_files("ledger", snap) if f not in skip and (bucket_of(f) or "w").startswith("w")]
     if others:
         waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
     waiting = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keys, "ordering_key", "left_semi")
