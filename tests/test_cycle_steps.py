@@ -45,9 +45,10 @@ def land(root: Path, hour: str, name: str, lines: list, day: str = "2026-11-21")
     return path
 
 
-def cycle(spark, tmp_path, as_of: str, target: str = "python:reprocess.targets.examples:always_fail", **kw):
+def cycle(spark, tmp_path, as_of: str, target: str = "python:reprocess.targets.examples:always_fail",
+          policies=POLICIES, **kw):
     return run_cycle(spark, CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
-                                         policies=POLICIES, as_of_ms=parse_instant(as_of), target=target, **kw))
+                                         policies=policies, as_of_ms=parse_instant(as_of), target=target, **kw))
 
 
 def ledger(spark, tmp_path) -> dict[str, dict]:
@@ -227,19 +228,14 @@ policies:
     ordered: true
 """)
 
-    def run(as_of: str) -> dict:
-        return run_cycle(spark, CycleOptions(
-            landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"), policies=policies,
-            as_of_ms=parse_instant(as_of), target="python:reprocess.targets.examples:always_fail"))
-
     land(tmp_path / "landing", "10", "a.jsonl", [
         rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k", delivery_count=2)])
-    assert run("2026-11-21T10:05:00Z")["due"] == 0
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z", policies=policies)["due"] == 0
     assert ledger(spark, tmp_path)["k-first"]["next_attempt_ms"] == parse_instant("2026-11-21T13:00:00Z")
     land(tmp_path / "landing", "10", "b.jsonl", [
         rec("k-second", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="k"),
         rec("z-only", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="z")])
-    s = run("2026-11-21T10:30:00Z")
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies)
     assert s["due"] == 1  # z-only; k-second waits behind k-first
     rows = ledger(spark, tmp_path)
     assert (rows["k-second"]["deliveries"], rows["z-only"]["deliveries"]) == (1, 2)

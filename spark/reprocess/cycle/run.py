@@ -46,8 +46,8 @@ from reprocess.ledger.model import (
     REASON_CODES,
     STATES,
     WAITING,
-    bucket_of,
     waiting_bucket,
+    waiting_bucket_of,
 )
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
@@ -221,7 +221,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
-    due_files = [f for f in ledger_files if (b := bucket_of(f) or "").startswith("w") and b <= due_limit]
+    due_files = [f for f in ledger_files if (b := waiting_bucket_of(f)) is not None and b <= due_limit]
     hit_files: list[str] = []
     if ledger_files:
         ids = fresh.select("message_id").distinct()
@@ -419,9 +419,8 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     keys = due.filter(is_ordered).select("ordering_key").distinct()
     cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
     waiting = merged.select(*cols)
-    # Only a waiting bucket's files hold WAITING rows: the delivered and dead-lettered history is not read.
-    skip = set(touched)
-    others = [f for f in wh.live_files("ledger", snap) if f not in skip and (bucket_of(f) or "w").startswith("w")]
+    skip = set(touched)  # the delivered and dead-lettered history is not read: it holds no WAITING row
+    others = [f for f in wh.live_files("ledger", snap) if f not in skip and waiting_bucket_of(f) is not None]
     if others:
         waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
     waiting = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keys, "ordering_key", "left_semi")

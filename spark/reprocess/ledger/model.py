@@ -90,3 +90,10 @@ def bucket_of(path: str) -> str | None:
         if part.startswith("bucket="):
             return part[len("bucket="):]
     return None
+
+
+def waiting_bucket_of(path: str) -> str | None:
+    """The bucket of a published ledger file when it is a waiting one (:func:`waiting_bucket`), else None: only those
+    files hold WAITING rows; the delivered and dead-lettered history is in the others."""
+    bucket = bucket_of(path)
+    return bucket if bucket is not None and bucket.startswith("w") else None
