@@ -77,6 +77,28 @@ def test_bad_records_are_quarantined_with_file_line_and_reason_and_good_ones_pro
     assert set(ledger(spark, tmp_path)) == {"ok-1"}
 
 
+def test_a_cycle_numbers_each_files_records_and_leaves_the_sessions_file_splitting_as_it_found_it(spark, tmp_path):
+    # The landing is read one whole file per task; afterwards the session splits files as before, so the ledger's
+    # many small bucket files are packed into few tasks (and a long-lived driver's other jobs see no change).
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    spark.conf.set(keys[0], str(64 << 20))
+    spark.conf.unset(keys[1])
+    before = {k: spark.conf.get(k) for k in keys}
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("a-1", "2026-11-21T10:00:00Z"), "{not json"])
+    land(tmp_path / "landing", "10", "b.jsonl", ["[1]", rec("b-2", "2026-11-21T10:00:00Z"), "{not json"])
+    try:
+        cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+        after = {k: spark.conf.get(k) for k in keys}
+    finally:
+        spark.conf.unset(keys[0])
+    assert after == before
+    assert before[keys[0]] == str(64 << 20)
+    q = {(Path(r.source_file).name, r.record_no): r.reason_code
+         for r in read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()}
+    assert q == {("a.jsonl", 2): "MALFORMED_JSON", ("b.jsonl", 1): "NOT_AN_OBJECT", ("b.jsonl", 3): "MALFORMED_JSON"}
+    assert set(ledger(spark, tmp_path)) == {"a-1", "b-2"}
+
+
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")

@@ -52,7 +52,15 @@ from reprocess.ledger.model import (
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
-from reprocess.sparkutil import AS_OF_COLUMN, fit_codegen, owner_only_writes, plain_encoded, sized_codegen, with_as_of
+from reprocess.sparkutil import (
+    AS_OF_COLUMN,
+    fit_codegen,
+    owner_only_writes,
+    plain_encoded,
+    restoring_conf,
+    sized_codegen,
+    with_as_of,
+)
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
 from reprocess.storage.read import naming_damaged_files
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
@@ -207,8 +215,12 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     landing_bytes = sum(f.size for f in files)
     codegen = fit_codegen(spark, landing_bytes)
     # -- 1. landing -------------------------------------------------------------------------------
-    batch, rec = landed(spark, files, manifest, opts, codegen)
-    rec = rec.persist()
+    # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
+    # ledger and the staged files are read afterwards with the session's own splitting of small files.
+    with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
+        batch, rec = landed(spark, files, manifest, opts, codegen)
+        rec = rec.persist()
+        records_read = rec.count()  # parses the batch into the cache once, for every use below
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -216,7 +228,6 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                                               F.col("error_message")))
     failures = aggregate_failures(fresh)
 
-    records_read = rec.count()  # parses the batch into the cache once, for every use below
     steps.done("landing", files=len(files), records=records_read, codegen=codegen)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)

@@ -122,11 +122,20 @@ def use_jvm_parser(spark: SparkSession) -> bool:
     return True
 
 
+# The session settings that decide how files are split into input partitions.
+FILE_SPLIT_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+
+
 def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None:
-    """Make every landing file one whole input partition (record numbers need it)."""
+    """Make every landing file one whole input partition (record numbers need it).
+
+    Spark splits the files when a query runs, not when it is built: the settings must hold until the landing's
+    records are materialised, and should then be put back (:data:`FILE_SPLIT_KEYS`), or every later file read of
+    the session gets a task per file (the ledger's small bucket files: 721 tasks instead of 24 at 10M messages).
+    """
     size = str(max(largest_file_bytes + 1, 128 << 20))
-    spark.conf.set("spark.sql.files.maxPartitionBytes", size)
-    spark.conf.set("spark.sql.files.openCostInBytes", size)
+    for key in FILE_SPLIT_KEYS:
+        spark.conf.set(key, size)
 
 
 def _json_array_of_the_line(raw: Column) -> Column:
