@@ -35,6 +35,11 @@ SESSION_CONF = {
     # Partitioned writes (ledger buckets, DLQ address/day) keep a writer per partition open instead of sorting
     # every row by partition first; beyond this many open files a task falls back to the sort.
     "spark.sql.maxConcurrentOutputFileWriters": "64",
+    # A read of more than 32 paths lists them in a Spark job, by default with one task per path: the 721 ledger
+    # files of a 10M-message ledger took 2-4 s of 721 tiny tasks, twice per cycle (locating the batch's messages,
+    # the ordered hold-back). Sixteen tasks list them in 0.2-0.35 s here and still spread an object store's
+    # status requests over a cluster (bench/RESULTS.md, twenty-seventh run).
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
 }
 
 # Settings of the application (its JVM), fixed when it starts: the classic driver's, or a Connect server's.
