@@ -99,6 +99,30 @@ def test_a_cycle_numbers_each_files_records_and_leaves_the_sessions_file_splitti
     assert set(ledger(spark, tmp_path)) == {"a-1", "b-2"}
 
 
+def test_the_ledger_scan_of_a_small_landing_runs_generated_code_once_the_ledger_is_large(spark, tmp_path, monkeypatch,
+                                                                                           caplog):
+    """Locating a batch's messages in the ledger reads an id per ledger row: with a small landing over a large ledger
+    that scan runs generated code, sized to the ledger's rows as the last run counted them, while the batch's own
+    steps stay interpreted."""
+    import reprocess.sparkutil as sparkutil
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(f"a-{i}", "2026-11-21T10:00:00Z") for i in range(5)])
+    first = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert sum(first["states"].values()) == 5
+    land(tmp_path / "landing", "10", "b.jsonl", [rec(m, "2026-11-21T10:06:00Z") for m in ("a-1", "b-1")])
+    chosen = []
+    for as_of, rows in (("2026-11-21T10:07:00Z", 6), ("2026-11-21T10:08:00Z", 5)):  # the bound just above, then at
+        monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_SCAN_ROWS", rows)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="reprocess.cycle.run"):
+            s = cycle(spark, tmp_path, as_of)
+        (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
+        chosen.append((line.split("scan_codegen=")[1].split()[0], s["codegen"]))
+    assert chosen == [("interpreted", "interpreted"), ("generated", "interpreted")]
+    assert sum(s["states"].values()) == 6
+    assert ledger(spark, tmp_path)["a-1"]["deliveries"] == 2  # found by the scan: its second failure merged
+
+
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
@@ -356,6 +380,7 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
         FACTORY_MODE_KEY,
         HUGE_METHOD_LIMIT_KEY,
         INTERPRETED_BELOW_BYTES,
+        INTERPRETED_BELOW_SCAN_ROWS,
         JIT_SIZED_CODEGEN_FROM_BYTES,
         WHOLE_STAGE_KEY,
         fit_codegen,
@@ -374,6 +399,10 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
         with sized_codegen(spark):  # as run_cycle wraps a run
             assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1) == "interpreted"  # a small landing
             assert settings() == (before[0], "false", "NO_CODEGEN")
+            # a scan of many rows (the ledger's ids) with the same small landing: generated
+            assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1, scan_rows=INTERPRETED_BELOW_SCAN_ROWS) == "generated"
+            assert settings() == before
+            assert fit_codegen(spark, 0, scan_rows=INTERPRETED_BELOW_SCAN_ROWS - 1) == "interpreted"
             # the same run, once it knows the ledger files it rewrites: generated again, as the session had it
             assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1) == "generated"
             assert settings() == before

@@ -184,6 +184,10 @@ def owner_only_writes(enabled: bool) -> Iterator[None]:
 #   (bench/RESULTS.md). With ``spark.sql.codegen.hugeMethodLimit`` at 8000, Spark compiles such a stage per operator
 #   instead, in methods the JIT takes. Finding out costs a second compilation of each stage, about 2 s per small
 #   cycle, so it pays only from :data:`JIT_SIZED_CODEGEN_FROM_BYTES` on.
+# - A scan of many rows through few expressions runs generated from :data:`INTERPRETED_BELOW_SCAN_ROWS` rows, whatever
+#   the landing's size: the locate step reads every ledger row's id, and with a small landing over a ledger of 10M
+#   rows it ran interpreted in 4.0-4.9 s warm against 1.6-1.8 s generated; at 110k rows both took 0.2-0.3 s, and
+#   the first such query of a fresh driver cost the same in either mode (bench/RESULTS.md, twenty-eighth run).
 HUGE_METHOD_LIMIT_KEY = "spark.sql.codegen.hugeMethodLimit"
 WHOLE_STAGE_KEY = "spark.sql.codegen.wholeStage"
 # Spark's (internal) choice between generated and interpreted projections, predicates and orderings; NO_CODEGEN
@@ -192,6 +196,7 @@ WHOLE_STAGE_KEY = "spark.sql.codegen.wholeStage"
 FACTORY_MODE_KEY = "spark.sql.codegen.factoryMode"
 CODEGEN_KEYS = (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY)
 INTERPRETED_BELOW_BYTES = 16 << 20
+INTERPRETED_BELOW_SCAN_ROWS = 100_000
 JIT_SIZED_CODEGEN_FROM_BYTES = 64 << 20
 _CODEGEN_BASE: ContextVar[dict[str, str | None] | None] = ContextVar("codegen_base", default=None)
 
@@ -208,15 +213,15 @@ def sized_codegen(spark: SparkSession) -> Iterator[None]:
             _CODEGEN_BASE.reset(token)
 
 
-def fit_codegen(spark: SparkSession, input_bytes: int) -> str:
-    """Size the code generation of later queries to ``input_bytes`` of input (see above), starting from the settings
-    :func:`sized_codegen` found on entry; returns the mode chosen: ``interpreted``, ``generated`` or
-    ``generated-jit-sized``."""
+def fit_codegen(spark: SparkSession, input_bytes: int, scan_rows: int = 0) -> str:
+    """Size the code generation of later queries to ``input_bytes`` of input, and ``scan_rows`` rows a query scans
+    through few expressions (see above), starting from the settings :func:`sized_codegen` found on entry; returns
+    the mode chosen: ``interpreted``, ``generated`` or ``generated-jit-sized``."""
     base = _CODEGEN_BASE.get()
     if base is None:
         raise RuntimeError("fit_codegen is called inside sized_codegen(spark), which restores the settings")
     wanted = dict(base)
-    if input_bytes < INTERPRETED_BELOW_BYTES:
+    if input_bytes < INTERPRETED_BELOW_BYTES and scan_rows < INTERPRETED_BELOW_SCAN_ROWS:
         wanted.update({WHOLE_STAGE_KEY: "false", FACTORY_MODE_KEY: "NO_CODEGEN"})
         mode = "interpreted"
     elif input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:

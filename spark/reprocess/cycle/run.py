@@ -234,7 +234,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     due_limit = waiting_bucket(as_of)
     due_files = [f for f in ledger_files if (b := waiting_bucket_of(f)) is not None and b <= due_limit]
     hit_files: list[str] = []
+    scan_codegen = None
     if ledger_files:
+        # The scan reads an id per ledger row (their number is in the last run's summary): its code generation is
+        # sized to those rows, not to the landing alone.
+        scan_codegen = fit_codegen(spark, landing_bytes, scan_rows=sum(_prev_states(snap).values()))
         ids = fresh.select("message_id").distinct()
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
@@ -244,7 +248,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     codegen = fit_codegen(spark, landing_bytes + sum(wh.sizes(touched)))
-    steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), codegen=codegen)
+    steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
+               codegen=codegen)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())
 
