@@ -80,7 +80,7 @@ test-slow: $(STAMP) ## the slow suites
 	$(TEST_JVM) $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 BENCH_ARGS ?= --messages 1000000 --parts floor,cycle,connect,schedule,due,udf --waiting 10000000 --due 100000
-bench: $(STAMP) $(ARCHIVE) ## benchmarks behind bench/RESULTS.md (about 30 min at 1M; BENCH_ARGS="--messages 10000000 ..." for more)
+bench: $(STAMP) $(ARCHIVE) ## benchmarks behind bench/RESULTS.md (8-30 min at 1M, by the day; BENCH_ARGS="--messages 10000000 ..." for more)
 	$(BIN)/python bench/scale.py $(BENCH_ARGS) --results bench/results.jsonl
 
 demo: $(STAMP) $(ARCHIVE) ## run the main job end to end through Airflow on embedded defaults (SQLite, local Spark)
