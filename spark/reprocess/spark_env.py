@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +18,15 @@ SPARK_MODES = ("submit", "connect")  # $REPROCESS_SPARK: how the DAGs run their 
 # JVM warnings go to stderr: by default the JVM prints them on stdout, where `reprocess run --format json`
 # writes its summary (a stale class-data archive, for one, warns once at start).
 JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+DRIVER_GC_ENV = "REPROCESS_DRIVER_GC"
+# $REPROCESS_DRIVER_GC: the driver JVM's garbage collector. "parallel" (the default): a cycle is a batch job whose
+# tasks run in the driver in local mode, and HotSpot's throughput collector ran fresh 1M cycles 15% faster than G1
+# (bench/RESULTS.md, twenty-ninth run). "jvm": no option, the JVM's own choice (G1 on a server-class machine).
+DRIVER_GCS = {"parallel": "-XX:+UseParallelGC", "jvm": None}
+# Where else a JVM option may choose a collector: two choices stop the JVM ("Multiple garbage collectors selected").
+JVM_OPTION_ENVS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "PYSPARK_SUBMIT_ARGS")
+_GC_CHOICE = re.compile(r"-XX:\+Use\w+GC\b")
+_PROPERTY = re.compile(r"\s*(?P<key>[^\s=:#!]+)\s*[=:\s]\s*(?P<value>.*)")
 
 
 def spark_submit_env(python: str, path: str) -> dict[str, str]:
@@ -88,7 +98,8 @@ def jvm_archive() -> Path | None:
 
 
 def driver_java_options(dump_archive: str | None = None) -> str:
-    """JVM options of a cycle's driver: warnings to stderr, and the class-data archive when there is one.
+    """JVM options of a cycle's driver: warnings to stderr, its collector (:func:`driver_gc_options`), and the
+    class-data archive when there is one.
 
     A driver JVM started with ``-XX:SharedArchiveFile`` maps about 16,000 classes that a cycle would otherwise
     read and verify from the jars (Spark, Hadoop, Parquet and their dependencies). An archive made for other
@@ -96,12 +107,47 @@ def driver_java_options(dump_archive: str | None = None) -> str:
     and the driver runs without it.
     ``dump_archive``: record this JVM's classes into that file when it exits (``reprocess jvm-archive``).
     """
-    options = ["-Duser.timezone=UTC", *JVM_LOG_OPTIONS]
+    options = ["-Duser.timezone=UTC", *JVM_LOG_OPTIONS, *driver_gc_options()]
     if dump_archive is not None:  # ~1,500 warnings of classes CDS cannot hold (generated, signed jars): not news
         options += [f"-XX:ArchiveClassesAtExit={dump_archive}", "-Xlog:cds*=error:stderr"]
     elif (archive := jvm_archive()) is not None:
         options.append(f"-XX:SharedArchiveFile={archive}")
     return " ".join(shlex.quote(o) for o in options)
+
+
+def driver_gc_options() -> list[str]:
+    """The driver's collector option of ``$REPROCESS_DRIVER_GC`` (:data:`DRIVER_GCS`), or none when the deployment
+    already chooses one: in ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``, ``_JAVA_OPTIONS``, ``PYSPARK_SUBMIT_ARGS``
+    or the ``spark.driver.extraJavaOptions`` of its ``spark-defaults.conf``. Its choice wins: a JVM given two
+    collectors does not start. Any other value of the variable is a :class:`~reprocess.errors.ConfigError`."""
+    value = os.environ.get(DRIVER_GC_ENV, "").strip().lower() or "parallel"
+    if value not in DRIVER_GCS:
+        raise ConfigError(f"{DRIVER_GC_ENV}={os.environ[DRIVER_GC_ENV]!r} is not one of {', '.join(DRIVER_GCS)}: "
+                          "'parallel' (the default) runs the driver JVM with the parallel collector, 'jvm' leaves "
+                          "the choice to the JVM", key=DRIVER_GC_ENV)
+    option = DRIVER_GCS[value]
+    chosen = [os.environ.get(name, "") for name in JVM_OPTION_ENVS] + spark_defaults_java_options()
+    if option is None or any(_GC_CHOICE.search(text) for text in chosen):
+        return []
+    return [option]
+
+
+def spark_defaults_java_options() -> list[str]:
+    """The ``spark.driver.extraJavaOptions`` that spark-submit will read from the deployment's ``spark-defaults.conf``
+    (in ``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``); none when there is no such file."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        str(Path(os.environ["SPARK_HOME"]) / "conf") if os.environ.get("SPARK_HOME") else None)
+    if not conf_dir:
+        return []
+    try:
+        lines = (Path(conf_dir) / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:  # "key value", "key=value" or "key: value", as Java's properties loader reads them
+        if (m := _PROPERTY.match(line)) and m["key"] == "spark.driver.extraJavaOptions":
+            found.append(m["value"])
+    return found
 
 
 def default_local_fs_jar() -> Path:

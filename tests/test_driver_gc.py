@@ -1,0 +1,119 @@
+"""The driver JVM's garbage collector (:func:`reprocess.spark_env.driver_gc_options`): the parallel collector by
+default, the deployment's own choice when it makes one (a JVM given two collectors does not start), and what
+``REPROCESS_DRIVER_GC`` says."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reprocess.errors import ConfigError
+from reprocess.spark_env import (
+    DRIVER_GC_ENV,
+    JVM_OPTION_ENVS,
+    driver_gc_options,
+    driver_java_options,
+    spark_defaults_java_options,
+)
+
+PARALLEL = "-XX:+UseParallelGC"
+
+
+@pytest.fixture
+def no_choice(monkeypatch, tmp_path):
+    """An environment that chooses no collector anywhere, and an empty ``SPARK_CONF_DIR`` to write into."""
+    for name in (*JVM_OPTION_ENVS, DRIVER_GC_ENV, "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    return conf_dir
+
+
+@pytest.mark.unit
+def test_the_driver_runs_the_parallel_collector_unless_told_otherwise(no_choice, monkeypatch):
+    assert driver_gc_options() == [PARALLEL]
+    assert PARALLEL in shlex.split(driver_java_options())
+    assert PARALLEL in shlex.split(driver_java_options(dump_archive="/tmp/x.jsa"))  # the archive is GC-neutral
+    monkeypatch.setenv(DRIVER_GC_ENV, " Parallel ")
+    assert driver_gc_options() == [PARALLEL]
+    monkeypatch.setenv(DRIVER_GC_ENV, "")  # empty: the default
+    assert driver_gc_options() == [PARALLEL]
+    monkeypatch.setenv(DRIVER_GC_ENV, "jvm")
+    assert driver_gc_options() == []
+    assert not [o for o in shlex.split(driver_java_options()) if o.endswith("GC")]
+    monkeypatch.setenv(DRIVER_GC_ENV, "g1")
+    with pytest.raises(ConfigError) as e:
+        driver_gc_options()
+    assert e.value.key == DRIVER_GC_ENV
+    assert "'g1' is not one of parallel, jvm" in str(e.value)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", JVM_OPTION_ENVS)
+def test_a_collector_chosen_in_the_jvms_environment_wins(no_choice, monkeypatch, name):
+    monkeypatch.setenv(name, "-XX:TieredStopAtLevel=1 -Xss4m")  # other options: still ours
+    assert driver_gc_options() == [PARALLEL]
+    monkeypatch.setenv(name, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    assert driver_gc_options() == []
+    monkeypatch.setenv(name, "--conf spark.driver.extraJavaOptions=-XX:+UseZGC pyspark-shell")
+    assert driver_gc_options() == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("line", "theirs"), [
+    ("spark.driver.extraJavaOptions -XX:+UseG1GC", True),
+    ("spark.driver.extraJavaOptions=-Dx=1 -XX:+UseShenandoahGC", True),
+    ("  spark.driver.extraJavaOptions : -XX:+UseSerialGC", True),
+    ("spark.driver.extraJavaOptions -Xss4m", False),
+    ("spark.executor.extraJavaOptions -XX:+UseG1GC", False),  # the executors' own: not the driver's
+    ("# spark.driver.extraJavaOptions -XX:+UseG1GC", False),
+    ("spark.driver.extraJavaOptions -XX:-UseParallelGC", False),  # switches one off, chooses none
+])
+def test_a_collector_chosen_in_spark_defaults_wins(no_choice, monkeypatch, line, theirs):
+    (no_choice / "spark-defaults.conf").write_text(f"spark.master local[2]\n{line}\n", encoding="utf-8")
+    assert driver_gc_options() == ([] if theirs else [PARALLEL])
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    monkeypatch.setenv("SPARK_HOME", str(no_choice.parent / "spark-home"))
+    assert driver_gc_options() == [PARALLEL]  # $SPARK_HOME/conf has no such file
+    (no_choice.parent / "spark-home").mkdir()
+    no_choice.rename(no_choice.parent / "spark-home" / "conf")
+    assert driver_gc_options() == ([] if theirs else [PARALLEL])
+
+
+@pytest.mark.unit
+def test_spark_defaults_without_a_conf_dir_or_file_give_nothing(no_choice, monkeypatch):
+    assert spark_defaults_java_options() == []
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    assert spark_defaults_java_options() == []
+
+
+def _collectors(env: dict[str, str]) -> set[str]:
+    """The collectors of a driver JVM that ``build_session`` starts in a fresh process with ``env``."""
+    code = ("from reprocess.sparkutil import build_session\n"
+            "s = build_session('gc-test', master='local[1]')\n"
+            "print(','.join(b.getName() for b in "
+            "s._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()))\n"
+            "s.stop()\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(done.stdout.strip().splitlines()[-1].split(","))
+
+
+@pytest.mark.spark
+def test_a_fresh_driver_runs_the_parallel_collector_or_the_deployments(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k not in (*JVM_OPTION_ENVS, DRIVER_GC_ENV, "SPARK_CONF_DIR")}
+    if "JAVA_TOOL_OPTIONS" in os.environ:  # `make test` chooses the serial collector for its JVMs there
+        env["JAVA_TOOL_OPTIONS"] = " ".join(o for o in os.environ["JAVA_TOOL_OPTIONS"].split() if "GC" not in o)
+    assert _collectors(env) == {"PS Scavenge", "PS MarkSweep"}
+
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseSerialGC\n")
+    # Both options would stop the JVM ("Multiple garbage collectors selected"): the deployment's alone is given.
+    assert _collectors({**env, "SPARK_CONF_DIR": str(conf_dir)}) == {"Copy", "MarkSweepCompact"}
