@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from reprocess.errors import ConfigError
@@ -20,7 +21,7 @@ SPARK_MODES = ("submit", "connect")  # $REPROCESS_SPARK: how the DAGs run their 
 JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 DRIVER_GC_ENV = "REPROCESS_DRIVER_GC"
 # $REPROCESS_DRIVER_GC: the driver JVM's garbage collector. "parallel" (the default): a cycle is a batch job whose
-# tasks run in the driver in local mode, and HotSpot's throughput collector ran fresh 1M cycles 15% faster than G1
+# tasks run in the driver in local mode, and HotSpot's throughput collector ran fresh 1M cycles 7-15% faster than G1
 # (bench/RESULTS.md, twenty-ninth run). "jvm": no option, the JVM's own choice (G1 on a server-class machine).
 DRIVER_GCS = {"parallel": "-XX:+UseParallelGC", "jvm": None}
 # Where else a JVM option may choose a collector: two choices stop the JVM ("Multiple garbage collectors selected").
@@ -56,13 +57,17 @@ def on_spark_connect() -> bool:
     Any other value is a :class:`~reprocess.errors.ConfigError`: the DAG files fail to import with it (a "Broken
     DAG" in the Airflow UI) instead of a typo silently meaning ``submit``.
     """
-    value = os.environ.get("REPROCESS_SPARK", "").strip().lower() or "submit"
-    if value not in SPARK_MODES:
-        raise ConfigError(f"REPROCESS_SPARK={os.environ['REPROCESS_SPARK']!r} is not one of "
-                          f"{', '.join(SPARK_MODES)}: 'submit' (the default) runs each Spark job as a fresh "
-                          "spark-submit driver, 'connect' as a client of the Spark Connect server",
-                          key="REPROCESS_SPARK")
-    return value == "connect"
+    return _env_choice("REPROCESS_SPARK", SPARK_MODES, "'submit' (the default) runs each Spark job as a fresh "
+                       "spark-submit driver, 'connect' as a client of the Spark Connect server") == "connect"
+
+
+def _env_choice(name: str, choices: Sequence[str], meaning: str) -> str:
+    """``$name`` lower-cased, or the first of ``choices`` when it is unset or empty; any other value is a
+    :class:`~reprocess.errors.ConfigError` naming the variable, the choices and ``meaning``."""
+    value = os.environ.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise ConfigError(f"{name}={os.environ[name]!r} is not one of {', '.join(choices)}: {meaning}", key=name)
+    return value
 
 
 def _configured_path(env: str, default: Path) -> Path | None:
@@ -120,12 +125,8 @@ def driver_gc_options() -> list[str]:
     already chooses one: in ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``, ``_JAVA_OPTIONS``, ``PYSPARK_SUBMIT_ARGS``
     or the ``spark.driver.extraJavaOptions`` of its ``spark-defaults.conf``. Its choice wins: a JVM given two
     collectors does not start. Any other value of the variable is a :class:`~reprocess.errors.ConfigError`."""
-    value = os.environ.get(DRIVER_GC_ENV, "").strip().lower() or "parallel"
-    if value not in DRIVER_GCS:
-        raise ConfigError(f"{DRIVER_GC_ENV}={os.environ[DRIVER_GC_ENV]!r} is not one of {', '.join(DRIVER_GCS)}: "
-                          "'parallel' (the default) runs the driver JVM with the parallel collector, 'jvm' leaves "
-                          "the choice to the JVM", key=DRIVER_GC_ENV)
-    option = DRIVER_GCS[value]
+    option = DRIVER_GCS[_env_choice(DRIVER_GC_ENV, list(DRIVER_GCS), "'parallel' (the default) runs the driver JVM "
+                                    "with the parallel collector, 'jvm' leaves the choice to the JVM")]
     chosen = [os.environ.get(name, "") for name in JVM_OPTION_ENVS] + spark_defaults_java_options()
     if option is None or any(_GC_CHOICE.search(text) for text in chosen):
         return []
@@ -135,12 +136,14 @@ def driver_gc_options() -> list[str]:
 def spark_defaults_java_options() -> list[str]:
     """The ``spark.driver.extraJavaOptions`` that spark-submit will read from the deployment's ``spark-defaults.conf``
     (in ``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``); none when there is no such file."""
-    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
-        str(Path(os.environ["SPARK_HOME"]) / "conf") if os.environ.get("SPARK_HOME") else None)
-    if not conf_dir:
+    if os.environ.get("SPARK_CONF_DIR"):
+        conf_dir = Path(os.environ["SPARK_CONF_DIR"])
+    elif os.environ.get("SPARK_HOME"):
+        conf_dir = Path(os.environ["SPARK_HOME"]) / "conf"
+    else:
         return []
     try:
-        lines = (Path(conf_dir) / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
+        lines = (conf_dir / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     found = []
