@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[1]
 GATED = "python:gated_target:gated"
-VOLATILE = {"elapsed_s", "step_seconds", "validation"}  # timings, and the Data Docs path under the warehouse
+# timings, the Data Docs path under the warehouse, and the heap of the driver (the server's, or the test's own)
+VOLATILE = {"elapsed_s", "step_seconds", "validation", "driver_memory"}
 
 
 @dataclass
@@ -112,6 +113,7 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
         assert all(over_connect["conservation"].values())
         assert over_connect["validation"]["passed"]
         assert over_connect["landing_parser"] == "jvm"  # registered on the server, whose class path has the jar
+        assert over_connect["driver_memory"] == "2g"  # the server's heap (--driver-memory), as a client reads it
         summaries.append(over_connect)
     # the runs did real work: quarantined bad lines, re-drove, rescheduled and dead-lettered
     assert summaries[0]["quarantined"] > 0
@@ -346,8 +348,8 @@ def test_the_server_starts_with_the_cycles_settings_on_loopback(monkeypatch):
     cmd = server_command(port=15999, driver_memory="3g", conf=["spark.sql.shuffle.partitions=4"])
     assert cmd[0] == str(Path(sys.executable).parent / "spark-submit")
     assert cmd[cmd.index("--class") + 1] == SERVER_CLASS
-    assert cmd[cmd.index("--driver-memory") + 1] == "3g"
     conf = dict(cmd[i + 1].split("=", 1) for i, c in enumerate(cmd) if c == "--conf")
+    assert conf["spark.driver.memory"] == "3g"
     assert {k: conf[k] for k in {**SESSION_CONF, **APP_CONF}} == {**SESSION_CONF, **APP_CONF}
     assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
     assert conf["spark.connect.grpc.binding.port"] == "15999"

@@ -226,13 +226,17 @@ def test_the_cycle_dag_reads_a_landing_uri_with_the_deployments_spark_conf(af, s
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.hadoop.fs.viewfs.mounttable.dagtest.link./landing {landing.resolve().as_uri()}\n")
+        f"spark.hadoop.fs.viewfs.mounttable.dagtest.link./landing {landing.resolve().as_uri()}\n"
+        "spark.driver.memory 1536m\n")
     warehouse = tmp_path / "warehouse"
     env = airflow_env(tmp_path / "home", landing, warehouse, REPROCESS_LANDING="viewfs://dagtest/landing",
                       SPARK_CONF_DIR=str(conf_dir))
+    for name in ("REPROCESS_DRIVER_MEMORY", "SPARK_DRIVER_MEMORY"):
+        env.pop(name, None)
     migrate(env)
     assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
     summary = Warehouse(warehouse).latest().run("run-20261121T010000Z")["summary"]
+    assert summary["driver_memory"] == "1536m"  # the deployment sizes the driver: the DAG does not override it
     assert all(summary["conservation"].values())
     assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
     assert summary["ingested"] > 100
@@ -258,10 +262,13 @@ def test_both_dags_run_on_a_warehouse_uri_committed_under_a_lease_and_read_witho
     root = tmp_path / "warehouse"
     env = airflow_env(tmp_path / "home", landing, root, REPROCESS_WAREHOUSE=f"cfile://{root}",
                       SPARK_CONF_DIR=str(conf_dir))
+    for name in ("REPROCESS_DRIVER_MEMORY", "SPARK_DRIVER_MEMORY"):
+        env.pop(name, None)
     migrate(env)
     assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
     snap = Warehouse(root).latest()
     summary = snap.run("run-20261121T010000Z")["summary"]
+    assert summary["driver_memory"] == "2g"  # the CLI's default heap, not spark-submit's 1g
     assert all(summary["conservation"].values())
     assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
     assert summary["dead_lettered"]["total"] > 0

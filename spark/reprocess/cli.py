@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to listen on (default 127.0.0.1; the server runs any code a client sends: "
                    "expose it only with a token behind TLS)")
     c.add_argument("--master", metavar="URL", default="local[*]", help="Spark master of the server (default local[*])")
-    c.add_argument("--driver-memory", metavar="SIZE", help="driver heap (default $REPROCESS_DRIVER_MEMORY or 2g)")
+    c.add_argument("--driver-memory", metavar="SIZE",
+                   help="driver heap (default $REPROCESS_DRIVER_MEMORY, else the deployment's $SPARK_DRIVER_MEMORY or "
+                   "spark.driver.memory in spark-defaults.conf, else 2g)")
     c.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
                    help="extra Spark setting for the server (repeatable)")
     c.add_argument("--print-command", action="store_true", help="print the spark-submit command and exit")

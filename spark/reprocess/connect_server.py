@@ -43,6 +43,8 @@ def server_command(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: st
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port),
                 # a killed client's operations stop within a minute instead of five (see reprocess.cycle.run)
                 "spark.connect.execute.manager.detachedTimeout": "60s"}
+    if driver_memory:  # else spark_submit_conf's heap: $REPROCESS_DRIVER_MEMORY, the deployment's, or 2g
+        settings["spark.driver.memory"] = driver_memory
     for item in conf:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -50,8 +52,7 @@ def server_command(port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: st
 
             raise ConfigError(f"expected KEY=VALUE, got {item!r}", key="--conf")
         settings[key] = value
-    cmd = [_spark_submit(python), "--class", SERVER_CLASS, "--name", "reprocess-connect-server",
-           "--master", master, "--driver-memory", driver_memory or os.environ.get("REPROCESS_DRIVER_MEMORY", "2g")]
+    cmd = [_spark_submit(python), "--class", SERVER_CLASS, "--name", "reprocess-connect-server", "--master", master]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
     return [*cmd, "spark-internal"]

@@ -19,6 +19,11 @@ SPARK_MODES = ("submit", "connect")  # $REPROCESS_SPARK: how the DAGs run their 
 # JVM warnings go to stderr: by default the JVM prints them on stdout, where `reprocess run --format json`
 # writes its summary (a stale class-data archive, for one, warns once at start).
 JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+DRIVER_MEMORY_ENV = "REPROCESS_DRIVER_MEMORY"
+DEFAULT_DRIVER_MEMORY = "2g"  # the heap of every driver the project starts; in local mode it holds the tasks too
+# spark.driver.memory becomes the driver JVM's -Xmx as it is: digits and a unit the JVM reads (k, m, g, t). Without a
+# unit it means bytes and the JVM does not start; "3gb" Spark would read, but the JVM refuses.
+_JVM_SIZE = re.compile(r"[0-9]+[kmgt]", re.IGNORECASE)
 DRIVER_GC_ENV = "REPROCESS_DRIVER_GC"
 # $REPROCESS_DRIVER_GC: the driver JVM's garbage collector. "parallel" (the default): a cycle is a batch job whose
 # tasks run in the driver in local mode, and HotSpot's throughput collector ran fresh 1M cycles 7-15% faster than G1
@@ -39,14 +44,38 @@ def spark_submit_env(python: str, path: str) -> dict[str, str]:
 
 
 def spark_submit_conf(python: str) -> dict[str, str]:
-    """``--conf`` of the DAGs' ``spark-submit``: the venv's Python, and the driver JVM's default options.
+    """``--conf`` of the DAGs' ``spark-submit``: the venv's Python, the driver's heap and its default JVM options.
 
     The options go in ``spark.driver.defaultJavaOptions``, so a deployment's ``spark.driver.extraJavaOptions``
     (in its ``spark-defaults.conf``) still applies. Likewise the local filesystem's jar (:func:`local_fs_conf`) goes
-    in ``spark.{driver,executor}.defaultExtraClassPath``, leaving a deployment's ``extraClassPath`` alone.
+    in ``spark.{driver,executor}.defaultExtraClassPath``, leaving a deployment's ``extraClassPath`` alone. The heap
+    is :func:`driver_memory_conf`'s.
     """
-    return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python,
+    return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **driver_memory_conf(),
             "spark.driver.defaultJavaOptions": driver_java_options(), **local_fs_conf()}
+
+
+def driver_memory() -> str:
+    """The driver JVM's heap: ``$REPROCESS_DRIVER_MEMORY``, or :data:`DEFAULT_DRIVER_MEMORY` when it is unset or
+    empty. A value that is not a JVM size (``2g``, ``1536m``...) is a :class:`~reprocess.errors.ConfigError`
+    naming the variable, not a JVM that fails to start."""
+    value = os.environ.get(DRIVER_MEMORY_ENV, "").strip() or DEFAULT_DRIVER_MEMORY
+    if not _JVM_SIZE.fullmatch(value):
+        raise ConfigError(f"{DRIVER_MEMORY_ENV}={value!r} is not a JVM size: give digits and a unit, such as 2g or "
+                          "1536m (the driver's heap; in local mode the tasks run in it)", key=DRIVER_MEMORY_ENV)
+    return value
+
+
+def driver_memory_conf() -> dict[str, str]:
+    """``spark.driver.memory`` for a ``spark-submit`` the project starts: :func:`driver_memory`, as the CLI's own
+    drivers get. Without it spark-submit gives the driver 1 GB, and in local mode every task runs in that heap.
+
+    When ``$REPROCESS_DRIVER_MEMORY`` is unset and the deployment sizes the driver itself (``$SPARK_DRIVER_MEMORY``,
+    or ``spark.driver.memory`` in its ``spark-defaults.conf``), nothing is set: a ``--conf`` would override it."""
+    if not os.environ.get(DRIVER_MEMORY_ENV, "").strip() and (
+            os.environ.get("SPARK_DRIVER_MEMORY", "").strip() or spark_defaults("spark.driver.memory")):
+        return {}
+    return {"spark.driver.memory": driver_memory()}
 
 
 def on_spark_connect() -> bool:
@@ -127,15 +156,15 @@ def driver_gc_options() -> list[str]:
     collectors does not start. Any other value of the variable is a :class:`~reprocess.errors.ConfigError`."""
     option = DRIVER_GCS[_env_choice(DRIVER_GC_ENV, list(DRIVER_GCS), "'parallel' (the default) runs the driver JVM "
                                     "with the parallel collector, 'jvm' leaves the choice to the JVM")]
-    chosen = [os.environ.get(name, "") for name in JVM_OPTION_ENVS] + spark_defaults_java_options()
+    chosen = [os.environ.get(name, "") for name in JVM_OPTION_ENVS] + spark_defaults("spark.driver.extraJavaOptions")
     if option is None or any(_GC_CHOICE.search(text) for text in chosen):
         return []
     return [option]
 
 
-def spark_defaults_java_options() -> list[str]:
-    """The ``spark.driver.extraJavaOptions`` that spark-submit will read from the deployment's ``spark-defaults.conf``
-    (in ``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``); none when there is no such file."""
+def spark_defaults(key: str) -> list[str]:
+    """The values of ``key`` that spark-submit will read from the deployment's ``spark-defaults.conf`` (in
+    ``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``); none when there is no such file."""
     if os.environ.get("SPARK_CONF_DIR"):
         conf_dir = Path(os.environ["SPARK_CONF_DIR"])
     elif os.environ.get("SPARK_HOME"):
@@ -148,7 +177,7 @@ def spark_defaults_java_options() -> list[str]:
         return []
     found = []
     for line in lines:  # "key value", "key=value" or "key: value", as Java's properties loader reads them
-        if (m := _PROPERTY.match(line)) and m["key"] == "spark.driver.extraJavaOptions":
+        if (m := _PROPERTY.match(line)) and m["key"] == key:
             found.append(m["value"])
     return found
 

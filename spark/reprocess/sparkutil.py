@@ -78,7 +78,7 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     """
     from pyspark.sql import SparkSession
 
-    from reprocess.spark_env import driver_java_options, local_fs_conf
+    from reprocess.spark_env import driver_java_options, driver_memory_conf, local_fs_conf
 
     partitions = str(shuffle_partitions or shuffle_partitions_default())
     if remote is None and master is None:
@@ -100,7 +100,8 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit, which sets the master
         builder = builder.master("local[*]")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the JVM starts here: its heap is the local executor's memory
-        builder = builder.config("spark.driver.memory", os.environ.get("REPROCESS_DRIVER_MEMORY", "2g"))
+        for key, value in driver_memory_conf().items():  # $REPROCESS_DRIVER_MEMORY, the deployment's, or 2g
+            builder = builder.config(key, value)
         # defaultJavaOptions, so that spark-defaults.conf's spark.driver.extraJavaOptions still applies
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options(dump_jvm_archive))
         for key, value in local_fs_conf().items():

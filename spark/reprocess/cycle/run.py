@@ -325,6 +325,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     summary["step_seconds"] = steps.timings
     summary["codegen"] = codegen  # how its expressions ran: interpreted, generated (sparkutil.fit_codegen)
     summary["landing_parser"] = "jvm" if batch.jvm_parser else "expressions"  # docs/adr/0006
+    # The driver's heap as Spark was given it (spark-submit's own default is 1g); in local mode the tasks run in it.
+    summary["driver_memory"] = spark.conf.get("spark.driver.memory", "1g")
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
     touched_rel = {wh.relative(f) for f in touched}

@@ -1,6 +1,7 @@
-"""The driver JVM's garbage collector (:func:`reprocess.spark_env.driver_gc_options`): the parallel collector by
-default, the deployment's own choice when it makes one (a JVM given two collectors does not start), and what
-``REPROCESS_DRIVER_GC`` says."""
+"""The driver JVM the project starts: its heap (:func:`reprocess.spark_env.driver_memory_conf`) and its garbage
+collector (:func:`reprocess.spark_env.driver_gc_options`). Each is ours by default (2g, the parallel collector),
+the deployment's when it makes its own choice, and what ``REPROCESS_DRIVER_MEMORY`` / ``REPROCESS_DRIVER_GC`` say.
+The DAGs' spark-submit runs give their heap in the run summary (tests/test_dags.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ import pytest
 from reprocess.errors import ConfigError
 from reprocess.spark_env import (
     DRIVER_GC_ENV,
+    DRIVER_MEMORY_ENV,
     JVM_OPTION_ENVS,
     driver_gc_options,
     driver_java_options,
-    spark_defaults_java_options,
+    driver_memory_conf,
+    spark_defaults,
+    spark_submit_conf,
 )
 
 PARALLEL = "-XX:+UseParallelGC"
@@ -26,8 +30,8 @@ PARALLEL = "-XX:+UseParallelGC"
 
 @pytest.fixture
 def no_choice(monkeypatch, tmp_path):
-    """An environment that chooses no collector anywhere, and an empty ``SPARK_CONF_DIR`` to write into."""
-    for name in (*JVM_OPTION_ENVS, DRIVER_GC_ENV, "SPARK_HOME"):
+    """An environment that chooses no collector and no heap anywhere, and an empty ``SPARK_CONF_DIR`` to write into."""
+    for name in (*JVM_OPTION_ENVS, DRIVER_GC_ENV, DRIVER_MEMORY_ENV, "SPARK_DRIVER_MEMORY", "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
@@ -88,9 +92,46 @@ def test_a_collector_chosen_in_spark_defaults_wins(no_choice, monkeypatch, line,
 
 @pytest.mark.unit
 def test_spark_defaults_without_a_conf_dir_or_file_give_nothing(no_choice, monkeypatch):
-    assert spark_defaults_java_options() == []
+    assert spark_defaults("spark.driver.extraJavaOptions") == []
     monkeypatch.delenv("SPARK_CONF_DIR")
-    assert spark_defaults_java_options() == []
+    assert spark_defaults("spark.driver.extraJavaOptions") == []
+
+
+MEMORY = "spark.driver.memory"
+
+
+@pytest.mark.unit
+def test_a_submitted_driver_gets_the_clis_heap_unless_told_otherwise(no_choice, monkeypatch):
+    # spark-submit alone would give the driver 1g, and in local mode every task runs in that heap
+    assert driver_memory_conf() == {MEMORY: "2g"}
+    assert spark_submit_conf("/venv/bin/python")[MEMORY] == "2g"  # what the DAGs' SparkSubmitOperator passes
+    for value in ("8g", " 1536M ", "4194304k", "1T"):
+        monkeypatch.setenv(DRIVER_MEMORY_ENV, value)
+        assert driver_memory_conf() == {MEMORY: value.strip()}
+    monkeypatch.setenv(DRIVER_MEMORY_ENV, "")  # empty: the default
+    assert driver_memory_conf() == {MEMORY: "2g"}
+    for bad in ("2 g", "two gigs", "-1g", "2.5g", "3gb", "2048", "2x"):  # -Xmx3gb, -Xmx2048: the JVM refuses them
+        monkeypatch.setenv(DRIVER_MEMORY_ENV, bad)
+        with pytest.raises(ConfigError) as e:
+            driver_memory_conf()
+        assert e.value.key == DRIVER_MEMORY_ENV
+        assert f"{DRIVER_MEMORY_ENV}={bad.strip()!r} is not a JVM size" in str(e.value)
+
+
+@pytest.mark.unit
+def test_a_heap_the_deployment_gives_is_kept_unless_reprocess_driver_memory_is_set(no_choice, monkeypatch):
+    (no_choice / "spark-defaults.conf").write_text("spark.executor.memory 4g\n# spark.driver.memory 9g\n")
+    assert driver_memory_conf() == {MEMORY: "2g"}  # the executors' heap and a comment size no driver
+    (no_choice / "spark-defaults.conf").write_text("spark.driver.memory=6g\n")
+    assert driver_memory_conf() == {}  # a --conf would override the deployment's
+    assert MEMORY not in spark_submit_conf("/venv/bin/python")
+    monkeypatch.setenv(DRIVER_MEMORY_ENV, "3g")  # said for this project: it wins
+    assert driver_memory_conf() == {MEMORY: "3g"}
+    monkeypatch.delenv(DRIVER_MEMORY_ENV)
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    assert driver_memory_conf() == {MEMORY: "2g"}
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "5g")  # spark-submit reads it when no --conf says otherwise
+    assert driver_memory_conf() == {}
 
 
 def _collectors(env: dict[str, str]) -> set[str]:
