@@ -123,6 +123,41 @@ def test_the_ledger_scan_of_a_small_landing_runs_generated_code_once_the_ledger_
     assert ledger(spark, tmp_path)["a-1"]["deliveries"] == 2  # found by the scan: its second failure merged
 
 
+def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_ledger_files(spark, tmp_path,
+                                                                                          monkeypatch, caplog):
+    """A cycle's shuffles get a partition per ``INPUT_BYTES_PER_SHUFFLE_PARTITION`` of its input when that is more than
+    the session's count, so that a large batch fits a small heap. The outcome is the same; the ledger is still written
+    by the session's count of tasks (a file per task and bucket, which every later run opens); and the session's
+    count is back afterwards."""
+    import reprocess.sparkutil as sparkutil
+    from reprocess.storage.commit import Warehouse
+
+    base = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    records = [rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(60)]
+    chosen, ledgers = {}, {}
+    for name, per_partition in (("plain", 1 << 40), ("raised", None)):
+        root = tmp_path / name
+        path = land(root / "landing", "10", "a.jsonl", records)
+        monkeypatch.setattr(sparkutil, "INPUT_BYTES_PER_SHUFFLE_PARTITION",
+                            per_partition or path.stat().st_size // (base + 4))
+        chosen[name] = []
+        for as_of in ("2026-11-21T10:05:00Z", "2026-11-21T10:12:00Z"):  # new failures, then their re-drive
+            caplog.clear()
+            with caplog.at_level("INFO", logger="reprocess.cycle.run"):
+                s = cycle(spark, root, as_of)
+            (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
+            chosen[name].append(int(line.split("shuffle_partitions=")[1].split()[0]))
+            assert spark.conf.get("spark.sql.shuffle.partitions") == str(base)
+        assert (s["due"], s["rescheduled"]) == (60, 60)
+        ledgers[name] = ledger(spark, root)
+        files = Warehouse(root / "wh").live_files("ledger")
+        buckets = [f.split("bucket=")[1].split("/")[0] for f in files]
+        assert max(buckets.count(b) for b in buckets) <= base, files
+    assert chosen["plain"] == [base, base]
+    assert chosen["raised"][0] > base
+    assert ledgers["raised"] == ledgers["plain"]
+
+
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")

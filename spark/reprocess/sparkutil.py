@@ -59,6 +59,23 @@ APP_CONF = {
 }
 
 
+SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+# A cycle's shuffles get a partition per this many bytes of its input (landing plus the ledger files it rewrites) when
+# that is more than the session's own count: each task then caches and sorts a bounded share. With 8 partitions a
+# 10M-message batch (4.1 GB) stopped a 2 GB driver with OutOfMemoryError while caching its due set; with 32 it ran
+# (bench/RESULTS.md, thirtieth run). Up to 1 GB of input (1M messages) nothing changes.
+INPUT_BYTES_PER_SHUFFLE_PARTITION = 128 * 2**20
+
+
+def fit_shuffle_partitions(spark: SparkSession, input_bytes: int, base: int) -> int:
+    """Set the session's shuffle partitions to ``base`` (its count on entry) or, when more, one per
+    :data:`INPUT_BYTES_PER_SHUFFLE_PARTITION` of ``input_bytes``; returns the count set. The caller restores it
+    (:func:`restoring_conf`)."""
+    wanted = max(base, -(-input_bytes // INPUT_BYTES_PER_SHUFFLE_PARTITION))
+    spark.conf.set(SHUFFLE_PARTITIONS_KEY, str(wanted))
+    return wanted
+
+
 def shuffle_partitions_default() -> int:
     """Cycles shuffle modest data; 200 default partitions cost seconds of scheduling on small runs."""
     return int(os.environ.get("REPROCESS_SHUFFLE_PARTITIONS", "8"))
@@ -87,12 +104,12 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
         if dump_jvm_archive is not None:
             raise ValueError("a class-data archive is recorded by a driver JVM of its own, not over Spark Connect")
         session = SparkSession.builder.remote(remote).appName(app_name).create()
-        for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": partitions}.items():
+        for key, value in {**SESSION_CONF, SHUFFLE_PARTITIONS_KEY: partitions}.items():
             session.conf.set(key, value)
         return session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-    for key, value in {**SESSION_CONF, **APP_CONF, "spark.sql.shuffle.partitions": partitions}.items():
+    for key, value in {**SESSION_CONF, **APP_CONF, SHUFFLE_PARTITIONS_KEY: partitions}.items():
         builder = builder.config(key, value)
     master = master or os.environ.get("SPARK_MASTER")
     if master:

@@ -54,7 +54,9 @@ from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import (
     AS_OF_COLUMN,
+    SHUFFLE_PARTITIONS_KEY,
     fit_codegen,
+    fit_shuffle_partitions,
     owner_only_writes,
     plain_encoded,
     restoring_conf,
@@ -194,12 +196,13 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
              prepared: dict[str, Any] | None) -> dict[str, Any]:
     """One run on ``snap``. A file ``snap`` lists that Spark cannot read (deleted or overwritten outside reprocess)
     stops it as a :class:`WarehouseDamagedError` naming the file, not a Java stack trace; nothing is committed."""
-    with naming_damaged_files(wh.uri, snap):
-        return _execute_run(spark, wh, snap, opts, run_id, prepared)
+    with naming_damaged_files(wh.uri, snap), restoring_conf(spark, SHUFFLE_PARTITIONS_KEY) as entry:
+        return _execute_run(spark, wh, snap, opts, run_id, prepared, int(entry[SHUFFLE_PARTITIONS_KEY] or 200))
 
 
 def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
-                 prepared: dict[str, Any] | None) -> dict[str, Any]:
+                 prepared: dict[str, Any] | None, base_partitions: int) -> dict[str, Any]:
+    """The run; ``base_partitions``: the session's shuffle partitions, which a large input raises for this run."""
     t0 = time.monotonic()
     steps = _Steps(run_id)
     policies = opts.policies
@@ -247,9 +250,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    codegen = fit_codegen(spark, landing_bytes + sum(wh.sizes(touched)))
+    input_bytes = landing_bytes + sum(wh.sizes(touched))
+    codegen = fit_codegen(spark, input_bytes)
+    partitions = fit_shuffle_partitions(spark, input_bytes, base_partitions)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
-               codegen=codegen)
+               codegen=codegen, shuffle_partitions=partitions)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())
 
@@ -292,7 +297,12 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist()
 
     # -- 6. stage outputs ------------------------------------------------------------------------
-    plain_encoded(final.select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
+    # Written by as many tasks as the session's own count, however many partitions a large input got: each task
+    # writes a file per bucket it holds rows of, and every later run's locate step opens every ledger file.
+    ledger_rows = final.select(*LEDGER_COLUMNS)
+    if partitions > base_partitions:
+        ledger_rows = ledger_rows.coalesce(base_partitions)
+    plain_encoded(ledger_rows.write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(run_id, stage, "ledger")))
     steps.done("stage_ledger")
     # One file per DLQ partition per run, not one per task and partition: the dead letters are a small share of
