@@ -58,7 +58,11 @@ venv: $(STAMP) $(LOCAL_FS) $(ARCHIVE) ## create or update .venv (pinned stack fr
 # They also use the serial collector and no perf-data file: their heaps are small, and G1's concurrent threads and
 # barriers cost CPU the other worker wants. Measured side by side, file pairs at -n 2: crash+fault 277 -> 261 s,
 # object store+concurrency 298 -> 280 s, cycle e2e+steps 295 -> 260 s (CPU 565 -> 488 s).
-TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData $$JAVA_TOOL_OPTIONS"
+# C1 alone also shrinks the code cache to 48 MB (the JVM's size without tiers; 240 MB with them): the tests' long-lived
+# Spark Connect server filled it after a minute of cycles on 2026-11-27, the JVM disabled its compiler and then could
+# not make a method handle's intrinsic ("Out of space in CodeCache for method handle intrinsic"), which stopped its
+# SparkContext. The cache is reserved, not committed: it costs memory only as far as it fills.
+TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC -XX:-UsePerfData $$JAVA_TOOL_OPTIONS"
 # Test workers (xdist processes, each with its own Spark session), one per core: the suite is CPU-bound (4 workers on
 # this 2-core machine took 26:14 against 21:49 for 2). Each takes whole files, longest first (tests/conftest.py).
 TEST_WORKERS ?= 2
