@@ -55,27 +55,23 @@ def spark_submit_conf(python: str) -> dict[str, str]:
             "spark.driver.defaultJavaOptions": driver_java_options(), **local_fs_conf()}
 
 
-def driver_memory() -> str:
-    """The driver JVM's heap: ``$REPROCESS_DRIVER_MEMORY``, or :data:`DEFAULT_DRIVER_MEMORY` when it is unset or
-    empty. A value that is not a JVM size (``2g``, ``1536m``...) is a :class:`~reprocess.errors.ConfigError`
-    naming the variable, not a JVM that fails to start."""
-    value = os.environ.get(DRIVER_MEMORY_ENV, "").strip() or DEFAULT_DRIVER_MEMORY
+def driver_memory_conf() -> dict[str, str]:
+    """``spark.driver.memory`` for a driver the project starts: ``$REPROCESS_DRIVER_MEMORY``, or
+    :data:`DEFAULT_DRIVER_MEMORY` when it is unset or empty. Without it spark-submit gives the driver 1 GB, and in
+    local mode every task runs in that heap.
+
+    When the variable is unset and the deployment sizes the driver itself (``$SPARK_DRIVER_MEMORY``, or
+    ``spark.driver.memory`` in its ``spark-defaults.conf``), nothing is set: a ``--conf`` would override it. A value
+    that is not a JVM size (``2g``, ``1536m``...) is a :class:`~reprocess.errors.ConfigError` naming the variable,
+    not a JVM that fails to start."""
+    value = os.environ.get(DRIVER_MEMORY_ENV, "").strip()
+    if not value and (os.environ.get("SPARK_DRIVER_MEMORY", "").strip() or spark_defaults("spark.driver.memory")):
+        return {}
+    value = value or DEFAULT_DRIVER_MEMORY
     if not _JVM_SIZE.fullmatch(value):
         raise ConfigError(f"{DRIVER_MEMORY_ENV}={value!r} is not a JVM size: give digits and a unit, such as 2g or "
                           "1536m (the driver's heap; in local mode the tasks run in it)", key=DRIVER_MEMORY_ENV)
-    return value
-
-
-def driver_memory_conf() -> dict[str, str]:
-    """``spark.driver.memory`` for a ``spark-submit`` the project starts: :func:`driver_memory`, as the CLI's own
-    drivers get. Without it spark-submit gives the driver 1 GB, and in local mode every task runs in that heap.
-
-    When ``$REPROCESS_DRIVER_MEMORY`` is unset and the deployment sizes the driver itself (``$SPARK_DRIVER_MEMORY``,
-    or ``spark.driver.memory`` in its ``spark-defaults.conf``), nothing is set: a ``--conf`` would override it."""
-    if not os.environ.get(DRIVER_MEMORY_ENV, "").strip() and (
-            os.environ.get("SPARK_DRIVER_MEMORY", "").strip() or spark_defaults("spark.driver.memory")):
-        return {}
-    return {"spark.driver.memory": driver_memory()}
+    return {"spark.driver.memory": value}
 
 
 def on_spark_connect() -> bool:
