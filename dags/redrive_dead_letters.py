@@ -14,10 +14,10 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag, task
 
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
+from reprocess.submit import ReprocessSubmitOperator
 from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def redrive_dead_letters():
         except (ConfigError, WarehouseDamagedError) as exc:
             raise AirflowFailException(str(exc)) from exc
 
-    move = move_on_connect(plan()) if ON_CONNECT else SparkSubmitOperator(
+    move = move_on_connect(plan()) if ON_CONNECT else ReprocessSubmitOperator(
         task_id="move_dead_letters",
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "redrive.py"),

@@ -23,10 +23,10 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
+from reprocess.submit import ReprocessSubmitOperator
 from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def reprocess_failed_messages():
         _fail_fast(run_on_connect, "run", args, SparkConnectHook().get_connection_url())
 
     args = validate_landing(find_new_landing(resolve_as_of()))
-    run_cycle = run_cycle_on_connect(args) if ON_CONNECT else SparkSubmitOperator(
+    run_cycle = run_cycle_on_connect(args) if ON_CONNECT else ReprocessSubmitOperator(
         task_id="run_cycle",
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "cycle.py"),

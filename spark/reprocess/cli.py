@@ -412,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
-    from reprocess.sparkutil import build_session
+    from reprocess.sparkutil import build_session, explaining_out_of_memory
 
     req = RedriveRequest(address_pattern=args.address, date_from=args.date_from, date_to=args.date_to,
                          reason_codes=tuple(args.reasons), max_messages=args.max_messages,
@@ -421,7 +421,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
-        with _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait):
+        with _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait), \
+                explaining_out_of_memory(spark):
             audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
                                          lock_wait_seconds=args.lock_wait, private_files=args.private_files)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
@@ -534,7 +535,7 @@ def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reprocess.cycle.run import CycleOptions, run_cycle, run_id_for
-    from reprocess.sparkutil import build_session
+    from reprocess.sparkutil import build_session, explaining_out_of_memory
 
     policies = load_config(args.config)
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
@@ -550,7 +551,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         remote = _remote(args)
         spark = build_session("reprocess-cycle", master=args.master, remote=remote)
         with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run,
-                            lock_wait=args.lock_wait):
+                            lock_wait=args.lock_wait), explaining_out_of_memory(spark):
             summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")

@@ -11,6 +11,7 @@
      +-- NotFoundError             code="not_found"      exit 10  an operator command asked for a record not there
      +-- StorageUnavailableError   code="storage"        exit 11  the warehouse's object store cannot be reached
      +-- WarehouseDamagedError     code="damaged"        exit 12  a file the snapshot lists is gone or unreadable
+     +-- SparkOutOfMemoryError     code="out_of_memory"  exit 13  the driver (or an executor) ran out of heap
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -123,3 +124,42 @@ class WarehouseDamagedError(ReprocessError):
         """``path``, listed by snapshot ``version`` of ``warehouse``, does not decode as Parquet (``why``, if known)."""
         return cls(f"warehouse {warehouse}: snapshot {version} lists {path}, which is not a readable Parquet file"
                    + (f": {why}" if why else ""))
+
+
+class SparkOutOfMemoryError(ReprocessError):
+    """A Spark JVM ran out of heap (``java.lang.OutOfMemoryError``; in local mode the driver JVM then exits with
+    Spark's code 52). Nothing is lost, as after any crash; the message says which heap and how to raise it."""
+
+    code = "out_of_memory"
+    exit_code = 13
+
+    @classmethod
+    def advice(cls, evidence: str, heap: str | None, master: str | None) -> SparkOutOfMemoryError:
+        """The error for ``evidence`` (what showed it), with the driver's ``heap`` and the ``master`` if known."""
+        return cls(out_of_memory_advice(evidence, heap, master))
+
+
+def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) -> str:
+    """What to tell the operator of a run that ran out of heap: the evidence, the heap it had, what to raise.
+
+    ``heap`` is the driver's ``spark.driver.memory`` (``None``: not known here, as for a Spark Connect client);
+    ``master`` the Spark master (``local...`` runs the tasks in the driver's heap, anything else in executors).
+    """
+    local = master is None or master.startswith("local")
+    if heap is None:
+        had = "The driver runs in the Spark Connect server, whose heap is set where it starts."
+        more = "Restart the server with more (reprocess connect-server --driver-memory) and run again"
+    else:
+        had = f"The driver had {heap} of heap" + (", and in local mode the tasks run in it." if local else ".")
+        more = f"Set REPROCESS_DRIVER_MEMORY={_doubled(heap)} (twice this run's) and run again"
+    if not local:
+        more += f", or give the executors of {master} more (spark.executor.memory)"
+    return (f"Spark ran out of memory ({evidence}). {had} Nothing is lost: a run stopped before its commit is "
+            f"resumed or redone by the next run. {more}; the README's \"Sizing and speed\" gives the heap per batch "
+            "size.")
+
+
+def _doubled(size: str) -> str:
+    """``2g`` -> ``4g``, ``1536m`` -> ``3072m``: a JVM size twice ``size`` (unchanged if it is not one)."""
+    digits = size.rstrip("kKmMgGtT")
+    return f"{int(digits) * 2}{size[len(digits):]}" if digits.isdigit() else size

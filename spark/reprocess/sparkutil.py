@@ -7,6 +7,8 @@ return DataFrames.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -293,3 +295,86 @@ def with_as_of(df: DataFrame, as_of_ms: int, codegen: str) -> tuple[DataFrame, C
         return df, as_of_column(int(as_of_ms))
     one = df.sparkSession.sql(f"SELECT * FROM VALUES (CAST({int(as_of_ms)} AS BIGINT)) AS t({AS_OF_COLUMN})")
     return df.crossJoin(one), F.col(AS_OF_COLUMN)
+
+
+# org.apache.spark.util.SparkExitCode.OOM: a local-mode driver JVM exits with it as soon as a task thread runs out of
+# heap (SparkUncaughtExceptionHandler), so the Python side may see only "SparkContext was shut down" or a lost
+# connection, without the OutOfMemoryError.
+SPARK_OOM_EXIT_CODE = 52
+JVM_EXIT_WAIT_SECONDS = 30.0  # how long a stopped driver JVM is given to exit before its exit code is asked
+# the JVM's error, or Spark's own subclass of it (a task's memory manager could not get enough)
+_OOM = re.compile(r"(?:java\.lang\.OutOfMemoryError|org\.apache\.spark\.memory\.SparkOutOfMemoryError)"
+                  r"(?::[ \t]*[^\r\n]*\S)?")
+
+
+@contextmanager
+def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
+    """Spark work in ``spark``: a JVM that runs out of heap stops it as a
+    :class:`~reprocess.errors.SparkOutOfMemoryError` that says what the driver had and what to raise, not a Java
+    stack trace.
+
+    Two kinds of evidence: ``java.lang.OutOfMemoryError`` in the error (or an error it interrupted), as Spark
+    reports a task's or the driver's own; or, when this process started the driver JVM and its SparkContext has
+    stopped, the JVM's exit code :data:`SPARK_OOM_EXIT_CODE` (the error itself then says anything from "SparkContext
+    was shut down" to a NullPointerException). Any other error goes through unchanged, at once.
+    """
+    from reprocess.errors import ReprocessError, SparkOutOfMemoryError
+
+    remote = is_remote(spark)
+    heap = None if remote else spark.sparkContext.getConf().get("spark.driver.memory", "1g")
+    master = None if remote else spark.sparkContext.master
+    try:
+        yield
+    except ReprocessError:
+        raise
+    except Exception as exc:
+        evidence = out_of_memory_evidence(spark, exc)
+        if evidence is None:
+            raise
+        raise SparkOutOfMemoryError.advice(evidence, heap, master) from exc
+
+
+def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | None:
+    """What shows that ``exc`` came from a JVM out of heap (``None``: nothing does); see
+    :func:`explaining_out_of_memory`."""
+    texts = [_text(e) for e in _chain(exc)]
+    for text in texts:
+        found = _OOM.search(text)
+        if found:
+            return found.group(0)
+    proc = None if is_remote(spark) else getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None or not _context_stopped(spark):
+        return None  # spark-submit started the JVM (it reports the exit code itself), or Spark is still running
+    try:
+        code = proc.wait(JVM_EXIT_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return None
+    if code != SPARK_OOM_EXIT_CODE:
+        return None
+    return f"the driver JVM exited with code {code}, Spark's exit code for java.lang.OutOfMemoryError"
+
+
+def _context_stopped(spark: SparkSession) -> bool:
+    """Whether the session's SparkContext has stopped, or its JVM no longer answers."""
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - py4j's errors when the JVM has gone
+        return True
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors it was raised from or while handling, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or its bare arguments when that needs a JVM that has gone (a ``Py4JJavaError`` asks it)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - the JVM behind the error may be gone
+        return f"{type(exc).__name__}: " + " ".join(arg for arg in exc.args if isinstance(arg, str))

@@ -1,0 +1,187 @@
+"""A Spark JVM that runs out of heap: the run stops with exit code 13 and a message that says what the driver had and
+what to raise (:class:`reprocess.errors.SparkOutOfMemoryError`), not a Java stack trace; nothing is lost, and the
+next run with more heap takes the same batch. The DAGs' spark-submit task says the same
+(:class:`reprocess.submit.ReprocessSubmitOperator`).
+
+The heap is made short for real: a 40 MB landing line does not fit a 512m driver (Spark needs 450 MB of heap to
+start at all), and fits the default 2g one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reprocess.errors import SparkOutOfMemoryError, out_of_memory_advice
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.spark_env import DRIVER_MEMORY_ENV
+from reprocess.storage.arrow import open_snapshot, read_live
+from reprocess.storage.commit import Warehouse
+
+AS_OF = "2026-11-21T03:00:00Z"
+BIG_PAYLOAD = 40 * 2**20
+SHORT = "512m"
+
+
+# -- the advice ---------------------------------------------------------------------------------------------------
+def test_the_advice_names_the_heap_and_twice_it_in_local_mode():
+    text = out_of_memory_advice("java.lang.OutOfMemoryError: Java heap space", "1536m", "local[2]")
+    assert text.startswith("Spark ran out of memory (java.lang.OutOfMemoryError: Java heap space). ")
+    assert "The driver had 1536m of heap, and in local mode the tasks run in it." in text
+    assert "Set REPROCESS_DRIVER_MEMORY=3072m (twice this run's) and run again" in text
+    assert "spark.executor.memory" not in text
+    assert "Nothing is lost" in text
+
+
+def test_the_advice_on_a_cluster_names_the_executors_and_over_connect_the_server():
+    cluster = out_of_memory_advice("x", "2g", "spark://10.0.0.5:7077")
+    assert "The driver had 2g of heap." in cluster
+    assert "REPROCESS_DRIVER_MEMORY=4g" in cluster
+    assert "give the executors of spark://10.0.0.5:7077 more (spark.executor.memory)" in cluster
+    connect = out_of_memory_advice("x", None, None)
+    assert "Spark Connect server" in connect
+    assert "reprocess connect-server --driver-memory" in connect
+    assert "REPROCESS_DRIVER_MEMORY" not in connect
+
+
+# -- a cycle out of heap ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    """Ordinary failures, and one line whose payload is 40 MB (quarantined: the limit is 1 MiB)."""
+    root = tmp_path_factory.mktemp("landing")
+    write_landing(GenerateOptions(out=root, messages=100, hours=1, seed=11, malformed=0))
+    big = {"message_id": "m-huge", "address": "orders.created", "payload": "x" * BIG_PAYLOAD,
+           "failed_at": "2026-11-21T00:30:00Z", "delivery_count": 1, "error_class": "Boom",
+           "error_message": "too big to process", "consumer_group": "orders-service"}
+    (root / "dt=2026-11-21" / "hour=00" / "huge.jsonl").write_text(json.dumps(big) + "\n")
+    return root
+
+
+def _run(landing: Path, wh: Path, memory: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != DRIVER_MEMORY_ENV}
+    env["PYSPARK_PYTHON"] = sys.executable
+    if memory:
+        env[DRIVER_MEMORY_ENV] = memory
+    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", AS_OF, "--master", "local[2]", "--format", "json"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.spark
+def test_a_cycle_out_of_heap_says_so_and_the_next_run_with_more_takes_the_same_batch(landing, tmp_path):
+    wh = tmp_path / "wh"
+    short = _run(landing, wh, SHORT)
+    assert short.returncode == SparkOutOfMemoryError.exit_code, short.stderr[-3000:]
+    said = [line for line in short.stderr.splitlines() if line.startswith("reprocess: out_of_memory: ")]
+    assert len(said) == 1, short.stderr[-3000:]
+    # the evidence is the error's own text, or (when the JVM went first) its exit code
+    assert ("(java.lang.OutOfMemoryError: Java heap space)" in said[0]
+            or "(the driver JVM exited with code 52, Spark's exit code for java.lang.OutOfMemoryError)" in said[0])
+    assert f"The driver had {SHORT} of heap, and in local mode the tasks run in it." in said[0]
+    assert "Set REPROCESS_DRIVER_MEMORY=1024m (twice this run's) and run again" in said[0]
+    assert Warehouse(wh).latest().run("run-20261121T030000Z") is None  # nothing committed
+
+    full = _run(landing, wh, None)  # the default 2g
+    assert full.returncode == 0, full.stderr[-3000:]
+    summary = json.loads(full.stdout)
+    assert summary["driver_memory"] == "2g"
+    assert summary["quarantined"] == 1
+    assert all(summary["conservation"].values())
+    reader, snap = open_snapshot(str(wh))
+    quarantined = read_live(reader, snap, "quarantine", ["source_file", "record_no", "raw"]).to_pylist()
+    line = (landing / "dt=2026-11-21" / "hour=00" / "huge.jsonl").read_text().rstrip("\n")
+    assert [(Path(q["source_file"]).name, q["record_no"], q["raw"] == line) for q in quarantined] == \
+        [("huge.jsonl", 1, True)]
+
+
+# -- the evidence when only the exit code is left -----------------------------------------------------------------
+AFTER_THE_JVM = textwrap.dedent("""
+    import sys
+    from reprocess.errors import SparkOutOfMemoryError
+    from reprocess.sparkutil import build_session, explaining_out_of_memory
+
+    spark = build_session("oom", master="local[1]")
+    # a task that builds a 700 MB string in a 512m heap: its thread runs out, and the JVM exits with code 52
+    task = spark.range(1).selectExpr("length(concat_ws(',', array_repeat(repeat(concat('x', id), 1048576), 700)))")
+    try:
+        with explaining_out_of_memory(spark):
+            try:
+                task.write.format("noop").mode("overwrite").save()
+            except Exception as exc:  # as a cleanup's call after the failure: only the second error gets out
+                print("FIRST", type(exc).__name__, flush=True)
+            spark.range(3).count()  # finds the JVM stopped or gone: no OutOfMemoryError in sight
+    except SparkOutOfMemoryError as exc:
+        print("OOM", exc, flush=True)
+        sys.exit(0)
+    print("NO OOM ERROR", flush=True)
+    sys.exit(1)
+""")
+
+
+@pytest.mark.spark
+def test_a_call_after_the_driver_jvm_died_of_it_is_explained_by_its_exit_code():
+    env = {**os.environ, DRIVER_MEMORY_ENV: SHORT, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, "-c", AFTER_THE_JVM], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    oom = [line for line in proc.stdout.splitlines() if line.startswith("OOM ")]
+    evidence = "the driver JVM exited with code 52, Spark's exit code for java.lang.OutOfMemoryError"
+    assert oom == ["OOM " + out_of_memory_advice(evidence, SHORT, "local[1]")]
+
+
+@pytest.mark.spark
+def test_an_ordinary_spark_error_goes_through_unchanged(spark):
+    from pyspark.errors import AnalysisException
+
+    from reprocess.sparkutil import explaining_out_of_memory
+
+    with pytest.raises(AnalysisException), explaining_out_of_memory(spark):
+        spark.range(1).select("no_such_column").collect()
+    assert spark.range(2).count() == 2  # and the session is still there
+
+
+# -- the DAGs' spark-submit task ----------------------------------------------------------------------------------
+SUBMIT = textwrap.dedent("""
+    import sys
+    from airflow.exceptions import AirflowException
+    from reprocess.submit import ReprocessSubmitOperator
+
+    op = ReprocessSubmitOperator(task_id="oom", conn_id="spark_default", application=sys.argv[1],
+                                 spark_binary=sys.argv[2], conf={"spark.driver.memory": sys.argv[3]},
+                                 env_vars={"PYSPARK_PYTHON": sys.executable})
+    try:
+        op.execute({})
+    except AirflowException as exc:
+        print("FAILED", str(exc).splitlines()[0], flush=True)
+        print("CAUSE", str(exc.__cause__).splitlines()[0] if exc.__cause__ else None, flush=True)
+""")
+APP = textwrap.dedent("""
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.getOrCreate()
+    spark.range(1).selectExpr("length(concat_ws(',', array_repeat(repeat(concat('x', id), 1048576), 700)))") \\
+        .write.format("noop").mode("overwrite").save()
+""")
+
+
+@pytest.mark.spark
+@pytest.mark.airflow
+def test_the_dags_spark_submit_task_says_the_driver_ran_out_of_heap(tmp_path):
+    app = tmp_path / "oom_app.py"
+    app.write_text(APP)
+    env = {**os.environ, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+           "AIRFLOW_HOME": str(tmp_path / "airflow"), "PYSPARK_PYTHON": sys.executable}
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    proc = subprocess.run([sys.executable, "-c", SUBMIT, str(app), spark_submit, SHORT], env=env,
+                          capture_output=True, text=True, timeout=300)
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    evidence = "spark-submit exited with code 52, Spark's exit code for java.lang.OutOfMemoryError"
+    assert failed == ["FAILED " + out_of_memory_advice(evidence, SHORT, "local[1]")], \
+        proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert any(line.startswith("CAUSE Cannot execute: ") and "Error code is: 52." in line
+               for line in proc.stdout.splitlines())
