@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from reprocess.landing import contract
+from reprocess.sparkutil import restoring_conf
 
 pytestmark = pytest.mark.spark
 
@@ -200,3 +201,22 @@ def test_without_the_class_the_landing_is_checked_by_the_expressions_alone(spark
     with caplog.at_level("INFO", logger=contract.__name__):
         assert contract.use_jvm_parser(spark) is False
     assert "landing parser=expressions (reprocess.landing.NotBuilt is not on the class path" in caplog.text
+
+
+def test_a_line_too_long_for_the_strict_parse_is_record_too_large_not_malformed(spark, jvm, tmp_path):
+    """Above 16 MiB a line is the general path's, whose parse refuses a string of more than 20,000,000 characters:
+    such a line is RECORD_TOO_LARGE (it was MALFORMED_JSON). A long line that parses keeps its own outcome, and a
+    short malformed one stays MALFORMED_JSON; both paths agree."""
+    def line(payload_chars: int) -> bytes:
+        return json.dumps({"message_id": f"m-{payload_chars}", "address": "orders.created",
+                           "payload": "x" * payload_chars, "failed_at": "2026-11-21T03:00:00Z"}).encode()
+
+    huge, long = line(contract.JSON_STRING_CHARS + 1), line(contract.PARSED_LINE_BYTES + 1000)
+    with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):  # as a cycle reads it: one file, one partition
+        contract.one_file_per_partition(spark, len(huge) + len(long) + 100)
+        reference, _ = _agree(spark, tmp_path, [huge, long, b'{"message_id": "m-bad",'])
+    assert [(r.record_no, r.problem) for r in reference] == \
+        [(1, contract.RECORD_TOO_LARGE), (2, contract.PAYLOAD_TOO_LARGE), (3, contract.MALFORMED_JSON)]
+    assert reference[0].problem_detail == (
+        f"the line is {len(huge)} bytes and does not parse: a line above 16777216 bytes is refused when it holds a "
+        "JSON string of more than 20000000 characters (or is not valid JSON); payloads may be at most 1048576 bytes")

@@ -53,7 +53,7 @@ def test_the_advice_on_a_cluster_names_the_executors_and_over_connect_the_server
 # -- a cycle out of heap ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> Path:
-    """Ordinary failures, and one line whose payload is 40 MB (quarantined: the limit is 1 MiB)."""
+    """Ordinary failures, and one line whose payload is 40 MB (quarantined: more than the JSON reader takes)."""
     root = tmp_path_factory.mktemp("landing")
     write_landing(GenerateOptions(out=root, messages=100, hours=1, seed=11, malformed=0))
     big = {"message_id": "m-huge", "address": "orders.created", "payload": "x" * BIG_PAYLOAD,
@@ -94,10 +94,10 @@ def test_a_cycle_out_of_heap_says_so_and_the_next_run_with_more_takes_the_same_b
     assert summary["quarantined"] == 1
     assert all(summary["conservation"].values())
     reader, snap = open_snapshot(str(wh))
-    quarantined = read_live(reader, snap, "quarantine", ["source_file", "record_no", "raw"]).to_pylist()
+    quarantined = read_live(reader, snap, "quarantine", ["source_file", "record_no", "reason_code", "raw"]).to_pylist()
     line = (landing / "dt=2026-11-21" / "hour=00" / "huge.jsonl").read_text().rstrip("\n")
-    assert [(Path(q["source_file"]).name, q["record_no"], q["raw"] == line) for q in quarantined] == \
-        [("huge.jsonl", 1, True)]
+    assert [(Path(q["source_file"]).name, q["record_no"], q["reason_code"], q["raw"] == line) for q in quarantined] \
+        == [("huge.jsonl", 1, "RECORD_TOO_LARGE", True)]
 
 
 # -- the evidence when only the exit code is left -----------------------------------------------------------------
