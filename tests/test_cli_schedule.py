@@ -74,3 +74,16 @@ def test_help_describes_every_option():
                           text=True, check=True)
     for option in ("--config", "--address", "--deliveries", "--message-id", "--format"):
         assert option in proc.stdout
+
+
+def test_run_help_lists_the_exit_code_of_every_error_class():
+    from reprocess import errors
+    from reprocess.cycle.run import OutOfOrderError
+
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--help"], capture_output=True, text=True,
+                          check=True)
+    listed = proc.stdout.split("exit codes:\n", 1)[1].splitlines()
+    kinds = {c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ReprocessError)}
+    expected = sorted((c.exit_code, c.code) for c in kinds | {OutOfOrderError})
+    assert [(int(line.split()[0]), line.split()[1].rstrip(":")) for line in listed[2:]] == expected
+    assert listed[:2] == ["  0   done, or already committed", "  1   an unexpected error: a bug (its traceback)"]

@@ -82,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ingest new landing files, merge failures into the retry ledger, re-drive every message due "
         "at --as-of through the target, reschedule or dead-letter the ones that fail, and commit everything "
         "atomically. Re-running the same --as-of is a no-op; a crashed run is resumed by the next call.",
-        epilog="example: reprocess run --landing landing/ --warehouse wh/ --as-of 2026-11-21T10:15:00Z "
-        "--target python:reprocess.targets.examples:flaky",
+        epilog="examples:\n  reprocess run --landing landing/ --warehouse wh/ --as-of 2026-11-21T10:15:00Z "
+        "--target python:reprocess.targets.examples:flaky\n\n" + _exit_codes(),
+        formatter_class=_ExamplesFormatter,
     )
     r.add_argument("--landing", metavar="DIR|URI", required=True,
                    help="landing root (dt=YYYY-MM-DD/hour=HH/*.jsonl): a directory, or a Hadoop filesystem URI "
@@ -245,6 +246,18 @@ def _until(text: str) -> int:
         return parse_time(text, end_of_day=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _exit_codes() -> str:
+    """The exit codes, from the table of :mod:`reprocess.errors` (code, exit code and meaning of each error)."""
+    import re
+
+    from reprocess import errors
+
+    rows = re.findall(r'code="(\w+)"[ \t]+exit (\d+)[ \t]+([^\n]+)', errors.__doc__ or "")
+    lines = ["exit codes:", "  0   done, or already committed", "  1   an unexpected error: a bug (its traceback)"]
+    lines += [f"  {number:<3} {code}: {meaning.strip()}" for code, number, meaning in rows]
+    return "\n".join(lines)
 
 
 class _ExamplesFormatter(argparse.HelpFormatter):

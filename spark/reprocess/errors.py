@@ -1,12 +1,12 @@
 """The one exception tree of reprocess.
 
-    ReprocessError                 code="error"          exit 2
+    ReprocessError                 code="error"          exit 2   any other error reprocess raises on purpose
      +-- ConfigError               code="config"         exit 3   bad policy file, bad CLI value
      +-- ContractError             code="contract"       exit 4   landing data breaks the contract
      +-- ConservationError         code="conservation"   exit 5   a run would lose or double a message
      +-- TargetUnavailableError    code="target_down"    exit 6   the re-drive target itself is failing
      +-- CommitConflictError       code="conflict"       exit 7   another run holds the warehouse
-     +-- OutOfOrderError           code="out_of_order"   exit 8   (reprocess.cycle.run) as-of before the last
+     +-- OutOfOrderError           code="out_of_order"   exit 8   as-of before the last committed one (cycle.run)
      +-- ValidationFailedError     code="validation"     exit 9   a GX suite on the run's outputs failed
      +-- NotFoundError             code="not_found"      exit 10  an operator command asked for a record not there
      +-- StorageUnavailableError   code="storage"        exit 11  the warehouse's object store cannot be reached
