@@ -204,19 +204,20 @@ def test_without_the_class_the_landing_is_checked_by_the_expressions_alone(spark
 
 
 def test_a_line_too_long_for_the_strict_parse_is_record_too_large_not_malformed(spark, jvm, tmp_path):
-    """Above 16 MiB a line is the general path's, whose parse refuses a string of more than 20,000,000 characters:
-    such a line is RECORD_TOO_LARGE (it was MALFORMED_JSON). A long line that parses keeps its own outcome, and a
-    short malformed one stays MALFORMED_JSON; both paths agree."""
+    """Above 16M characters a line is the general path's, whose parse refuses a string of more than 20,000,000
+    characters: such a line is RECORD_TOO_LARGE (it was MALFORMED_JSON). A long line that parses keeps its own
+    outcome, and a malformed one too short to hold such a string stays MALFORMED_JSON; both paths agree."""
     def line(payload_chars: int) -> bytes:
         return json.dumps({"message_id": f"m-{payload_chars}", "address": "orders.created",
                            "payload": "x" * payload_chars, "failed_at": "2026-11-21T03:00:00Z"}).encode()
 
-    huge, long = line(contract.JSON_STRING_CHARS + 1), line(contract.PARSED_LINE_BYTES + 1000)
+    huge, long = line(contract.JSON_STRING_CHARS + 1), line(17 << 20)  # 17 MiB: the general path's, and parses
+    broken = long[:-1]  # 17 MiB without its closing brace
     with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):  # as a cycle reads it: one file, one partition
-        contract.one_file_per_partition(spark, len(huge) + len(long) + 100)
-        reference, _ = _agree(spark, tmp_path, [huge, long, b'{"message_id": "m-bad",'])
+        contract.one_file_per_partition(spark, len(huge) + 2 * len(long) + 100)
+        reference, _ = _agree(spark, tmp_path, [huge, long, broken])
     assert [(r.record_no, r.problem) for r in reference] == \
         [(1, contract.RECORD_TOO_LARGE), (2, contract.PAYLOAD_TOO_LARGE), (3, contract.MALFORMED_JSON)]
     assert reference[0].problem_detail == (
-        f"the line is {len(huge)} bytes and does not parse: a line above 16777216 bytes is refused when it holds a "
-        "JSON string of more than 20000000 characters (or is not valid JSON); payloads may be at most 1048576 bytes")
+        f"the line is {len(huge)} bytes and does not parse: a JSON string of more than 20000000 characters is refused "
+        "(or the line is not valid JSON); payloads may be at most 1048576 bytes")

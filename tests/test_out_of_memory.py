@@ -107,7 +107,7 @@ AFTER_THE_JVM = textwrap.dedent("""
     from reprocess.sparkutil import build_session, explaining_out_of_memory
 
     spark = build_session("oom", master="local[1]")
-    # a task that builds a 700 MB string in a 512m heap: its thread runs out, and the JVM exits with code 52
+    # a task that builds a 1.4 GB string (700 x 2 MB) in a 512m heap: its thread runs out; the JVM exits with 52
     task = spark.range(1).selectExpr("length(concat_ws(',', array_repeat(repeat(concat('x', id), 1048576), 700)))")
     try:
         with explaining_out_of_memory(spark):
@@ -185,3 +185,24 @@ def test_the_dags_spark_submit_task_says_the_driver_ran_out_of_heap(tmp_path):
         proc.stdout[-2000:] + proc.stderr[-3000:]
     assert any(line.startswith("CAUSE Cannot execute: ") and "Error code is: 52." in line
                for line in proc.stdout.splitlines())
+
+
+@pytest.mark.airflow
+def test_the_operator_names_the_heap_spark_submit_gave_by_its_precedence(monkeypatch, tmp_path):
+    from reprocess.submit import ReprocessSubmitOperator
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+
+    def heap(**kwargs) -> str:
+        return ReprocessSubmitOperator(task_id="t", application="app.py", **kwargs).driver_heap()
+
+    assert heap() == "1g"  # Spark's own default
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "3g")
+    assert heap() == "3g"
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.memory  6g\n")
+    assert heap() == "6g"
+    assert heap(conf={"spark.driver.memory": "1536m"}) == "1536m"
+    assert heap(conf={"spark.driver.memory": "1536m"}, driver_memory="8g") == "8g"

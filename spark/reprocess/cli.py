@@ -257,6 +257,7 @@ def _exit_codes() -> str:
     rows = re.findall(r'code="(\w+)"[ \t]+exit (\d+)[ \t]+([^\n]+)', errors.__doc__ or "")
     lines = ["exit codes:", "  0   done, or already committed", "  1   an unexpected error: a bug (its traceback)"]
     lines += [f"  {number:<3} {code}: {meaning.strip()}" for code, number, meaning in rows]
+    lines.append("  (2 is also a command line that does not parse: an unknown option, a value of the wrong form)")
     return "\n".join(lines)
 
 
@@ -434,8 +435,10 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
-        with _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait), \
-                explaining_out_of_memory(spark):
+        # outside the writer's record: a cleanup that fails after the JVM ran out keeps the out-of-memory error in its
+        # chain, where it is still found
+        with explaining_out_of_memory(spark), \
+                _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait):
             audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
                                          lock_wait_seconds=args.lock_wait, private_files=args.private_files)
     sys.stdout.write(json.dumps({k: v for k, v in audit.items() if k != "messages"}, sort_keys=True) + "\n")
@@ -563,8 +566,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             preload_gx()  # overlaps GX's 3 s import with the JVM's start
         remote = _remote(args)
         spark = build_session("reprocess-cycle", master=args.master, remote=remote)
-        with _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run,
-                            lock_wait=args.lock_wait), explaining_out_of_memory(spark):
+        with explaining_out_of_memory(spark), _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of),
+                                                             writes=not args.dry_run, lock_wait=args.lock_wait):
             summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")

@@ -19,6 +19,8 @@ it maps to. Messages carry the evidence: the file, the policy, the key, the reco
 
 from __future__ import annotations
 
+import re
+
 
 class ReprocessError(Exception):
     """Base of every error reprocess raises on purpose."""
@@ -151,7 +153,9 @@ def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) ->
         more = "Restart the server with more (reprocess connect-server --driver-memory) and run again"
     else:
         had = f"The driver had {heap} of heap" + (", and in local mode the tasks run in it." if local else ".")
-        more = f"Set REPROCESS_DRIVER_MEMORY={_doubled(heap)} (twice this run's) and run again"
+        twice = _doubled(heap)
+        more = (f"Set REPROCESS_DRIVER_MEMORY={twice} (twice this run's) and run again" if twice
+                else f"Set REPROCESS_DRIVER_MEMORY above {heap} (say, twice it) and run again")
     if not local:
         more += f", or give the executors of {master} more (spark.executor.memory)"
     return (f"Spark ran out of memory ({evidence}). {had} Nothing is lost: a run stopped before its commit is "
@@ -159,7 +163,8 @@ def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) ->
             "size.")
 
 
-def _doubled(size: str) -> str:
-    """``2g`` -> ``4g``, ``1536m`` -> ``3072m``: a JVM size twice ``size`` (unchanged if it is not one)."""
-    digits = size.rstrip("kKmMgGtT")
-    return f"{int(digits) * 2}{size[len(digits):]}" if digits.isdigit() else size
+def _doubled(size: str) -> str | None:
+    """``2g`` -> ``4g``, ``1536m`` -> ``3072m``: twice the JVM size ``size``; None when ``size`` is not a number with
+    a unit (Spark also takes ``2gb``, or ``2048`` as MiB, which ``REPROCESS_DRIVER_MEMORY`` does not)."""
+    found = re.fullmatch(r"(\d+)([kKmMgGtT])", size.strip())
+    return f"{int(found.group(1)) * 2}{found.group(2)}" if found else None

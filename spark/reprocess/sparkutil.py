@@ -6,6 +6,7 @@ return DataFrames.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 
+
+log = logging.getLogger(__name__)
 
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
 REMOTE_ENV = "REPROCESS_SPARK_REMOTE"
@@ -302,9 +305,12 @@ def with_as_of(df: DataFrame, as_of_ms: int, codegen: str) -> tuple[DataFrame, C
 # connection, without the OutOfMemoryError.
 SPARK_OOM_EXIT_CODE = 52
 JVM_EXIT_WAIT_SECONDS = 30.0  # how long a stopped driver JVM is given to exit before its exit code is asked
-# the JVM's error, or Spark's own subclass of it (a task's memory manager could not get enough)
-_OOM = re.compile(r"(?:java\.lang\.OutOfMemoryError|org\.apache\.spark\.memory\.SparkOutOfMemoryError)"
-                  r"(?::[ \t]*[^\r\n]*\S)?")
+# The JVM's error, or Spark's own subclass of it (a task's memory manager could not get enough). Only the heap's kinds
+# count: more heap does not help a full Metaspace, a native thread or direct buffer refused, or an array above the
+# JVM's limit, and those errors go through as they are.
+_OOM = re.compile(r"(java\.lang\.OutOfMemoryError|org\.apache\.spark\.memory\.SparkOutOfMemoryError)"
+                  r"(?::[ \t]*([^\r\n]*\S))?")
+_HEAP_KINDS = ("Java heap space", "GC overhead limit exceeded")
 
 
 @contextmanager
@@ -316,7 +322,9 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     Two kinds of evidence: ``java.lang.OutOfMemoryError`` in the error (or an error it interrupted), as Spark
     reports a task's or the driver's own; or, when this process started the driver JVM and its SparkContext has
     stopped, the JVM's exit code :data:`SPARK_OOM_EXIT_CODE` (the error itself then says anything from "SparkContext
-    was shut down" to a NullPointerException). Any other error goes through unchanged, at once.
+    was shut down" to a NullPointerException). Any other error goes through unchanged: at once, or, when the
+    SparkContext has stopped, once its JVM has exited (at most :data:`JVM_EXIT_WAIT_SECONDS`). The error that showed
+    it is logged (its first line; the whole of it with ``-v``).
     """
     from reprocess.errors import ReprocessError, SparkOutOfMemoryError
 
@@ -331,17 +339,20 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
         evidence = out_of_memory_evidence(spark, exc)
         if evidence is None:
             raise
+        log.info("out of memory; the error that showed it: %s", _text(exc).splitlines()[0][:500])
+        log.debug("the whole error", exc_info=exc)
         raise SparkOutOfMemoryError.advice(evidence, heap, master) from exc
 
 
 def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | None:
     """What shows that ``exc`` came from a JVM out of heap (``None``: nothing does); see
     :func:`explaining_out_of_memory`."""
-    texts = [_text(e) for e in _chain(exc)]
-    for text in texts:
-        found = _OOM.search(text)
-        if found:
-            return found.group(0)
+    for error in _chain(exc):
+        if not type(error).__module__.startswith(("py4j", "pyspark")):
+            continue  # Spark's own errors only: not one of ours or a target's that quotes a message's text
+        for found in _OOM.finditer(_text(error)):
+            if found.group(1).endswith("SparkOutOfMemoryError") or found.group(2) in (None, *_HEAP_KINDS):
+                return found.group(0)
     proc = None if is_remote(spark) else getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
     if proc is None or not _context_stopped(spark):
         return None  # spark-submit started the JVM (it reports the exit code itself), or Spark is still running

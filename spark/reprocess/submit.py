@@ -5,6 +5,7 @@ Imported by the DAG files only: it needs Airflow and its Spark provider.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -12,9 +13,11 @@ from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from reprocess.errors import out_of_memory_advice
+from reprocess.spark_env import spark_defaults
 from reprocess.sparkutil import SPARK_OOM_EXIT_CODE
 
-_EXIT_CODE = re.compile(r"Error code is: (\d+)\.")  # the provider's message when spark-submit exits non-zero
+# the provider's message when spark-submit exits non-zero, and on Kubernetes the driver pod's own exit code
+_EXIT_CODES = re.compile(r"(?:Error code is|Kubernetes spark exit code is): (-?\d+)")
 
 
 class ReprocessSubmitOperator(SparkSubmitOperator):
@@ -26,15 +29,22 @@ class ReprocessSubmitOperator(SparkSubmitOperator):
     advice ``reprocess run`` gives. Every other outcome is the provider's.
     """
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> Any:
         try:
-            super().execute(context)
+            return super().execute(context)
         except AirflowException as exc:
-            code = _EXIT_CODE.search(str(exc))
-            if code is None or int(code.group(1)) != SPARK_OOM_EXIT_CODE:
+            if SPARK_OOM_EXIT_CODE not in {int(code) for code in _EXIT_CODES.findall(str(exc))}:
                 raise
-            heap = (self.conf or {}).get("spark.driver.memory", "1g")
             connection = getattr(self._hook, "_connection", None) or {}
             evidence = f"spark-submit exited with code {SPARK_OOM_EXIT_CODE}, Spark's exit code for " \
                        "java.lang.OutOfMemoryError"
-            raise AirflowException(out_of_memory_advice(evidence, heap, connection.get("master"))) from exc
+            raise AirflowException(out_of_memory_advice(evidence, self.driver_heap(),
+                                                        connection.get("master"))) from exc
+
+    def driver_heap(self) -> str:
+        """The heap spark-submit gave the driver, by its precedence: ``--driver-memory``, ``--conf``, the
+        deployment's ``spark-defaults.conf``, ``$SPARK_DRIVER_MEMORY``, else Spark's 1g."""
+        env = {**os.environ, **(self.env_vars or {})}
+        defaults = spark_defaults("spark.driver.memory")
+        return (self._driver_memory or (self.conf or {}).get("spark.driver.memory")
+                or (defaults[-1] if defaults else None) or env.get("SPARK_DRIVER_MEMORY") or "1g")

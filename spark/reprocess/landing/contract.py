@@ -72,10 +72,10 @@ _HAS_OFFSET = r"(Z|[+-]\d{2}(:?\d{2})?)$"
 # (?U): Unicode whitespace (NBSP, NEL...) as Python's \s and GX's pandas engine see it, not ASCII only.
 _ADDRESS_OK = r"(?U)^[^.\s/\\]+(\.[^.\s/\\]+)*$"
 _NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
-# Above this many bytes a line is left to the general path (the JVM parser's MAX_CHARS), whose strict parse refuses a
-# JSON string of more than this many characters (Jackson's StreamReadConstraints default): a 40 MB payload was
-# quarantined as MALFORMED_JSON, a reason that sent its operator looking for a syntax error that was not there.
-PARSED_LINE_BYTES = 16 << 20
+# The general path's strict parse refuses a JSON string of more than this many characters (Jackson's
+# StreamReadConstraints default; the JVM parser leaves every line above 16M characters to that path): a 40 MB payload
+# was quarantined as MALFORMED_JSON, a reason that sent its operator looking for a syntax error that was not there.
+# Only a line of more bytes than that can hold such a string.
 JSON_STRING_CHARS = 20_000_000
 
 
@@ -255,13 +255,13 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
     checks: list[tuple[Column, str, Column]] = [
         (structural(~F.is_valid_utf8(F.col("raw")) | F.col("raw").contains("\ufffd")), INVALID_UTF8,
          F.lit("the line is not valid UTF-8 (or contains U+FFFD)")),
-        # the size first, so that the parse is asked again only of the rare line above PARSED_LINE_BYTES
-        (structural((F.octet_length(F.col("raw")) > F.lit(PARSED_LINE_BYTES))
+        # the size first, so that the parse is asked again only of the rare line above JSON_STRING_CHARS bytes
+        (structural((F.octet_length(F.col("raw")) > F.lit(JSON_STRING_CHARS))
                     & ~_one_json_value(F.col("raw"), F.col("_w"))), RECORD_TOO_LARGE,
          F.concat(F.lit("the line is "), F.octet_length(F.col("raw")).cast("string"),
-                  F.lit(f" bytes and does not parse: a line above {PARSED_LINE_BYTES} bytes is refused when it holds a "
-                        f"JSON string of more than {JSON_STRING_CHARS} characters (or is not valid JSON); payloads may"
-                        f" be at most {max_payload_bytes} bytes"))),
+                  F.lit(f" bytes and does not parse: a JSON string of more than {JSON_STRING_CHARS} characters is "
+                        f"refused (or the line is not valid JSON); payloads may be at most {max_payload_bytes} "
+                        "bytes"))),
         (structural(~_one_json_value(F.col("raw"), F.col("_w"))), MALFORMED_JSON,
          F.lit("not valid JSON (one JSON object per line, nothing after it)")),
         (structural(mcol.isNull()), NOT_AN_OBJECT, F.lit("a record must be one JSON object per line")),
