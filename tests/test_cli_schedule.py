@@ -76,12 +76,14 @@ def test_help_describes_every_option():
         assert option in proc.stdout
 
 
-def test_run_help_lists_the_exit_code_of_every_error_class():
+@pytest.mark.parametrize("command", ["run", "redrive"])
+def test_the_spark_commands_help_lists_the_exit_code_of_every_error_class(command):
     from reprocess import errors
     from reprocess.cycle.run import OutOfOrderError
 
-    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "run", "--help"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", command, "--help"], capture_output=True, text=True,
                           check=True)
+    assert f"examples:\n  reprocess {command} --" in proc.stdout
     listed = proc.stdout.split("exit codes:\n", 1)[1].splitlines()
     kinds = {c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ReprocessError)}
     expected = sorted((c.exit_code, c.code) for c in kinds | {OutOfOrderError})

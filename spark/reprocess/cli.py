@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Move the DLQ records matching the filters back into the retry ledger, due from --now on "
         "(spread at --rate messages per second), and write an audit record to <warehouse>/redrive_audit/. "
         "The same request applied twice moves nothing the second time.",
+        epilog="examples:\n  reprocess redrive --warehouse wh/ --address 'orders.#' --reason MAX_DELIVERIES_EXCEEDED "
+        "--now 2026-11-22T09:00:00Z --rate 50\n\n" + _exit_codes(),
+        formatter_class=_ExamplesFormatter,
     )
     d.add_argument("--warehouse", metavar="DIR|URI", required=True, help=WAREHOUSE_HELP)
     d.add_argument("--address", metavar="PATTERN", default="#", help="original-address wildcard (default '#': all)")
