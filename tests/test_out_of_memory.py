@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.errors import SparkOutOfMemoryError, out_of_memory_advice
+from reprocess.errors import SparkOutOfMemoryError
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.spark_env import DRIVER_MEMORY_ENV
+from reprocess.spark_env import DRIVER_MEMORY_ENV, out_of_memory_advice
 from reprocess.storage.arrow import open_snapshot, read_live
 from reprocess.storage.commit import Warehouse
 

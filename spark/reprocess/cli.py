@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "re-drive and dead-letter partitions.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
+    exit_codes = _exit_codes()  # the epilog of each command that runs Spark work
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "at --as-of through the target, reschedule or dead-letter the ones that fail, and commit everything "
         "atomically. Re-running the same --as-of is a no-op; a crashed run is resumed by the next call.",
         epilog="examples:\n  reprocess run --landing landing/ --warehouse wh/ --as-of 2026-11-21T10:15:00Z "
-        "--target python:reprocess.targets.examples:flaky\n\n" + _exit_codes(),
+        "--target python:reprocess.targets.examples:flaky\n\n" + exit_codes,
         formatter_class=_ExamplesFormatter,
     )
     r.add_argument("--landing", metavar="DIR|URI", required=True,
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(spread at --rate messages per second), and write an audit record to <warehouse>/redrive_audit/. "
         "The same request applied twice moves nothing the second time.",
         epilog="examples:\n  reprocess redrive --warehouse wh/ --address 'orders.#' --reason MAX_DELIVERIES_EXCEEDED "
-        "--now 2026-11-22T09:00:00Z --rate 50\n\n" + _exit_codes(),
+        "--now 2026-11-22T09:00:00Z --rate 50\n\n" + exit_codes,
         formatter_class=_ExamplesFormatter,
     )
     d.add_argument("--warehouse", metavar="DIR|URI", required=True, help=WAREHOUSE_HELP)

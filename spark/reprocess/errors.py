@@ -19,8 +19,6 @@ it maps to. Messages carry the evidence: the file, the policy, the key, the reco
 
 from __future__ import annotations
 
-import re
-
 
 class ReprocessError(Exception):
     """Base of every error reprocess raises on purpose."""
@@ -130,41 +128,8 @@ class WarehouseDamagedError(ReprocessError):
 
 class SparkOutOfMemoryError(ReprocessError):
     """A Spark JVM ran out of heap (``java.lang.OutOfMemoryError``; in local mode the driver JVM then exits with
-    Spark's code 52). Nothing is lost, as after any crash; the message says which heap and how to raise it."""
+    Spark's code 52). Nothing is lost, as after any crash; the message says which heap and how to raise it
+    (:func:`reprocess.spark_env.out_of_memory_advice`)."""
 
     code = "out_of_memory"
     exit_code = 13
-
-    @classmethod
-    def advice(cls, evidence: str, heap: str | None, master: str | None) -> SparkOutOfMemoryError:
-        """The error for ``evidence`` (what showed it), with the driver's ``heap`` and the ``master`` if known."""
-        return cls(out_of_memory_advice(evidence, heap, master))
-
-
-def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) -> str:
-    """What to tell the operator of a run that ran out of heap: the evidence, the heap it had, what to raise.
-
-    ``heap`` is the driver's ``spark.driver.memory`` (``None``: not known here, as for a Spark Connect client);
-    ``master`` the Spark master (``local...`` runs the tasks in the driver's heap, anything else in executors).
-    """
-    local = master is None or master.startswith("local")
-    if heap is None:
-        had = "The driver runs in the Spark Connect server, whose heap is set where it starts."
-        more = "Restart the server with more (reprocess connect-server --driver-memory) and run again"
-    else:
-        had = f"The driver had {heap} of heap" + (", and in local mode the tasks run in it." if local else ".")
-        twice = _doubled(heap)
-        more = (f"Set REPROCESS_DRIVER_MEMORY={twice} (twice this run's) and run again" if twice
-                else f"Set REPROCESS_DRIVER_MEMORY above {heap} (say, twice it) and run again")
-    if not local:
-        more += f", or give the executors of {master} more (spark.executor.memory)"
-    return (f"Spark ran out of memory ({evidence}). {had} Nothing is lost: a run stopped before its commit is "
-            f"resumed or redone by the next run. {more}; the README's \"Sizing and speed\" gives the heap per batch "
-            "size.")
-
-
-def _doubled(size: str) -> str | None:
-    """``2g`` -> ``4g``, ``1536m`` -> ``3072m``: twice the JVM size ``size``; None when ``size`` is not a number with
-    a unit (Spark also takes ``2gb``, or ``2048`` as MiB, which ``REPROCESS_DRIVER_MEMORY`` does not)."""
-    found = re.fullmatch(r"(\d+)([kKmMgGtT])", size.strip())
-    return f"{int(found.group(1)) * 2}{found.group(2)}" if found else None

@@ -74,6 +74,35 @@ def driver_memory_conf() -> dict[str, str]:
     return {"spark.driver.memory": value}
 
 
+def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) -> str:
+    """What to tell the operator of a run that ran out of heap: the evidence, the heap it had, what to raise.
+
+    ``heap`` is the driver's ``spark.driver.memory`` (``None``: not known here, as for a Spark Connect client);
+    ``master`` the Spark master (``local...`` runs the tasks in the driver's heap, anything else in executors).
+    """
+    local = master is None or master.startswith("local")
+    if heap is None:
+        had = "The driver runs in the Spark Connect server, whose heap is set where it starts."
+        more = "Restart the server with more (reprocess connect-server --driver-memory) and run again"
+    else:
+        had = f"The driver had {heap} of heap" + (", and in local mode the tasks run in it." if local else ".")
+        twice = _doubled(heap)
+        more = (f"Set {DRIVER_MEMORY_ENV}={twice} (twice this run's) and run again" if twice
+                else f"Set {DRIVER_MEMORY_ENV} above {heap} (say, twice it) and run again")
+    if not local:
+        more += f", or give the executors of {master} more (spark.executor.memory)"
+    return (f"Spark ran out of memory ({evidence}). {had} Nothing is lost: a run stopped before its commit is "
+            f"resumed or redone by the next run. {more}; the README's \"Sizing and speed\" gives the heap per batch "
+            "size.")
+
+
+def _doubled(size: str) -> str | None:
+    """``2g`` -> ``4g``, ``1536m`` -> ``3072m``: twice the JVM size ``size``; None when ``size`` is not one that
+    :data:`DRIVER_MEMORY_ENV` takes (Spark also reads ``2gb``, or ``2048`` as MiB)."""
+    size = size.strip()
+    return f"{int(size[:-1]) * 2}{size[-1]}" if _JVM_SIZE.fullmatch(size) else None
+
+
 def on_spark_connect() -> bool:
     """Whether the DAGs run their Spark jobs as clients of the long-lived server of the ``spark_connect_default``
     connection (``$REPROCESS_SPARK=connect``, see ``reprocess connect-server``) rather than, by default

@@ -327,6 +327,7 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     it is logged (its first line; the whole of it with ``-v``).
     """
     from reprocess.errors import ReprocessError, SparkOutOfMemoryError
+    from reprocess.spark_env import out_of_memory_advice
 
     remote = is_remote(spark)
     heap = None if remote else spark.sparkContext.getConf().get("spark.driver.memory", "1g")
@@ -339,9 +340,9 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
         evidence = out_of_memory_evidence(spark, exc)
         if evidence is None:
             raise
-        log.info("out of memory; the error that showed it: %s", _text(exc).splitlines()[0][:500])
+        log.info("out of memory; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
         log.debug("the whole error", exc_info=exc)
-        raise SparkOutOfMemoryError.advice(evidence, heap, master) from exc
+        raise SparkOutOfMemoryError(out_of_memory_advice(evidence, heap, master)) from exc
 
 
 def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | None:
@@ -350,7 +351,7 @@ def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | Non
     for error in _chain(exc):
         if not type(error).__module__.startswith(("py4j", "pyspark")):
             continue  # Spark's own errors only: not one of ours or a target's that quotes a message's text
-        for found in _OOM.finditer(_text(error)):
+        for found in _OOM.finditer(error_text(error)):
             if found.group(1).endswith("SparkOutOfMemoryError") or found.group(2) in (None, *_HEAP_KINDS):
                 return found.group(0)
     proc = None if is_remote(spark) else getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
@@ -360,9 +361,12 @@ def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | Non
         code = proc.wait(JVM_EXIT_WAIT_SECONDS)
     except subprocess.TimeoutExpired:
         return None
-    if code != SPARK_OOM_EXIT_CODE:
-        return None
-    return f"the driver JVM exited with code {code}, Spark's exit code for java.lang.OutOfMemoryError"
+    return out_of_memory_exit("the driver JVM") if code == SPARK_OOM_EXIT_CODE else None
+
+
+def out_of_memory_exit(process: str) -> str:
+    """The evidence that ``process`` exited with :data:`SPARK_OOM_EXIT_CODE`."""
+    return f"{process} exited with code {SPARK_OOM_EXIT_CODE}, Spark's exit code for java.lang.OutOfMemoryError"
 
 
 def _context_stopped(spark: SparkSession) -> bool:
@@ -383,8 +387,9 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _text(exc: BaseException) -> str:
-    """``str(exc)``, or its bare arguments when that needs a JVM that has gone (a ``Py4JJavaError`` asks it)."""
+def error_text(exc: BaseException) -> str:
+    """``Type: str(exc)``, or the type and its bare string arguments when ``str`` needs a JVM that has gone (a
+    ``Py4JJavaError`` asks the JVM for its text): safe to call while handling any Spark error."""
     try:
         return f"{type(exc).__name__}: {exc}"
     except Exception:  # noqa: BLE001 - the JVM behind the error may be gone

@@ -12,9 +12,8 @@ from typing import Any
 from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from reprocess.errors import out_of_memory_advice
-from reprocess.spark_env import spark_defaults
-from reprocess.sparkutil import SPARK_OOM_EXIT_CODE
+from reprocess.spark_env import out_of_memory_advice, spark_defaults
+from reprocess.sparkutil import SPARK_OOM_EXIT_CODE, out_of_memory_exit
 
 # the provider's message when spark-submit exits non-zero, and on Kubernetes the driver pod's own exit code
 _EXIT_CODES = re.compile(r"(?:Error code is|Kubernetes spark exit code is): (-?\d+)")
@@ -25,7 +24,7 @@ class ReprocessSubmitOperator(SparkSubmitOperator):
 
     A driver JVM whose task thread runs out of heap (local mode) exits at once with Spark's code 52, before the job's
     own Python can say why; the provider then fails the task with only "Error code is: 52". This operator fails it
-    with what the driver had and what to raise instead (:func:`reprocess.errors.out_of_memory_advice`), the same
+    with what the driver had and what to raise instead (:func:`reprocess.spark_env.out_of_memory_advice`), the same
     advice ``reprocess run`` gives. Every other outcome is the provider's.
     """
 
@@ -36,9 +35,7 @@ class ReprocessSubmitOperator(SparkSubmitOperator):
             if SPARK_OOM_EXIT_CODE not in {int(code) for code in _EXIT_CODES.findall(str(exc))}:
                 raise
             connection = getattr(self._hook, "_connection", None) or {}
-            evidence = f"spark-submit exited with code {SPARK_OOM_EXIT_CODE}, Spark's exit code for " \
-                       "java.lang.OutOfMemoryError"
-            raise AirflowException(out_of_memory_advice(evidence, self.driver_heap(),
+            raise AirflowException(out_of_memory_advice(out_of_memory_exit("spark-submit"), self.driver_heap(),
                                                         connection.get("master"))) from exc
 
     def driver_heap(self) -> str:

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 from reprocess.errors import ReprocessError, WarehouseDamagedError
 from reprocess.ledger.model import LEDGER_FILE_SCHEMA
+from reprocess.sparkutil import error_text
 from reprocess.storage.arrow import PARTITION_COLUMNS, partition_value
 from reprocess.storage.commit import DATASETS, open_warehouse
 
@@ -30,7 +31,7 @@ def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> War
     :class:`WarehouseDamagedError` naming it, when the file is one ``snap`` lists (deleted, overwritten or cut short
     outside reprocess); None for any other error, a landing file's included (those have their own checks:
     ``reprocess.cycle.landing_batch``)."""
-    text = str(exc)
+    text = error_text(exc)  # not str(exc): a Py4JJavaError asks its JVM, which may have gone (out of heap)
     found = _FAILED_READ.search(text) or _NOT_FOUND.search(text)
     if found is None:
         return None
