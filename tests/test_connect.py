@@ -4,6 +4,7 @@ the server refuses clients without its token; the cycle DAG runs on it with ``RE
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import secrets
@@ -103,6 +104,11 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
 
     write_landing(GenerateOptions(out=tmp_path / "landing", messages=200, hours=2, seed=9, malformed=2))
     (tmp_path / "landing" / "dt=2026-11-21" / "hour=00" / "not_gzip.jsonl.gz").write_bytes(b"not gzip")
+    # decoded by the server's driver, which measures its bytes: they add up with its lines, so nothing is scanned
+    packed = [json.dumps({"message_id": f"gz-{i}", "address": "orders.created", "payload": "p",
+                          "failed_at": "2026-11-21T00:10:00Z"}) for i in range(3)]
+    (tmp_path / "landing" / "dt=2026-11-21" / "hour=00" / "packed.jsonl.gz").write_bytes(
+        gzip.compress("\r\n\n".join(packed).encode()))
     landing = f"cfile://{tmp_path / 'landing'}"  # listed and checked for corrupt files by the server's driver too
     root, local = tmp_path / "wh-uri", tmp_path / "wh-local"
     uri = f"cfile://{root}"
@@ -143,6 +149,21 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
     # each client recorded its session in the warehouse and took the record away; no stage is left
     assert (root / "_runs" / "_connect_sessions").is_dir()
     assert [p for p in (root / "_runs").rglob("*") if p.is_file()] == []
+
+
+def test_a_long_line_in_a_landing_file_at_a_uri_is_named_to_a_connect_client(server, tmp_path):
+    """A client cannot stream a file at a URI to find a line too long to read: the run stops before it commits
+    anything and names the file (a driver of its own quarantines the line: tests/test_long_lines.py)."""
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))
+    long_file = landing / "dt=2026-11-21" / "hour=00" / "long.jsonl"
+    long_file.write_text("x" * 5000 + "\n")
+    cmd = _cli(server, "run", "--landing", f"cfile://{landing}", "--warehouse", str(wh), "--as-of",
+               "2026-11-21T03:00:00Z", "--max-line-bytes", "2048")
+    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 4, done.stderr[-3000:]  # ContractError
+    assert f"landing file cfile:{long_file} may hold a line of more than --max-line-bytes" in done.stderr
+    assert Warehouse(wh).latest().version == 0  # nothing committed
 
 
 def test_a_server_without_the_store_plugin_is_named_for_a_warehouse_at_a_uri(tmp_path):

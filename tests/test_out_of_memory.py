@@ -3,8 +3,9 @@ what to raise (:class:`reprocess.errors.SparkOutOfMemoryError`), not a Java stac
 next run with more heap takes the same batch. The DAGs' spark-submit task says the same
 (:class:`reprocess.submit.ReprocessSubmitOperator`).
 
-The heap is made short for real: a 40 MB landing line does not fit a 512m driver (Spark needs 450 MB of heap to
-start at all), and fits the default 2g one.
+The heap is made short for real: a 40 MB landing line, read whole (``--max-line-bytes`` above it), does not fit a
+512m driver (Spark needs 450 MB of heap to start at all). Under the default maximum (32 MiB) the reader skips it
+without holding it, and the same 512m driver quarantines it (:mod:`reprocess.landing.long_lines`).
 """
 
 from __future__ import annotations
@@ -63,20 +64,20 @@ def landing(tmp_path_factory) -> Path:
     return root
 
 
-def _run(landing: Path, wh: Path, memory: str | None) -> subprocess.CompletedProcess[str]:
+def _run(landing: Path, wh: Path, memory: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != DRIVER_MEMORY_ENV}
     env["PYSPARK_PYTHON"] = sys.executable
     if memory:
         env[DRIVER_MEMORY_ENV] = memory
     cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--master", "local[2]", "--format", "json"]
+           "--as-of", AS_OF, "--master", "local[2]", "--format", "json", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.spark
-def test_a_cycle_out_of_heap_says_so_and_the_next_run_with_more_takes_the_same_batch(landing, tmp_path):
+def test_a_cycle_out_of_heap_says_so_and_the_next_run_quarantines_the_line_unread_in_the_same_heap(landing, tmp_path):
     wh = tmp_path / "wh"
-    short = _run(landing, wh, SHORT)
+    short = _run(landing, wh, SHORT, "--max-line-bytes", str(64 << 20))  # the 40 MB line is read whole
     assert short.returncode == SparkOutOfMemoryError.exit_code, short.stderr[-3000:]
     said = [line for line in short.stderr.splitlines() if line.startswith("reprocess: out_of_memory: ")]
     assert len(said) == 1, short.stderr[-3000:]
@@ -87,17 +88,19 @@ def test_a_cycle_out_of_heap_says_so_and_the_next_run_with_more_takes_the_same_b
     assert "Set REPROCESS_DRIVER_MEMORY=1024m (twice this run's) and run again" in said[0]
     assert Warehouse(wh).latest().run("run-20261121T030000Z") is None  # nothing committed
 
-    full = _run(landing, wh, None)  # the default 2g
-    assert full.returncode == 0, full.stderr[-3000:]
-    summary = json.loads(full.stdout)
-    assert summary["driver_memory"] == "2g"
+    again = _run(landing, wh, SHORT)  # the default maximum line length, 32 MiB
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads(again.stdout)
+    assert summary["driver_memory"] == SHORT
     assert summary["quarantined"] == 1
     assert all(summary["conservation"].values())
     reader, snap = open_snapshot(str(wh))
-    quarantined = read_live(reader, snap, "quarantine", ["source_file", "record_no", "reason_code", "raw"]).to_pylist()
-    line = (landing / "dt=2026-11-21" / "hour=00" / "huge.jsonl").read_text().rstrip("\n")
-    assert [(Path(q["source_file"]).name, q["record_no"], q["reason_code"], q["raw"] == line) for q in quarantined] \
-        == [("huge.jsonl", 1, "RECORD_TOO_LARGE", True)]
+    quarantined = read_live(reader, snap, "quarantine", ["source_file", "record_no", "reason_code", "raw",
+                                                         "reason"]).to_pylist()
+    size = (landing / "dt=2026-11-21" / "hour=00" / "huge.jsonl").stat().st_size
+    assert [(Path(q["source_file"]).name, q["record_no"], q["reason_code"], q["raw"]) for q in quarantined] \
+        == [("huge.jsonl", 1, "RECORD_TOO_LARGE", None)]
+    assert quarantined[0]["reason"].startswith(f"the line is {size} bytes (from byte 0 of the file)")
 
 
 # -- the evidence when only the exit code is left -----------------------------------------------------------------

@@ -50,6 +50,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _line_cap(text: str) -> int:
+    from reprocess.landing.long_lines import MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
+
+    value = _positive_int(text)
+    if not MIN_MAX_LINE_BYTES <= value <= MAX_MAX_LINE_BYTES:
+        raise argparse.ArgumentTypeError(f"must be between {MIN_MAX_LINE_BYTES} and {MAX_MAX_LINE_BYTES}, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reprocess",
@@ -101,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report, re-drive nothing, commit nothing")
     r.add_argument("--max-payload-bytes", metavar="N", type=_positive_int, default=1 << 20,
                    help="larger payloads are quarantined (default: 1048576)")
+    r.add_argument("--max-line-bytes", metavar="N", type=_line_cap, default=32 << 20,
+                   help="a landing line of N bytes or more (its line end included) is quarantined as "
+                        "RECORD_TOO_LARGE without being read into memory; its file and byte offset are in the "
+                        "reason (default: 33554432, 32 MiB)")
     _add_writer_options(r)
     _add_spark_options(r)
     r.add_argument("--format", choices=("text", "json"), default="text", help="summary format (default: text)")
@@ -560,7 +573,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     policies = load_config(args.config)
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
                         target=args.target, dry_run=args.dry_run, address_filter=args.address_filter,
-                        max_payload_bytes=args.max_payload_bytes, lock_wait_seconds=args.lock_wait,
+                        max_payload_bytes=args.max_payload_bytes, max_line_bytes=args.max_line_bytes,
+                        lock_wait_seconds=args.lock_wait,
                         private_files=args.private_files)
     with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, args.private_files,
                       skip=args.dry_run):

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import gzip
 import logging
+import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reprocess.landing import contract
 from reprocess.landing.contract import (
     one_file_per_partition,
     parse_records,
     read_parquet_records,
     read_text_records,
     use_jvm_parser,
+)
+from reprocess.landing.long_lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    LongLine,
+    may_hold_long_lines,
+    read_chunks,
+    record_no_after_skips,
+    scan,
 )
 from reprocess.landing.manifest import partition_problem
 from reprocess.sparkutil import with_as_of
@@ -39,6 +49,7 @@ class Batch:
     file_keys: dict[str, str]  # Spark's file URI -> the landing file's path (or URI) as listed
     as_of: Column  # the run's as-of over ``records`` (a column of them with generated code: drop AS_OF_COLUMN)
     jvm_parser: bool = False  # the structural checks of well-formed lines ran in the JVM (contract.use_jvm_parser)
+    text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz)
 
 
 def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
@@ -50,14 +61,15 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
     return [mapped[p] if p in mapped else local_file_uri(p) for p in paths]
 
 
-def _gzip_problem(path: str) -> str | None:
+def _gzip_problem(path: str) -> tuple[str | None, int | None]:
+    decoded = 0
     try:
         with gzip.open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
+            while chunk := fh.read(1 << 20):
+                decoded += len(chunk)
     except (OSError, EOFError, zlib.error) as exc:
-        return f"cannot decompress: {exc}"
-    return None
+        return f"cannot decompress: {exc}", None
+    return None, decoded
 
 
 def _parquet_problem(path: str) -> str | None:
@@ -70,18 +82,22 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
-def _decode_problem(spark: SparkSession, f: LandingFile) -> str | None:
-    """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text)."""
+def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, int | None]:
+    """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text), and a
+    readable ``.gz`` file's decoded length (None for others)."""
     if remote_scheme(f.path):  # Python cannot open it: the JVM that has its connector checks it (for a Spark
         return session_fs(spark).decode_problem(f.path, f.fmt)  # Connect client, the server's)
     if f.path.endswith(".gz"):
         return _gzip_problem(f.path)
-    return _parquet_problem(f.path) if f.fmt == "parquet" else None
+    return (_parquet_problem(f.path) if f.fmt == "parquet" else None), None
 
 
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
-               max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted") -> Batch:
+               max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
+               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest.
+    Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
+    from ``Batch.text_bytes``).
 
     With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
     long-lived driver's next run compiles nothing again: the records then carry column
@@ -89,28 +105,33 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     """
     corrupt: list[tuple[str, str]] = []
     readable = []
+    text_bytes: dict[str, int] = {}
     for f in files:
         problem = partition_problem(f.path)
         if problem is None and f.size == 0:
             readable.append(f)
             continue
-        problem = problem or _decode_problem(spark, f)
+        decoded = None
+        if problem is None:
+            problem, decoded = _decode_problem(spark, f)
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))
         else:
             readable.append(f)
+            if f.fmt == "text":
+                text_bytes[f.path] = f.size if decoded is None else decoded
     texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     largest = max((f.size for f in readable), default=0)
     one_file_per_partition(spark, largest)
     parts = []
     if texts:
-        parts.append(read_text_records(spark, texts))
+        parts.append(read_text_records(spark, texts, max_line_bytes))
     if parquets:
         parts.append(read_parquet_records(spark, parquets))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
-                           T.StructField("raw", T.StringType())])
+                           T.StructField("raw", T.StringType()), T.StructField("line_bytes", T.LongType())])
     raw = parts[0] if parts else spark.createDataFrame([], schema)
     for p in parts[1:]:
         raw = raw.unionByName(p)
@@ -124,4 +145,50 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of, jvm)
+    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes)
+
+
+def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
+                    max_line_bytes: int) -> tuple[DataFrame, int]:
+    """``rec`` (the run's records, cached and counted) with the lines the reader skipped as ``RECORD_TOO_LARGE``
+    records of their own, and the other records of their files renumbered; and the number of records read.
+
+    One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
+    scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped.
+    """
+    stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"), F.sum("line_bytes").alias("bytes"),
+                                           F.max("record_no").alias("lines")).collect()
+    records = sum(int(r.records) for r in stats)
+    read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
+    skipped: dict[str, list[LongLine]] = {}
+    for path, size in batch.text_bytes.items():
+        got_bytes, lines = read.get(path, (0, 0))
+        if not may_hold_long_lines(size, got_bytes, lines, max_line_bytes):
+            continue
+        log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
+                 "file=%s bytes=%s read_bytes=%s lines_read=%s", max_line_bytes, path, size, got_bytes, lines)
+        t0 = time.monotonic()
+        found = list(scan(read_chunks(spark, path), max_line_bytes))
+        log.info("landing file scanned file=%s long_lines=%s seconds=%.1f", path, len(found), time.monotonic() - t0)
+        for line in found:
+            log.error("landing line too long, quarantined without its text file=%s record=%s offset=%s bytes=%s",
+                      path, line.record_no, line.offset, line.size)
+        if found:
+            skipped[path] = found
+    if not skipped:
+        return rec, records
+    renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))
+    rows: list[tuple[Any, ...]] = [
+        (path, line.record_no, contract.RECORD_TOO_LARGE, _too_long(path, line, max_line_bytes), path not in manifest,
+         manifest[path].through_ms if path in manifest else None, False, False, [])
+        for path, lines in skipped.items() for line in lines]
+    long_rows = spark.createDataFrame(rows, "source_file string, record_no bigint, problem string, "
+                                            "problem_detail string, is_new_file boolean, prev_through_ms bigint, "
+                                            "in_window boolean, deferred boolean, expectations array<string>")
+    return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows)
+
+
+def _too_long(path: str, line: LongLine, max_line_bytes: int) -> str:
+    where = "of the file once decompressed" if path.endswith(".gz") else "of the file"
+    return (f"the line is {line.size} bytes (from byte {line.offset} {where}), at least the {max_line_bytes} a "
+            "line may have (--max-line-bytes): it was not read, so its text is not here; the landing file holds it")

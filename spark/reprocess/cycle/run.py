@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris
+from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris, with_long_lines
 from reprocess.errors import (
     ConfigError,
     ConservationError,
@@ -36,6 +36,7 @@ from reprocess.errors import (
     ValidationFailedError,
 )
 from reprocess.landing import contract
+from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES
 from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, manifest_bytes, pending, read_manifest
 from reprocess.ledger.merge import aggregate_failures, apply_outcomes, merge_failures, non_retryable_column, with_bucket
 from reprocess.ledger.model import (
@@ -94,6 +95,7 @@ class CycleOptions:
     dry_run: bool = False
     address_filter: str | None = None  # only re-drive due messages whose address matches (wildcards)
     max_payload_bytes: int = contract.DEFAULT_MAX_PAYLOAD_BYTES
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # a longer line is quarantined unread (landing.long_lines)
     max_future_ms: int = contract.DEFAULT_MAX_FUTURE_MS
     lock_wait_seconds: float = 0.0
     private_files: bool | None = None  # owner-only files (0600/0700); None: $REPROCESS_PRIVATE_FILES
@@ -222,8 +224,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
     with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
         batch, rec = landed(spark, files, manifest, opts, codegen)
-        rec = rec.persist()
-        records_read = rec.count()  # parses the batch into the cache once, for every use below
+        cached = rec.persist()
+        # parses the batch into the cache once, for every use below, and adds up each file's lines
+        rec, records_read = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -273,7 +276,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 
     if opts.dry_run:
         summary = _dry_summary(rec, bad, fresh, merged, due_count, run_id, as_of, files)
-        for df in (rec, merged, due):
+        for df in (cached, merged, due):
             df.unpersist()
         return summary
 
@@ -349,7 +352,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary})
     wh.commit(snap, new)
-    for df in (rec, merged, due, final):
+    for df in (cached, merged, due, final):
         df.unpersist()
     wh.vacuum(new, keep_previous=snap)
     wh.clear_run(run_id)
@@ -372,7 +375,8 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     it is a new failure of this run, ``deferred`` whether it is a good record for a later as-of, ``fp`` its
     fingerprint. ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
     policies = opts.policies
-    batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen)
+    batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen,
+                       opts.max_line_bytes)
     rec = batch.records.withColumns({"policy_idx": policy_index_column(policies, F.col("address")),
                                      suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})
     rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
+from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES, READER_OPTION
 from reprocess.sparkutil import as_of_column, sql_lambda
 
 if TYPE_CHECKING:
@@ -79,24 +80,30 @@ _NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
 JSON_STRING_CHARS = 20_000_000
 
 
-def read_text_records(spark: SparkSession, files: list[str]) -> DataFrame:
-    """``source_file, record_no, raw`` for JSONL / JSONL.gz files, one row per line (blank lines too).
+def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> DataFrame:
+    """``source_file, record_no, raw, line_bytes`` for JSONL / JSONL.gz files, one row per line (blank lines too).
 
     Each file must be read whole by one task, so the record number is the row index within the
     partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above
     the largest file (see :func:`one_file_per_partition`).
+
+    A line of ``max_line_bytes`` or more (its line end included) is skipped, never held in memory, and the record
+    numbers after it are one short: :mod:`reprocess.landing.long_lines` finds it from ``line_bytes`` (each line's
+    bytes), quarantines it and renumbers.
     """
-    df = spark.read.text(files)
+    df = spark.read.option(READER_OPTION, str(max_line_bytes)).text(files)
     mid = F.monotonically_increasing_id()
     return df.select(
         F.col("_metadata.file_path").alias("source_file"),
         (mid.bitwiseAND(F.lit(_LINE_MASK)) + F.lit(1)).alias("record_no"),
         F.col("value").alias("raw"),
+        F.octet_length("value").cast("long").alias("line_bytes"),
     )
 
 
 def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Parquet landing files as the same ``source_file, record_no, raw`` rows (``raw`` = the row as JSON)."""
+    """Parquet landing files as the same ``source_file, record_no, raw, line_bytes`` rows (``raw`` = the row as
+    JSON, ``line_bytes`` null)."""
     # One read per file: Spark reads the files of one read with one schema, which drops the columns other
     # files have and fails on a column whose type differs between files.
     parts = []
@@ -106,6 +113,7 @@ def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
             F.col("_metadata.file_path").alias("source_file"),
             (F.col("_metadata.row_index") + F.lit(1)).alias("record_no"),
             F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("raw"),
+            F.lit(None).cast("long").alias("line_bytes"),
         ))
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
 

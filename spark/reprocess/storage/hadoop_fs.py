@@ -69,10 +69,11 @@ class HadoopFs(Protocol):
     def entries(self, location: str) -> list[tuple[str, str, str, int]]:
         """What is directly in ``location``: (name, "dir"/"file"/"other", path, length), by name."""
 
-    def decode_problem(self, location: str, fmt: str) -> str | None:
-        """Why a ``.gz`` or Parquet (``fmt``) landing file cannot be decoded at all, or None if it can. An I/O error
-        that is no decoding error (a timeout, throttling, a 403, a file gone since the listing) is raised: the run
-        fails and the next one retries it; only a file that does not decode is quarantined whole, for good."""
+    def decode_problem(self, location: str, fmt: str) -> tuple[str | None, int | None]:
+        """Why a ``.gz`` or Parquet (``fmt``) landing file cannot be decoded at all (None if it can), and when it
+        can, a ``.gz`` file's decoded length (None for others). An I/O error that is no decoding error (a timeout,
+        throttling, a 403, a file gone since the listing) is raised: the run fails and the next one retries it; only
+        a file that does not decode is quarantined whole, for good."""
 
     def glob(self, pattern: str) -> list[str]: ...
 
@@ -253,11 +254,12 @@ class JvmFs:
             out.append((str(st.getPath().getName()), kind, str(st.getPath().toString()), int(st.getLen())))
         return sorted(out)
 
-    def decode_problem(self, location: str, fmt: str) -> str | None:
+    def decode_problem(self, location: str, fmt: str) -> tuple[str | None, int | None]:
         from py4j.protocol import Py4JJavaError
 
         jvm = self._jvm
         path, fs = self._at(location)
+        decoded = None
         try:
             if fmt == "parquet":
                 jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
@@ -270,15 +272,16 @@ class JvmFs:
                 except Py4JJavaError:
                     jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
                     raise
-                # copyBytes closes both streams, also when it fails
-                jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, jvm.java.io.OutputStream.nullOutputStream(),
-                                                           1 << 20, True)
+                try:
+                    decoded = int(stream.transferTo(jvm.java.io.OutputStream.nullOutputStream()))
+                finally:
+                    jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)  # closes raw too
         except Py4JJavaError as exc:
             if not _does_not_decode(exc.java_exception):
                 raise
             why = exc.java_exception.toString()
-            return f"not a readable Parquet file: {why}" if fmt == "parquet" else f"cannot decompress: {why}"
-        return None
+            return (f"not a readable Parquet file: {why}" if fmt == "parquet" else f"cannot decompress: {why}"), None
+        return None, decoded
 
     def glob(self, pattern: str) -> list[str]:
         path, fs = self._at(pattern)
@@ -384,9 +387,11 @@ class ConnectFs:
         rows = self._call("children", path=location)
         return sorted((str(r.s).rstrip("/").rsplit("/", 1)[-1], str(r.k), str(r.s), int(r.n)) for r in rows)
 
-    def decode_problem(self, location: str, fmt: str) -> str | None:
+    def decode_problem(self, location: str, fmt: str) -> tuple[str | None, int | None]:
         rows = self._call("decodes", path=location, fmt=fmt)
-        return str(rows[0].s) if rows else None
+        if rows and rows[0].k == "problem":
+            return str(rows[0].s), None
+        return None, int(rows[0].n) if rows else None
 
     def glob(self, pattern: str) -> list[str]:
         return sorted(str(r.s) for r in self._call("glob", path=pattern))

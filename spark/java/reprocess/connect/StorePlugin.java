@@ -197,10 +197,13 @@ public final class StorePlugin implements RelationPlugin {
         }
         break;
       }
-      case "decodes": { // a landing file that cannot be decoded at all: a row with why (none when it can)
-        String problem = decodeProblem(conf, path(request), request.path("fmt").asText());
+      case "decodes": { // a landing file that cannot be decoded at all: a row with why; when it can, a .gz one's
+        long[] decoded = {-1}; // decoded length (what its lines add up to, for reprocess.landing.long_lines)
+        String problem = decodeProblem(conf, path(request), request.path("fmt").asText(), decoded);
         if (problem != null) {
           rows.add(row("problem", problem, 0));
+        } else if (decoded[0] >= 0) {
+          rows.add(row("bytes", null, decoded[0]));
         }
         break;
       }
@@ -243,7 +246,8 @@ public final class StorePlugin implements RelationPlugin {
    * timeout, a 403, a file gone since the listing) is thrown, failing the run for the next run to retry, never
    * taken as corruption.
    */
-  static String decodeProblem(Configuration conf, Path path, String fmt) throws IOException {
+  /** Why a landing file cannot be decoded at all, or null; a {@code .gz} file's decoded length in {@code decoded[0]}. */
+  static String decodeProblem(Configuration conf, Path path, String fmt, long[] decoded) throws IOException {
     try {
       if ("parquet".equals(fmt)) {
         ParquetFileReader.open(HadoopInputFile.fromPath(path, conf)).close();
@@ -257,7 +261,11 @@ public final class StorePlugin implements RelationPlugin {
           IOUtils.closeStream(raw);
           throw e;
         }
-        IOUtils.copyBytes(stream, OutputStream.nullOutputStream(), 1 << 20, true); // closes both, also on failure
+        try {
+          decoded[0] = stream.transferTo(OutputStream.nullOutputStream());
+        } finally {
+          IOUtils.closeStream(stream); // closes raw too
+        }
       }
     } catch (IOException | RuntimeException e) {
       if (!doesNotDecode(e)) {

@@ -1,0 +1,257 @@
+"""Landing lines too long to read (:mod:`reprocess.landing.long_lines`): Spark's reader skips them without holding
+them; the run finds each one by its file's bytes, quarantines it as ``RECORD_TOO_LARGE`` with its record number and
+offset, renumbers the file's other records, and loses nothing.
+
+The reference is a byte-at-a-time splitter written from Hadoop's ``LineRecordReader`` rules (line ends ``\\n``,
+``\\r\\n``, ``\\r``; a first line's UTF-8 byte order mark not counted); Spark's own reader is held to it too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from reprocess.cli import load_config, parse_instant
+from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.landing import contract
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.landing.long_lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    LongLine,
+    may_hold_long_lines,
+    read_chunks,
+    record_no_after_skips,
+    scan,
+)
+from reprocess.storage.arrow import open_snapshot, read_live
+
+BOM = b"\xef\xbb\xbf"
+AS_OF = "2026-11-21T03:00:00Z"
+HOUR = Path("dt=2026-11-21") / "hour=00"
+
+
+def _reference(data: bytes, cap: int) -> list[tuple[int, int, int, bytes]]:
+    """Every line of ``data`` as (record_no, offset, size with line end, text), one byte at a time."""
+    out, i, n = [], 0, len(data)
+    while i < n:
+        j = i
+        while j < n and data[j] not in b"\r\n":
+            j += 1
+        end = j + 2 if data[j:j + 2] == b"\r\n" else min(j + 1, n)
+        text = data[i:j]
+        size = end - i
+        if i == 0 and data.startswith(BOM):
+            size, text = size - len(BOM), text[len(BOM):]
+            if size == 0:  # a file of a byte order mark alone: no line (Hadoop reads 0 bytes, its end of file)
+                break
+        out.append((len(out) + 1, i, size, text))
+        i = end
+    return out
+
+
+def _long(data: bytes, cap: int) -> list[LongLine]:
+    return [LongLine(r, o, s) for r, o, s, _t in _reference(data, cap) if s >= cap]
+
+
+def _chunked(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+segments = st.lists(st.one_of(
+    st.integers(0, 90).map(lambda n: b"x" * n),
+    st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\r", b"\r\r\n", b" \t", BOM])), max_size=30)
+
+
+# -- the scan --------------------------------------------------------------------------------------------------------
+@pytest.mark.unit
+@settings(max_examples=400, deadline=None)
+@given(bom=st.booleans(), parts=segments, cap=st.integers(3, 60), chunk=st.integers(1, 70))
+def test_the_scan_finds_the_long_lines_the_reference_finds_however_the_bytes_are_chunked(bom, parts, cap, chunk):
+    data = (BOM if bom else b"") + b"".join(parts)
+    assert list(scan(_chunked(data, chunk), cap)) == _long(data, cap)
+
+
+@pytest.mark.unit
+def test_a_line_counts_its_line_end_and_a_first_lines_byte_order_mark_does_not():
+    assert list(scan([b"abc\n", b"abcd\r\n", b"abcde"], 5)) == [LongLine(2, 4, 6), LongLine(3, 10, 5)]
+    assert list(scan([BOM + b"abc\n"], 5)) == []  # 4 bytes once the mark is off
+    assert list(scan([BOM + b"abcd\n"], 5)) == [LongLine(1, 0, 5)]
+    assert list(scan([b"abc\r", b"\nabc"], 6)) == []  # one line end of two bytes across two chunks
+    assert list(scan([b"abc\r", b"\nabc"], 5)) == [LongLine(1, 0, 5)]
+    assert list(scan([b""], 5)) == []
+    assert list(scan([], 5)) == []
+    assert list(scan([b"\n" * 10], 3)) == []
+    assert list(scan([b"\r\n" * 10], 2)) == [LongLine(i, 2 * i - 2, 2) for i in range(1, 11)]
+
+
+@pytest.mark.unit
+def test_a_file_of_short_lines_never_looks_as_if_it_held_a_long_one_and_a_skipped_line_always_does():
+    rng = random.Random(7)
+    for _ in range(300):
+        cap = rng.choice([1024, 4096])
+        ends = [b"\n", b"\r\n", b"\r"]
+        lines = [b"y" * rng.randint(0, cap - 3) + rng.choice(ends) for _ in range(rng.randint(0, 40))]
+        data = (BOM if rng.random() < 0.3 else b"") + b"".join(lines) + b"z" * rng.randint(0, 50)
+        every = _reference(data, cap)
+        read = [line for line in every if line[2] < cap]
+        flagged = may_hold_long_lines(len(data), sum(len(t) for *_x, t in read), len(read), cap)
+        assert flagged == (len(read) < len(every)), data[:60]
+    # so many lines that their ends alone could hide a skipped line: the bytes cannot tell, the file is scanned
+    assert may_hold_long_lines(3 * 600, 600, 600, 1024)
+    assert not may_hold_long_lines(3 * 500, 500, 500, 1024)
+
+
+@pytest.mark.unit
+def test_the_cli_default_is_the_cycles_default_and_a_maximum_out_of_range_is_refused(capsys):
+    from reprocess.cli import build_parser
+
+    base = ["run", "--landing", "l", "--warehouse", "w", "--as-of", AS_OF]
+    assert build_parser().parse_args(base).max_line_bytes == DEFAULT_MAX_LINE_BYTES == CycleOptions.max_line_bytes
+    assert build_parser().parse_args([*base, "--max-line-bytes", "4096"]).max_line_bytes == 4096
+    for bad, why in (("1023", "must be between 1024 and 2147483647, got 1023"),
+                     (str(1 << 31), f"must be between 1024 and 2147483647, got {1 << 31}"),
+                     ("lots", "expected a whole number, got 'lots'")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*base, "--max-line-bytes", bad])
+        assert f"argument --max-line-bytes: {why}" in capsys.readouterr().err
+
+
+# -- Spark's reader keeps to the same rules -----------------------------------------------------------------------
+@pytest.mark.spark
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bom=st.booleans(), parts=segments, cap=st.integers(3, 60), gz=st.booleans())
+def test_spark_reads_exactly_the_lines_the_scan_does_not_report(spark, tmp_path, bom, parts, cap, gz):
+    data = (BOM if bom else b"") + b"".join(parts)
+    path = tmp_path / ("f.jsonl.gz" if gz else "f.jsonl")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    rows = contract.read_text_records(spark, [str(path)], cap).select("record_no", "raw", "line_bytes").collect()
+    skipped = {line.record_no for line in scan([data], cap)}
+    expected = [t for r, _o, _s, t in _reference(data, cap) if r not in skipped]
+    assert [r.raw.encode("utf-8", "surrogateescape") if r.raw else b"" for r in rows] == [
+        t.decode("utf-8", "replace").encode("utf-8", "surrogateescape") for t in expected]
+    assert [r.record_no for r in rows] == list(range(1, len(rows) + 1))  # numbered as read: renumbered by the run
+
+
+@pytest.mark.spark
+def test_records_read_after_skipped_lines_get_their_real_numbers_back(spark):
+    skipped = {"a": [LongLine(2, 0, 0), LongLine(3, 0, 0), LongLine(6, 0, 0)], "b": [LongLine(1, 0, 0)]}
+    # file a, lines 1..8 with 2, 3 and 6 skipped: read as 1, 4, 5, 7, 8; file b: 1 skipped, 2..3 read; c untouched
+    df = spark.createDataFrame([("a", i) for i in range(1, 6)] + [("b", 1), ("b", 2), ("c", 1), ("c", 2)],
+                               "f string, n bigint")
+    got = df.select("f", record_no_after_skips(F.col("n"), F.col("f"), skipped).alias("n")).collect()
+    assert [tuple(r) for r in got] == [("a", 1), ("a", 4), ("a", 5), ("a", 7), ("a", 8), ("b", 2), ("b", 3),
+                                       ("c", 1), ("c", 2)]
+
+
+@pytest.mark.spark
+def test_a_landing_file_at_a_uri_is_measured_and_streamed_by_the_drivers_filesystem(spark, tmp_path):
+    """For a file at a URI the driver's Hadoop ``FileSystem`` measures a ``.gz`` file's decoded bytes (in the decode
+    check) and streams a flagged file to the scan, decoded; ``viewfs:`` stands for a bucket."""
+    from reprocess.storage.hadoop_fs import session_fs
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.viewfs.impl.disable.cache", "true")  # the default mount table gains a link per test
+    name = tmp_path.name.replace("_", "-")
+    conf.set(f"fs.viewfs.mounttable.default.link./{name}", tmp_path.as_uri())
+    data = b"a\r\n" + b"x" * 5000 + b"\n" + b"b" * (5 << 20)  # the last line spans two of the stream's chunks
+    (tmp_path / "f.jsonl").write_bytes(data)
+    (tmp_path / "f.jsonl.gz").write_bytes(gzip.compress(data))
+    assert session_fs(spark).decode_problem(f"viewfs:/{name}/f.jsonl.gz", "text") == (None, len(data))
+    assert session_fs(spark).decode_problem(f"viewfs:/{name}/f.jsonl", "text") == (None, None)
+    for f in ("f.jsonl", "f.jsonl.gz"):
+        chunks = list(read_chunks(spark, f"viewfs:/{name}/{f}"))
+        assert len(chunks) == 2
+        assert b"".join(chunks) == data
+        assert list(scan(chunks, 4096)) == [LongLine(2, 3, 5001), LongLine(3, 5004, 5 << 20)]
+
+
+# -- a cycle ------------------------------------------------------------------------------------------------------
+def _record(mid: str, payload: str = "p", failed_at: str = "2026-11-21T00:30:00Z") -> str:
+    return json.dumps({"message_id": mid, "address": "orders.created", "payload": payload, "failed_at": failed_at,
+                       "error_class": "Boom"})
+
+
+def _cycle(spark, landing: Path, wh: Path, as_of: str, max_line_bytes: int) -> dict:
+    return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
+                                         as_of_ms=parse_instant(as_of), max_line_bytes=max_line_bytes))
+
+
+def _quarantine(wh: Path) -> dict[tuple[str, int], tuple[str, str | None, str]]:
+    reader, snap = open_snapshot(str(wh))
+    rows = read_live(reader, snap, "quarantine").to_pylist()
+    return {(Path(r["source_file"]).name, r["record_no"]): (r["reason_code"], r["raw"], r["reason"]) for r in rows}
+
+
+@pytest.mark.spark
+def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_nothing(spark, tmp_path):
+    cap = 4096
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=3, malformed=0))
+    plain = [_record("m-1"), _record("m-2", "x" * 5000), "", _record("m-3"), "not json", "y" * cap,
+             _record("m-4")]
+    (landing / HOUR / "plain.jsonl").write_bytes("\r\n".join(plain).encode() + b"\r\n")
+    packed = [_record("g-1"), "z" * 3 * cap, _record("g-2"), "{broken"]
+    (landing / HOUR / "packed.jsonl.gz").write_bytes(gzip.compress("\n".join(packed).encode()))
+    (landing / HOUR / "one-line.jsonl").write_bytes(b"[" + b"1," * cap + b"1]")  # no line end at all
+    wh = tmp_path / "wh"
+
+    summary = _cycle(spark, landing, wh, AS_OF, cap)
+    assert all(summary["conservation"].values()), summary["conservation"]
+    got = _quarantine(wh)
+    too_long = {k: v for k, v in got.items() if v[0] == contract.RECORD_TOO_LARGE}
+    assert sorted(too_long) == [("one-line.jsonl", 1), ("packed.jsonl.gz", 2), ("plain.jsonl", 2),
+                                ("plain.jsonl", 6)]
+    assert all(raw is None for _code, raw, _reason in too_long.values())
+    offset = len(plain[0]) + 2
+    assert too_long[("plain.jsonl", 2)][2].startswith(
+        f"the line is {len(plain[1]) + 2} bytes (from byte {offset} of the file), at least the {cap} a line may have")
+    assert "of the file once decompressed" in too_long[("packed.jsonl.gz", 2)][2]
+    # the other quarantined lines keep their text and their real numbers
+    assert got[("plain.jsonl", 5)][:2] == (contract.MALFORMED_JSON, "not json")
+    assert got[("packed.jsonl.gz", 4)][:2] == (contract.MALFORMED_JSON, "{broken")
+    reader, snap = open_snapshot(str(wh))
+    ids = set(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
+    assert {"m-1", "m-3", "m-4", "g-1", "g-2"} <= ids
+    assert "m-2" not in ids
+    assert summary["quarantined"] == len(got)
+    assert summary["records_read"] == summary["ingested"]
+
+    again = _cycle(spark, landing, wh, "2026-11-21T04:00:00Z", cap)  # every file done: nothing read twice
+    assert again["records_read"] == 0
+    assert again["quarantined"] == 0
+    assert _quarantine(wh) == got
+
+
+@pytest.mark.spark
+def test_a_file_read_again_for_its_later_records_does_not_quarantine_its_long_line_twice(spark, tmp_path):
+    cap = 2048
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    lines = [_record("now"), "w" * cap, _record("later", failed_at="2026-11-21T03:30:00Z"), "{late"]
+    (landing / HOUR / "f.jsonl").write_text("\n".join(lines) + "\n")
+    wh = tmp_path / "wh"
+    first = _cycle(spark, landing, wh, AS_OF, cap)
+    assert first["deferred_until_later_as_of"] == 1
+    assert first["quarantined"] == 2
+    second = _cycle(spark, landing, wh, "2026-11-21T04:00:00Z", cap)
+    assert second["quarantined"] == 0
+    assert all(second["conservation"].values())
+    assert sorted(_quarantine(wh)) == [("f.jsonl", 2), ("f.jsonl", 4)]
+
+
+@pytest.mark.spark
+def test_a_cycle_with_no_long_line_is_unchanged_by_the_maximum(spark, tmp_path):
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=200, hours=2, seed=5, malformed=3))
+    small = _cycle(spark, landing, tmp_path / "a", AS_OF, 2048)
+    default = _cycle(spark, landing, tmp_path / "b", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    keep = ("records_read", "ingested", "quarantined", "new_messages", "due", "delivered", "rescheduled", "states")
+    assert {k: small[k] for k in keep} == {k: default[k] for k in keep}
+    assert _quarantine(tmp_path / "a") == _quarantine(tmp_path / "b")
