@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.errors import ContractError
 from reprocess.landing import contract
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.landing.long_lines import (
@@ -31,6 +32,7 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.storage.arrow import open_snapshot, read_live
+from reprocess.storage.commit import Warehouse
 
 BOM = b"\xef\xbb\xbf"
 AS_OF = "2026-11-21T03:00:00Z"
@@ -255,3 +257,18 @@ def test_a_cycle_with_no_long_line_is_unchanged_by_the_maximum(spark, tmp_path):
     keep = ("records_read", "ingested", "quarantined", "new_messages", "due", "delivered", "rescheduled", "states")
     assert {k: small[k] for k in keep} == {k: default[k] for k in keep}
     assert _quarantine(tmp_path / "a") == _quarantine(tmp_path / "b")
+
+
+@pytest.mark.spark
+def test_a_line_of_two_gib_stops_the_run_with_the_file_named_and_nothing_committed(spark, tmp_path):
+    """Hadoop's reader counts a line in an int: it can neither read nor skip 2 GiB without a line end. The run
+    names the file instead of a Java stack trace. (A sparse file: 2 GiB of NUL bytes that take no disk.)"""
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))
+    huge = landing / HOUR / "huge.jsonl"
+    with huge.open("wb") as fh:
+        fh.truncate((2 << 30) + 4096)
+    wh = tmp_path / "wh"
+    with pytest.raises(ContractError, match=f"landing file {huge} holds a line of 2 GiB or more without a line end"):
+        _cycle(spark, landing, wh, AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert Warehouse(wh).latest().version == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 import time
 import zlib
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reprocess.errors import ContractError
 from reprocess.landing import contract
 from reprocess.landing.contract import (
     one_file_per_partition,
@@ -30,7 +32,7 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.landing.manifest import partition_problem
-from reprocess.sparkutil import with_as_of
+from reprocess.sparkutil import error_text, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
 
@@ -156,8 +158,15 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped.
     """
-    stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"), F.sum("line_bytes").alias("bytes"),
-                                           F.max("record_no").alias("lines")).collect()
+    try:
+        stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
+                                               F.sum("line_bytes").alias("bytes"),
+                                               F.max("record_no").alias("lines")).collect()
+    except Exception as exc:
+        beyond = _beyond_the_reader(exc, batch)
+        if beyond is None:
+            raise
+        raise beyond from exc
     records = sum(int(r.records) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
     skipped: dict[str, list[LongLine]] = {}
@@ -186,6 +195,29 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
                                             "problem_detail string, is_new_file boolean, prev_through_ms bigint, "
                                             "in_window boolean, deferred boolean, expectations array<string>")
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows)
+
+
+# Hadoop's LineReader counts a line's bytes in an int: at 2 GiB without a line end it gives up; Spark names the file.
+_BEYOND_THE_READER = "Too many bytes before newline"
+_READING_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
+
+
+def _beyond_the_reader(exc: BaseException, batch: Batch) -> ContractError | None:
+    """A :class:`ContractError` naming the landing file when ``exc`` is the reader giving up on a line of 2 GiB or
+    more (which it can neither hold nor skip); None for any other error."""
+    text = error_text(exc)
+    if _BEYOND_THE_READER not in text:
+        return None
+    found = _READING_FILE.search(text)
+    uri = found.group(1) if found else None
+    if uri is None:
+        path = "(a landing file Spark did not name)"
+    else:  # Spark writes a local file as file:///x, its listing's Path.toUri as file:/x
+        path = batch.file_keys.get(uri) or batch.file_keys.get(re.sub("^file:///", "file:/", uri), uri)
+    return ContractError(
+        f"landing file {path} holds a line of 2 GiB or more without a line end, which Spark's text reader can "
+        "neither read nor skip: move the file out of the landing (split it at its line ends, or quarantine it by "
+        "hand); nothing was committed")
 
 
 def _too_long(path: str, line: LongLine, max_line_bytes: int) -> str:
