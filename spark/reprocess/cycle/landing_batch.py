@@ -51,7 +51,8 @@ class Batch:
     file_keys: dict[str, str]  # Spark's file URI -> the landing file's path (or URI) as listed
     as_of: Column  # the run's as-of over ``records`` (a column of them with generated code: drop AS_OF_COLUMN)
     jvm_parser: bool = False  # the structural checks of well-formed lines ran in the JVM (contract.use_jvm_parser)
-    text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz)
+    text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz; -1
+    # when a .gz file's decoded size is unknown, as from a Connect server with an older jar: it is scanned)
 
 
 def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
@@ -121,8 +122,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
             corrupt.append((f.path, problem))
         else:
             readable.append(f)
-            if f.fmt == "text":
-                text_bytes[f.path] = f.size if decoded is None else decoded
+            if f.fmt == "text":  # a .gz file whose decoded size did not come back is scanned (-1: unknown)
+                text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
     texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     largest = max((f.size for f in readable), default=0)
@@ -156,8 +157,18 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     records of their own, and the other records of their files renumbered; and the number of records read.
 
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
-    scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped.
+    scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
+    fails, ``rec`` is unpersisted (a long-lived driver, a Connect server, would keep it).
     """
+    try:
+        return _with_long_lines(spark, rec, batch, manifest, max_line_bytes)
+    except BaseException:
+        rec.unpersist()
+        raise
+
+
+def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
+                     max_line_bytes: int) -> tuple[DataFrame, int]:
     try:
         stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
                                                F.sum("line_bytes").alias("bytes"),
@@ -172,7 +183,7 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     skipped: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
         got_bytes, lines = read.get(path, (0, 0))
-        if not may_hold_long_lines(size, got_bytes, lines, max_line_bytes):
+        if size >= 0 and not may_hold_long_lines(size, got_bytes, lines, max_line_bytes):
             continue
         log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
                  "file=%s bytes=%s read_bytes=%s lines_read=%s", max_line_bytes, path, size, got_bytes, lines)
@@ -197,7 +208,7 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows)
 
 
-# Hadoop's LineReader counts a line's bytes in an int: at 2 GiB without a line end it gives up; Spark names the file.
+# Hadoop's LineReader counts a line's bytes in an int: at 2 GiB it gives up, line end or not; Spark names the file.
 _BEYOND_THE_READER = "Too many bytes before newline"
 _READING_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
 
@@ -215,7 +226,7 @@ def _beyond_the_reader(exc: BaseException, batch: Batch) -> ContractError | None
     else:  # Spark writes a local file as file:///x, its listing's Path.toUri as file:/x
         path = batch.file_keys.get(uri) or batch.file_keys.get(re.sub("^file:///", "file:/", uri), uri)
     return ContractError(
-        f"landing file {path} holds a line of 2 GiB or more without a line end, which Spark's text reader can "
+        f"landing file {path} holds a line of 2 GiB or more, which Spark's text reader can "
         "neither read nor skip: move the file out of the landing (split it at its line ends, or quarantine it by "
         "hand); nothing was committed")
 

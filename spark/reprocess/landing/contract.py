@@ -87,7 +87,7 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
     partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above
     the largest file (see :func:`one_file_per_partition`).
 
-    A line of ``max_line_bytes`` or more (its line end included) is skipped, never held in memory, and the record
+    A line of ``max_line_bytes`` or more (its line end included) is skipped, never held whole, and the record
     numbers after it are one short: :mod:`reprocess.landing.long_lines` finds it from ``line_bytes`` (each line's
     bytes), quarantines it and renumbers.
     """

@@ -2,13 +2,14 @@
 
 Spark's text reader holds each line whole in a task's heap (and a few copies of it while it is parsed). One line
 of a few hundred megabytes, a file with no newline at all, stopped every run at that file, out of heap; and
-Hadoop's line reader, given a maximum (:data:`READER_OPTION`), skips a longer line without a word and numbers the
-next lines as if it were not there. So the landing is read with that maximum, and then:
+Hadoop's line reader, given a maximum (:data:`READER_OPTION`), skips a longer line (keeping at most the
+maximum of it in memory meanwhile) without a word, and numbers the next lines as if it were not there. So the
+landing is read with that maximum, and then:
 
 1. Each text file's bytes are accounted for: the lines Spark read, plus one or two bytes of line end each, must make
    up the file's bytes (decoded, for a ``.gz`` file: the decode check measures them). A file whose bytes exceed that
-   by more than the line ends may hold a skipped line (:func:`may_hold_long_lines`); a file of many blank
-   lines looks the same, and costs only the scan below.
+   by more than the line ends may hold a skipped line (:func:`may_hold_long_lines`); a file of whitespace-only
+   lines (parsing drops them before the count) looks the same, and costs only the scan below.
 2. Only such a file is scanned, in the driver, a chunk at a time (:func:`scan`, memory bounded by the chunk): the
    record number, byte offset and length of each line of at least the maximum, by the rules of Hadoop's
    ``LineRecordReader`` (line ends ``\\n``, ``\\r\\n`` or ``\\r``; a UTF-8 byte order mark does not count).
@@ -70,8 +71,8 @@ def scan(chunks: Iterable[bytes], max_line_bytes: int) -> Iterator[LongLine]:
     """The lines of at least ``max_line_bytes`` (line end included) in the bytes of ``chunks``, as Hadoop's
     ``LineRecordReader`` with that maximum skips them. Holds a chunk at a time, and counts the lines inside a piece
     with C-level ``bytes.count``, so a file of many short lines is scanned about as fast as it is read."""
-    if max_line_bytes < 2:
-        raise ValueError(f"a maximum line length of at least 2 bytes, not {max_line_bytes}")
+    if max_line_bytes < 3:  # a piece (at least 3 bytes) must not hold a whole line of the maximum
+        raise ValueError(f"a maximum line length of at least 3 bytes, not {max_line_bytes}")
     scanner = _Scanner(max_line_bytes)
     # a line inside one piece is shorter than the maximum; the first piece holds a byte order mark whole
     step = max(len(_BOM), min(_CHUNK, max_line_bytes // 4))
@@ -154,9 +155,9 @@ def read_chunks(spark: SparkSession, path: str) -> Iterator[bytes]:
 
     if is_remote(spark):
         raise ContractError(
-            f"landing file {path} may hold a line of more than --max-line-bytes, and a Spark Connect client cannot "
-            "stream a file at a URI to find it: run this batch from a driver of its own (spark-submit, the DAGs' "
-            "default), or move the file aside; nothing was committed")
+            f"landing file {path} may hold a line of more than --max-line-bytes (its lines do not add up to its "
+            "bytes), and a Spark Connect client cannot stream a file at a URI to find it: run this batch from a "
+            "driver of its own (spark-submit, the DAGs' default), or move the file aside; nothing was committed")
     yield from _jvm_chunks(spark.sparkContext, path)
 
 

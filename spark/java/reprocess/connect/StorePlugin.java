@@ -244,9 +244,8 @@ public final class StorePlugin implements RelationPlugin {
    * Why a {@code .gz} or Parquet landing file cannot be read at all, or null: as the cycle's driver checks it
    * ({@code reprocess.storage.hadoop_fs.JvmFs.decode_problem}). An error that is no decoding error (the filesystem: a
    * timeout, a 403, a file gone since the listing) is thrown, failing the run for the next run to retry, never
-   * taken as corruption.
+   * taken as corruption. When it can be, a {@code .gz} file's decoded length goes in {@code decoded[0]}.
    */
-  /** Why a landing file cannot be decoded at all, or null; a {@code .gz} file's decoded length in {@code decoded[0]}. */
   static String decodeProblem(Configuration conf, Path path, String fmt, long[] decoded) throws IOException {
     try {
       if ("parquet".equals(fmt)) {
