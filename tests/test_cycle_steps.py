@@ -272,6 +272,48 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     assert max(len(f) for f, _ in want.values()) >= 3  # and messages with several failures to order
 
 
+def test_many_failures_of_one_message_count_and_keep_their_last_history_as_the_reference_does(spark):
+    """merge_failures against ADR 0001's count, one failure at a time (k = max(previous + 1, delivery_count)), for
+    messages with 1 to 30 failures in each of two batches, the second merged into the first's ledger: the count and
+    the history's last ten entries (merge computes only those, from the maximum over the failures before them)."""
+    import random
+
+    from reprocess.ledger.merge import aggregate_failures, merge_failures
+    from reprocess.ledger.model import HISTORY_LIMIT, LEDGER_COLUMNS
+
+    rnd = random.Random(33)
+    schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
+              "error_message string, address string, payload string, headers map<string,string>, extra string, "
+              "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
+    want: dict[str, tuple[int, list[tuple[int, int, int]]]] = {}
+    existing = None
+    for batch in range(2):
+        rows = []
+        for m in range(60):
+            mid = f"m{m:02d}"
+            n = rnd.choice([1, 2, 9, 10, 11, 17, 30]) if m % 2 or not batch else 0
+            mine = sorted((batch * 100_000 + at, rnd.choice([1, 1, 1, 2, 5, 14, 40]))
+                          for at in rnd.sample(range(50_000), n))
+            count, history = want.get(mid, (0, []))
+            for failed_ms, delivery_count in mine:
+                fp = m * 1_000_000 + failed_ms
+                rows.append((mid, failed_ms, fp, delivery_count, "E", "boom", "orders.created", "p", {}, None, None,
+                             None, 0, False))
+                count = max(count + 1, delivery_count)
+                history = [*history, (failed_ms, count, fp)][-HISTORY_LIMIT:]
+            if mine:
+                want[mid] = (count, history)
+        rnd.shuffle(rows)
+        failures = aggregate_failures(spark.createDataFrame(rows, schema).repartition(3))
+        merged = merge_failures(existing, failures, POLICIES, f"run-{batch}", 200_000, "interpreted")
+        existing = merged.select(*[c for c in LEDGER_COLUMNS if c != "bucket"]).localCheckpoint()
+        got = {r.message_id: (r.deliveries, [(h.failed_ms, h.delivery, h.fp) for h in r.error_history])
+               for r in existing.collect()}
+        assert got == want
+    assert max(len(h) for _, h in want.values()) == HISTORY_LIMIT  # histories were cut
+    assert any(c >= 40 for c, _ in want.values())  # and a delivery_count above the count took over
+
+
 def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_up(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("early", "2026-11-21T10:01:00Z"),
                                                  rec("later", "2026-11-21T10:40:00Z")])

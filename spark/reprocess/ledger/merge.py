@@ -106,15 +106,17 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
     )
     ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    grouped = failures.select("message_id", F.row_number().over(ordered).alias("_rn"),
-                              F.collect_list(rec).over(whole).alias("_all")).filter(F.col("_rn") == 1)
-    everything = F.col("_all")
-    # Sorted by (failed_ms, fp): exact duplicates sit side by side (equal fp implies equal failed_ms).
-    # Lambdas in SQL keep their names, so a warm driver compiles nothing again (sparkutil.sql_lambda).
-    distinct = F.when(F.size(everything) == 1, everything).otherwise(sql_lambda(
-        "filter(_all, (x, i) -> CASE WHEN i = 0 THEN true ELSE x.fp != element_at(_all, i).fp END)"))
-    return grouped.select("message_id", distinct.alias("new_failures"),
-                          (F.size(everything) - F.size(distinct)).cast("long").alias("batch_duplicates"))
+    # Sorted by (failed_ms, fp), exact duplicates sit side by side (equal fp implies equal failed_ms): a record
+    # whose fp is its predecessor's is a duplicate. It is marked before the list is made and left out of it
+    # (collect_list skips nulls), because the whole-frame list is written into each of the message's rows before
+    # all but the first are dropped: n copies of one failure would cost n squared, the list of one costs n
+    # (bench/RESULTS.md, thirty-third run). The second window reuses the first one's shuffle and sort.
+    marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
+    return marked.select(
+        "message_id", F.row_number().over(ordered).alias("_rn"),
+        F.collect_list(F.when(~F.col("_dup"), rec)).over(whole).alias("new_failures"),
+        F.sum(F.col("_dup").cast("long")).over(whole).alias("batch_duplicates"),
+    ).filter(F.col("_rn") == 1).drop("_rn")
 
 
 def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: PolicySet, run_id: str,
@@ -157,10 +159,17 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     has_new = F.col("n") > 0
     base = "coalesce(e_deliveries, 0L)"
     inc = f"CASE WHEN e_state = '{DELIVERED}' THEN 0L ELSE 1L END"
-    # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j; a single new failure: max(1, c_1)
-    cm = "transform(nf, (y, j) -> y.delivery_count - (j + 1))"
+    # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j; a single new failure: max(1, c_1).
+    # Only the last HISTORY_LIMIT failures' k_i are computed (the history keeps no more, and the last one is the
+    # count), each from _before, the maximum of c_j - j over the failures before them, and the few between: a
+    # message's n failures in one batch cost n, not n squared (bench/RESULTS.md, thirty-third run).
+    df = df.withColumn("_t", F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0)))
+    df = df.withColumn("_cm", F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))")))
+    df = df.withColumn("_before", F.array_max(F.slice("_cm", F.lit(1), F.col("_t"))))
+    df = df.withColumn("_tail", F.slice("nf", F.col("_t") + 1, F.lit(HISTORY_LIMIT)))
     ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
-        f"transform(nf, (x, i) -> greatest({base} + {inc} + i, array_max(slice({cm}, 1, i + 1)) + i + 1))"))
+        f"transform(_tail, (x, i) -> greatest({base} + {inc} + _t + i, "
+        "greatest(_before, array_max(slice(_cm, _t + 1, i + 1))) + _t + i + 1))"))
     df = df.withColumn("ks", ks)
     last = F.element_at(F.col("nf"), -1)
     k_last = F.element_at(F.col("ks"), -1)
@@ -174,7 +183,7 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     history_new = F.when(single, F.array(F.struct(
         one["failed_ms"].alias("failed_ms"), k_last.alias("delivery"), one["error_class"].alias("error_class"),
         one["error_message"].alias("error_message"), one["fp"].alias("fp")))).otherwise(sql_lambda(
-        "transform(nf, (x, i) -> struct(x.failed_ms AS failed_ms, element_at(ks, i + 1) AS delivery, "
+        "transform(_tail, (x, i) -> struct(x.failed_ms AS failed_ms, element_at(ks, i + 1) AS delivery, "
         "x.error_class AS error_class, x.error_message AS error_message, x.fp AS fp))"))
     history = F.concat(F.coalesce(F.col("e_error_history"), F.array().cast(f"array<{history_entry}>")), history_new)
     history = F.slice(history, F.greatest(F.size(history) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
