@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import re
 import time
@@ -26,6 +25,7 @@ from reprocess.landing.contract import (
 from reprocess.landing.long_lines import (
     DEFAULT_MAX_LINE_BYTES,
     LongLine,
+    local_chunks,
     may_hold_long_lines,
     read_chunks,
     record_no_after_skips,
@@ -67,9 +67,8 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
 def _gzip_problem(path: str) -> tuple[str | None, int | None]:
     decoded = 0
     try:
-        with gzip.open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                decoded += len(chunk)
+        for chunk in local_chunks(path, 1 << 20):
+            decoded += len(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         return f"cannot decompress: {exc}", None
     return None, decoded

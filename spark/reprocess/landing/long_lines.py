@@ -26,11 +26,12 @@ import gzip
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from reprocess.errors import ContractError
+from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -141,39 +142,25 @@ class _Scanner:
             self.start = base + last + 1
 
 
+def local_chunks(path: str, size: int = _CHUNK) -> Iterator[bytes]:
+    """The decoded bytes of the local landing file ``path`` (gunzipped for ``.gz``), ``size`` at a time."""
+    local = local_path(path)
+    with (gzip.open(local, "rb") if str(local).endswith(".gz") else open(local, "rb")) as fh:
+        while chunk := fh.read(size):
+            yield chunk
+
+
 def read_chunks(spark: SparkSession, path: str) -> Iterator[bytes]:
     """The decoded bytes of landing file ``path``, a chunk at a time: Python reads a local file; the driver's
     Hadoop ``FileSystem`` (and its codec for ``.gz``) streams a URI. A Spark Connect client has no stream of a URI
     (its store calls answer whole): :class:`ContractError`."""
-    if remote_scheme(path) is None:
-        local = local_path(path)
-        with (gzip.open(local, "rb") if str(local).endswith(".gz") else open(local, "rb")) as fh:
-            while chunk := fh.read(_CHUNK):
-                yield chunk
-        return
-    from reprocess.sparkutil import is_remote
-
-    if is_remote(spark):
+    chunks = local_chunks(path) if remote_scheme(path) is None else session_fs(spark).decoded_chunks(path, _CHUNK)
+    if chunks is None:
         raise ContractError(
             f"landing file {path} may hold a line of more than --max-line-bytes (its lines do not add up to its "
             "bytes), and a Spark Connect client cannot stream a file at a URI to find it: run this batch from a "
             "driver of its own (spark-submit, the DAGs' default), or move the file aside; nothing was committed")
-    yield from _jvm_chunks(spark.sparkContext, path)
-
-
-def _jvm_chunks(sc: Any, path: str) -> Iterator[bytes]:
-    jvm = sc._jvm
-    conf = sc._jsc.hadoopConfiguration()
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    stream = hpath.getFileSystem(conf).open(hpath)
-    try:
-        if path.endswith(".gz"):
-            stream = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(hpath) \
-                .createInputStream(stream)
-        while chunk := bytes(stream.readNBytes(_CHUNK)):
-            yield chunk
-    finally:
-        jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)
+    return chunks
 
 
 def record_no_after_skips(record_no: Column, source_file: Column, skipped: dict[str, list[LongLine]]) -> Column:

@@ -16,7 +16,7 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reprocess.errors import ConfigError
@@ -74,6 +74,11 @@ class HadoopFs(Protocol):
         can, a ``.gz`` file's decoded length (None for others). An I/O error that is no decoding error (a timeout,
         throttling, a 403, a file gone since the listing) is raised: the run fails and the next one retries it; only
         a file that does not decode is quarantined whole, for good."""
+
+    def decoded_chunks(self, location: str, size: int) -> Iterator[bytes] | None:
+        """The file's bytes, gunzipped for a ``.gz`` file, ``size`` at a time from a stream (the file is never
+        whole in memory); None where this side has no stream of it (a Spark Connect client: the server's store calls
+        answer whole)."""
 
     def glob(self, pattern: str) -> list[str]: ...
 
@@ -258,30 +263,50 @@ class JvmFs:
         from py4j.protocol import Py4JJavaError
 
         jvm = self._jvm
-        path, fs = self._at(location)
+        path, _fs = self._at(location)
         decoded = None
         try:
             if fmt == "parquet":
                 jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
                     jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, self._conf)).close()
             elif location.endswith(".gz"):
-                codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(path)
-                raw = fs.open(path)
-                try:
-                    stream = codec.createInputStream(raw)
-                except Py4JJavaError:
-                    jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
-                    raise
+                stream = self._decoded_stream(location)
                 try:
                     decoded = int(stream.transferTo(jvm.java.io.OutputStream.nullOutputStream()))
                 finally:
-                    jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)  # closes raw too
+                    jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)  # closes the file's stream too
         except Py4JJavaError as exc:
             if not _does_not_decode(exc.java_exception):
                 raise
             why = exc.java_exception.toString()
             return (f"not a readable Parquet file: {why}" if fmt == "parquet" else f"cannot decompress: {why}"), None
         return None, decoded
+
+    def _decoded_stream(self, location: str) -> Any:
+        """An open Java ``InputStream`` of the file's bytes, through its codec for a ``.gz`` file."""
+        from py4j.protocol import Py4JJavaError
+
+        path, fs = self._at(location)
+        raw = fs.open(path)
+        if not location.endswith(".gz"):
+            return raw
+        try:
+            return self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(path) \
+                .createInputStream(raw)
+        except Py4JJavaError:
+            self._jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
+            raise
+
+    def decoded_chunks(self, location: str, size: int) -> Iterator[bytes]:
+        return self._chunks(location, size)
+
+    def _chunks(self, location: str, size: int) -> Iterator[bytes]:
+        stream = self._decoded_stream(location)
+        try:
+            while chunk := bytes(stream.readNBytes(size)):
+                yield chunk
+        finally:
+            self._jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)
 
     def glob(self, pattern: str) -> list[str]:
         path, fs = self._at(pattern)
@@ -392,6 +417,9 @@ class ConnectFs:
         if rows and rows[0].k == "problem":
             return str(rows[0].s), None
         return None, int(rows[0].n) if rows else None
+
+    def decoded_chunks(self, location: str, size: int) -> None:
+        return None
 
     def glob(self, pattern: str) -> list[str]:
         return sorted(str(r.s) for r in self._call("glob", path=pattern))
