@@ -259,9 +259,12 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
+    aggregated = aggregate_failures(spark.createDataFrame(rows, schema).repartition(5))
+    plan = aggregated._jdf.queryExecution().executedPlan().toString()
+    assert (plan.count("Exchange hashpartitioning"), plan.count("Sort [")) == (1, 1)  # one shuffle, one sort
     got = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.payload) for x in r.new_failures],
                           r.batch_duplicates)
-           for r in aggregate_failures(spark.createDataFrame(rows, schema).repartition(5)).collect()}
+           for r in aggregated.collect()}
     want: dict[str, tuple[list[tuple[int, int, int, str]], int]] = {}
     for mid in sorted({r[0] for r in rows}):
         mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[2]))

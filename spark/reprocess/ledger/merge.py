@@ -106,16 +106,17 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
     )
     ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # Sorted by (failed_ms, fp), exact duplicates sit side by side (equal fp implies equal failed_ms): a record
-    # whose fp is its predecessor's is a duplicate. It is marked before the list is made and left out of it
-    # (collect_list skips nulls), because the whole-frame list is written into each of the message's rows before
-    # all but the first are dropped: n copies of one failure would cost n squared, the list of one costs n
-    # (bench/RESULTS.md, thirty-third run). The second window reuses the first one's shuffle and sort.
+    # Sorted by (failed_ms, fp), exact duplicates sit side by side (equal fp implies equal failed_ms; fp, a hash of
+    # the record, is never null): a record whose fp is its predecessor's is a duplicate. It is marked before the list
+    # is made and left out of it (collect_list skips nulls), because the whole-frame list is written into each of
+    # the message's rows before all but the first are dropped: n copies of one failure would cost n squared, the
+    # list of one costs n (bench/RESULTS.md, thirty-third run). The second window reuses the first one's shuffle and
+    # sort (a test counts them).
     marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
     return marked.select(
         "message_id", F.row_number().over(ordered).alias("_rn"),
         F.collect_list(F.when(~F.col("_dup"), rec)).over(whole).alias("new_failures"),
-        F.sum(F.col("_dup").cast("long")).over(whole).alias("batch_duplicates"),
+        F.coalesce(F.sum(F.col("_dup").cast("long")).over(whole), F.lit(0).cast("long")).alias("batch_duplicates"),
     ).filter(F.col("_rn") == 1).drop("_rn")
 
 
@@ -166,7 +167,7 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     df = df.withColumn("_t", F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0)))
     df = df.withColumn("_cm", F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))")))
     df = df.withColumn("_before", F.array_max(F.slice("_cm", F.lit(1), F.col("_t"))))
-    df = df.withColumn("_tail", F.slice("nf", F.col("_t") + 1, F.lit(HISTORY_LIMIT)))
+    df = df.withColumn("_tail", F.when(~single, F.slice("nf", F.col("_t") + 1, F.lit(HISTORY_LIMIT))))
     ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
         f"transform(_tail, (x, i) -> greatest({base} + {inc} + _t + i, "
         "greatest(_before, array_max(slice(_cm, _t + 1, i + 1))) + _t + i + 1))"))

@@ -284,8 +284,6 @@ class JvmFs:
 
     def _decoded_stream(self, location: str) -> Any:
         """An open Java ``InputStream`` of the file's bytes, through its codec for a ``.gz`` file."""
-        from py4j.protocol import Py4JJavaError
-
         path, fs = self._at(location)
         raw = fs.open(path)
         if not location.endswith(".gz"):
@@ -293,7 +291,7 @@ class JvmFs:
         try:
             return self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(path) \
                 .createInputStream(raw)
-        except Py4JJavaError:
+        except BaseException:
             self._jvm.org.apache.hadoop.io.IOUtils.closeStream(raw)
             raise
 
