@@ -296,9 +296,6 @@ class JvmFs:
             raise
 
     def decoded_chunks(self, location: str, size: int) -> Iterator[bytes]:
-        return self._chunks(location, size)
-
-    def _chunks(self, location: str, size: int) -> Iterator[bytes]:
         stream = self._decoded_stream(location)
         try:
             while chunk := bytes(stream.readNBytes(size)):
