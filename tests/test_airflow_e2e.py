@@ -1,6 +1,6 @@
 """A real Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor) on this machine's
-PostgreSQL: a backfill over two intervals, a REST trigger with conf, and a trigger through the UI
-form in headless Chromium, each running the cycle through spark-submit."""
+PostgreSQL: a backfill over two intervals and a trigger with conf through the UI form in headless Chromium, each
+running the cycle through spark-submit, and a conf the form's schema refuses over REST."""
 
 from __future__ import annotations
 
@@ -122,25 +122,14 @@ def test_backfill_over_two_intervals_equals_live_runs(airflow, spark, tmp_path):
     assert len([r for r in runs if r["run_type"] == "backfill"]) == 2
     snap = Warehouse(airflow["warehouse"]).latest()
     assert [r["run_id"] for r in snap.runs] == ["run-20261121T004500Z", "run-20261121T010000Z"]
+    # no deployment setting sizes the driver here: the CLI's default heap, not spark-submit's 1g
+    assert [r["summary"]["driver_memory"] for r in snap.runs] == ["2g", "2g"]
     # the same as-ofs run live, in order, on the same landing data give the same ledger
     live = tmp_path / "live"
     for as_of in ("2026-11-21T00:45:00Z", "2026-11-21T01:00:00Z"):
         run_cycle(spark, CycleOptions(landing=str(airflow["landing"]), warehouse=str(live),
                                       policies=load_config(None), as_of_ms=parse_instant(as_of), target=TARGET))
     assert _ledger(spark, airflow["warehouse"]) == _ledger(spark, live)
-
-
-def test_rest_trigger_with_conf_runs_the_cycle_as_of_the_override(airflow):
-    api = airflow["api"]
-    run = api.call("POST", f"/api/v2/dags/{DAG}/dagRuns",
-                   {"logical_date": None, "conf": {"as_of": "2026-11-21T03:00:00Z", "address_filter": "orders.#"}})
-    api.wait(lambda rs: any(r["dag_run_id"] == run["dag_run_id"] and r["state"] == "success" for r in rs))
-    done = Warehouse(airflow["warehouse"]).latest().run("run-20261121T030000Z")
-    assert done is not None
-    assert all(done["summary"]["conservation"].values())
-    note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
-    assert note
-    assert "run-20261121T030000Z" in note
 
 
 def test_invalid_conf_is_refused_by_the_form_schema(airflow):
@@ -150,7 +139,9 @@ def test_invalid_conf_is_refused_by_the_form_schema(airflow):
     assert info.value.code == 400
 
 
-def test_ui_trigger_form_in_headless_chromium(airflow):
+def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
+    """The trigger form in headless Chromium posts its fields as the run's conf (the REST call above): the cycle
+    runs as of the override, for the filtered addresses, and the run gets the summary as its note."""
     from playwright.sync_api import sync_playwright
 
     api = airflow["api"]
@@ -165,11 +156,19 @@ def test_ui_trigger_form_in_headless_chromium(airflow):
         page.fill('input[name="password"]', "admin")
         page.click('button[type="submit"]')
         page.get_by_test_id("trigger-dag-button").first.click(timeout=60_000)
-        page.locator('input[name="element_as_of"]').fill("2026-11-21T04:00:00Z")
+        page.locator('input[name="element_as_of"]').fill("2026-11-21T03:00:00Z")
+        page.locator('input[name="element_address_filter"]').fill("orders.#")
         page.get_by_test_id("trigger-dag-submit").click()
         page.get_by_text("Dag Run Triggered").first.wait_for(timeout=30_000)
         page.screenshot(path=str(airflow["base"] / "ui-trigger.png"))
         browser.close()
-    api.wait(lambda rs: Warehouse(airflow["warehouse"]).latest().run("run-20261121T040000Z") is not None
-             and all(r["state"] == "success" for r in rs if r["run_type"] == "manual"))
-    assert Warehouse(airflow["warehouse"]).latest().run("run-20261121T040000Z") is not None
+    (run,) = [r for r in api.runs() if r["run_type"] == "manual"]
+    assert run["conf"]["as_of"] == "2026-11-21T03:00:00Z"
+    assert run["conf"]["address_filter"] == "orders.#"
+    api.wait(lambda rs: any(r["dag_run_id"] == run["dag_run_id"] and r["state"] == "success" for r in rs))
+    done = Warehouse(airflow["warehouse"]).latest().run("run-20261121T030000Z")
+    assert done is not None
+    assert all(done["summary"]["conservation"].values())
+    note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
+    assert note
+    assert "run-20261121T030000Z" in note
