@@ -1,5 +1,6 @@
-"""DAG integrity (DagBag), a structure snapshot, the re-drive DAG through dag.test() with local Spark, and the
-cycle DAG on a landing URI (it also runs through dag.test() on a standalone cluster in test_cluster.py)."""
+"""DAG integrity (DagBag), a structure snapshot, the form's schema, the dead-letters page, and both DAGs through
+dag.test() with local Spark on a landing URI and a warehouse URI (the cycle DAG also runs through dag.test() on a
+standalone cluster in test_cluster.py and on Spark Connect in test_connect.py)."""
 
 from __future__ import annotations
 
@@ -52,9 +53,14 @@ def _describe(env) -> dict:
     return json.loads(line[4:])
 
 
-def test_dagbag_imports_cleanly_with_tags_and_retries(af):
-    env, _, _ = af
-    desc = _describe(env)
+@pytest.fixture(scope="module")
+def described(af) -> dict:
+    """The DagBag of the project's environment, parsed once for the tests that read it."""
+    return _describe(af[0])
+
+
+def test_dagbag_imports_cleanly_with_tags_and_retries(described):
+    desc = described
     assert desc["import_errors"] == {}
     assert set(desc["dags"]) == {"reprocess_failed_messages", "redrive_dead_letters"}
     for dag in desc["dags"].values():
@@ -72,9 +78,8 @@ def test_a_mistyped_reprocess_spark_breaks_both_dags_with_a_message_naming_it(af
         assert "REPROCESS_SPARK='conect' is not one of submit, connect" in error
 
 
-def test_dag_structure_matches_the_snapshot(af):
-    env, _, _ = af
-    desc = _describe(env)["dags"]
+def test_dag_structure_matches_the_snapshot(described):
+    desc = described["dags"]
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":  # after a deliberate change: UPDATE_SNAPSHOTS=1 make test
         SNAPSHOT.write_text(json.dumps(desc, indent=2, sort_keys=True) + "\n")
     assert desc == json.loads(SNAPSHOT.read_text()), "DAG structure changed; review and UPDATE_SNAPSHOTS=1"
@@ -100,8 +105,8 @@ def _dag_test(env, dag_id: str, logical_date: str, conf: dict) -> str:
 
 @pytest.fixture(scope="module")
 def dead_letters(af, spark):
-    """The module's warehouse after one cycle in-process, with dead letters in it (the cycle DAG itself runs in
-    test_cluster and the e2e tests)."""
+    """The module's warehouse after one cycle in-process, with dead letters in it, for the dead-letters page (the
+    cycle DAG itself runs below, in test_cluster and in the e2e tests)."""
     env, landing, warehouse = af
     summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse),
                                             policies=load_config(None),
@@ -109,17 +114,6 @@ def dead_letters(af, spark):
                                             target=env["REPROCESS_TARGET"]))
     assert summary["dead_lettered"]["total"] > 0
     return af
-
-
-def test_redrive_dag_moves_dead_letters_back_and_audits(dead_letters):
-    env, _, warehouse = dead_letters
-    conf = {"address_pattern": "orders.#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
-    assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
-    audits = list((warehouse / "redrive_audit").glob("*.json"))
-    assert len(audits) == 1
-    audit = json.loads(audits[0].read_text())
-    assert audit["moved"] > 0
-    assert audit["request"]["reason_codes"] == ["NON_RETRYABLE"]
 
 
 def test_invalid_form_values_are_rejected_by_the_params_schema(af):
@@ -215,68 +209,51 @@ def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_pat
 
 @pytest.mark.spark
 @pytest.mark.integration
-def test_the_cycle_dag_reads_a_landing_uri_with_the_deployments_spark_conf(af, spark, tmp_path):
-    """Landing on object storage, the way a deployment sets it up: ``REPROCESS_LANDING`` is a URI and the
-    filesystem's settings (here a ``viewfs://`` mount table; on a bucket the endpoint and credentials) sit in the
-    ``spark-defaults.conf`` of ``SPARK_CONF_DIR``, which the DAG's spark-submit reads. No code changes."""
+def test_both_dags_on_a_landing_uri_and_a_warehouse_uri_with_the_deployments_spark_conf(af, spark, tmp_path):
+    """Landing and warehouse on object storage, the way a deployment sets them up: ``REPROCESS_LANDING`` and
+    ``REPROCESS_WAREHOUSE`` are URIs and the filesystems' settings sit in the ``spark-defaults.conf`` of
+    ``SPARK_CONF_DIR``, which the DAGs' spark-submit reads; no code changes. The landing is a ``viewfs://`` mount
+    table (on a bucket: the endpoint and credentials). The warehouse is ``cfile:``, the tests' object store (the
+    local disk with conditional creates and ETags, tests/test_object_store.py): the spark-submit jobs commit under a
+    lease, and the tasks around them (``find_new_landing``, ``check_outputs``, the re-drive's ``report``) read the
+    warehouse through pyarrow, as they read a bucket (tests/test_s3_readers.py). Then the re-drive DAG moves the
+    dead letters of one reason back. (The driver's default heap without a deployment's setting: the e2e backfill.)"""
     from reprocess.storage.commit import Warehouse
     from reprocess.storage.read import read_dataset
+    from warehouse_state import CFILE
 
     _, landing, _ = af
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
         f"spark.hadoop.fs.viewfs.mounttable.dagtest.link./landing {landing.resolve().as_uri()}\n"
+        f"spark.hadoop.fs.cfile.impl {CFILE}\n"
         "spark.driver.memory 1536m\n")
-    warehouse = tmp_path / "warehouse"
-    env = airflow_env(tmp_path / "home", landing, warehouse, REPROCESS_LANDING="viewfs://dagtest/landing",
-                      SPARK_CONF_DIR=str(conf_dir))
-    for name in ("REPROCESS_DRIVER_MEMORY", "SPARK_DRIVER_MEMORY"):
-        env.pop(name, None)
-    migrate(env)
-    assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
-    summary = Warehouse(warehouse).latest().run("run-20261121T010000Z")["summary"]
-    assert summary["driver_memory"] == "1536m"  # the deployment sizes the driver: the DAG does not override it
-    assert all(summary["conservation"].values())
-    assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
-    assert summary["ingested"] > 100
-    assert summary["quarantined"] == 2  # the generator's two malformed lines
-    files = {r.source_file for r in read_dataset(spark, str(warehouse), "quarantine").collect()}
-    assert files
-    assert all(f.startswith("viewfs://dagtest/landing/dt=2026-11-21/hour=00/") for f in files), files
-
-
-def test_both_dags_run_on_a_warehouse_uri_committed_under_a_lease_and_read_without_spark(af, tmp_path):
-    """A warehouse at a URI, the way a deployment on a bucket sets it up: ``REPROCESS_WAREHOUSE`` is the URI and the
-    filesystem's class and settings sit in ``SPARK_CONF_DIR``. The URI here is ``cfile:``, the tests' object store
-    (the local disk with conditional creates and ETags, tests/test_object_store.py): the spark-submit jobs commit
-    under a lease, and the tasks around them (``find_new_landing``, ``check_outputs``, the re-drive's ``report``)
-    read the warehouse through pyarrow, as they read a bucket (tests/test_s3_readers.py)."""
-    from reprocess.storage.commit import Warehouse
-    from warehouse_state import CFILE
-
-    _, landing, _ = af
-    conf_dir = tmp_path / "spark-conf"
-    conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.hadoop.fs.cfile.impl {CFILE}\n")
     root = tmp_path / "warehouse"
-    env = airflow_env(tmp_path / "home", landing, root, REPROCESS_WAREHOUSE=f"cfile://{root}",
-                      SPARK_CONF_DIR=str(conf_dir))
+    env = airflow_env(tmp_path / "home", landing, root, REPROCESS_LANDING="viewfs://dagtest/landing",
+                      REPROCESS_WAREHOUSE=f"cfile://{root}", SPARK_CONF_DIR=str(conf_dir))
     for name in ("REPROCESS_DRIVER_MEMORY", "SPARK_DRIVER_MEMORY"):
         env.pop(name, None)
     migrate(env)
     assert _dag_test(env, "reprocess_failed_messages", "2026-11-21T01:00:00+00:00", {}) == "success"
     snap = Warehouse(root).latest()
     summary = snap.run("run-20261121T010000Z")["summary"]
-    assert summary["driver_memory"] == "2g"  # the CLI's default heap, not spark-submit's 1g
+    assert summary["driver_memory"] == "1536m"  # the deployment sizes the driver: the DAG does not override it
     assert all(summary["conservation"].values())
     assert summary["landing_files"] == len(list(landing.rglob("*.jsonl")))
-    assert summary["dead_lettered"]["total"] > 0
+    assert summary["ingested"] > 100
+    assert summary["quarantined"] == 2  # the generator's two malformed lines
+    files = {r.source_file for r in read_dataset(spark, str(root), "quarantine").collect()}
+    assert files
+    assert all(f.startswith("viewfs://dagtest/landing/dt=2026-11-21/hour=00/") for f in files), files
+    assert summary["dead_lettered"]["NON_RETRYABLE"] > 0
     assert not (root / "_lock").exists()  # a lease, released (the local flock's file is never deleted)
-    conf = {"address_pattern": "#", "reset_deliveries": True}
+    conf = {"address_pattern": "#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
     assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
     audits = list((root / "redrive_audit").glob("*.json"))
     assert len(audits) == 1
-    assert json.loads(audits[0].read_text())["moved"] == summary["dead_lettered"]["total"]
+    audit = json.loads(audits[0].read_text())
+    assert audit["request"]["reason_codes"] == ["NON_RETRYABLE"]
+    assert audit["moved"] == summary["dead_lettered"]["NON_RETRYABLE"]
     assert Warehouse(root).latest().runs[-1]["kind"] == "redrive"
     assert not (root / "_lock").exists()
