@@ -140,8 +140,9 @@ def test_invalid_conf_is_refused_by_the_form_schema(airflow):
 
 
 def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
-    """The trigger form in headless Chromium posts its fields as the run's conf (the REST call above): the cycle
-    runs as of the override, for the filtered addresses, and the run gets the summary as its note."""
+    """The trigger form in headless Chromium posts its fields as the run's conf (the REST call above): the run
+    carries the form's as-of and address filter, the cycle runs as of the override, and the run gets the summary as
+    its note."""
     from playwright.sync_api import sync_playwright
 
     api = airflow["api"]
