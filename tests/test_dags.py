@@ -217,7 +217,8 @@ def test_both_dags_on_a_landing_uri_and_a_warehouse_uri_with_the_deployments_spa
     local disk with conditional creates and ETags, tests/test_object_store.py): the spark-submit jobs commit under a
     lease, and the tasks around them (``find_new_landing``, ``check_outputs``, the re-drive's ``report``) read the
     warehouse through pyarrow, as they read a bucket (tests/test_s3_readers.py). Then the re-drive DAG moves the
-    dead letters of one reason back. (The driver's default heap without a deployment's setting: the e2e backfill.)"""
+    dead letters of one reason and one address pattern back. (The driver's default heap without a deployment's
+    setting: the e2e backfill.)"""
     from reprocess.storage.commit import Warehouse
     from reprocess.storage.read import read_dataset
     from warehouse_state import CFILE
@@ -246,14 +247,17 @@ def test_both_dags_on_a_landing_uri_and_a_warehouse_uri_with_the_deployments_spa
     files = {r.source_file for r in read_dataset(spark, str(root), "quarantine").collect()}
     assert files
     assert all(f.startswith("viewfs://dagtest/landing/dt=2026-11-21/hour=00/") for f in files), files
-    assert summary["dead_lettered"]["NON_RETRYABLE"] > 0
     assert not (root / "_lock").exists()  # a lease, released (the local flock's file is never deleted)
-    conf = {"address_pattern": "#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
+    # what the re-drive below must move: the dead letters of one reason under orders.#
+    chosen = [r for r in read_dataset(spark, str(root), "dlq").select("original_address", "reason_code").collect()
+              if r.reason_code == "NON_RETRYABLE" and (r.original_address + ".").startswith("orders.")]
+    assert chosen
+    conf = {"address_pattern": "orders.#", "reason_codes": ["NON_RETRYABLE"], "reset_deliveries": True}
     assert _dag_test(env, "redrive_dead_letters", "2026-11-21T01:05:00+00:00", conf) == "success"
     audits = list((root / "redrive_audit").glob("*.json"))
     assert len(audits) == 1
     audit = json.loads(audits[0].read_text())
     assert audit["request"]["reason_codes"] == ["NON_RETRYABLE"]
-    assert audit["moved"] == summary["dead_lettered"]["NON_RETRYABLE"]
+    assert audit["moved"] == len(chosen)
     assert Warehouse(root).latest().runs[-1]["kind"] == "redrive"
     assert not (root / "_lock").exists()
