@@ -128,7 +128,7 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
     """A cycle's shuffles get a partition per ``INPUT_BYTES_PER_SHUFFLE_PARTITION`` of its input when that is more than
     the session's count, so that a large batch fits a small heap. The outcome is the same; the ledger is still written
     by the session's count of tasks (a file per task and bucket, which every later run opens); and the session's
-    count is back afterwards."""
+    count is back afterwards. A small input without that many bytes (it runs interpreted) gets one partition."""
     import reprocess.sparkutil as sparkutil
     from reprocess.storage.commit import Warehouse
 
@@ -153,7 +153,7 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
         files = Warehouse(root / "wh").live_files("ledger")
         buckets = [f.split("bucket=")[1].split("/")[0] for f in files]
         assert max(buckets.count(b) for b in buckets) <= base, files
-    assert chosen["plain"] == [base, base]
+    assert chosen["plain"] == [sparkutil.SMALL_INPUT_SHUFFLE_PARTITIONS] * 2 == [1, 1]
     assert chosen["raised"][0] > base
     assert ledgers["raised"] == ledgers["plain"]
 
@@ -457,6 +457,7 @@ def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
 
 def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spark):
     from reprocess.sparkutil import (
+        ADAPTIVE_KEY,
         FACTORY_MODE_KEY,
         HUGE_METHOD_LIMIT_KEY,
         INTERPRETED_BELOW_BYTES,
@@ -468,17 +469,19 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
     )
 
     def settings() -> tuple:
-        return tuple(spark.conf.get(k, None) for k in (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY))
+        return tuple(spark.conf.get(k, None) for k in (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY,
+                                                        ADAPTIVE_KEY))
 
     spark.conf.set(WHOLE_STAGE_KEY, "true")  # as a deployment's spark-defaults.conf might
     try:
         before = settings()
         assert before[0] != "8000"
+        assert before[3] == "true"  # the session's adaptive execution
         with pytest.raises(RuntimeError, match="inside sized_codegen"):
             fit_codegen(spark, 1)  # nothing would put the settings back
         with sized_codegen(spark):  # as run_cycle wraps a run
             assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1) == "interpreted"  # a small landing
-            assert settings() == (before[0], "false", "NO_CODEGEN")
+            assert settings() == (before[0], "false", "NO_CODEGEN", "false")  # and no adaptive execution
             # a scan of many rows (the ledger's ids) with the same small landing: generated
             assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1, scan_rows=INTERPRETED_BELOW_SCAN_ROWS) == "generated"
             assert settings() == before
@@ -487,7 +490,7 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
             assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1) == "generated"
             assert settings() == before
             assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES) == "generated-jit-sized"
-            assert settings() == ("8000", "true", before[2])
+            assert settings() == ("8000", "true", before[2], "true")
             fit_codegen(spark, 0)
         assert settings() == before
     finally:

@@ -218,7 +218,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
              len(files), snap.version, opts.dry_run)
 
     landing_bytes = sum(f.size for f in files)
+    # A small input runs interpreted, without adaptive execution, its shuffles in one partition (sparkutil); the
+    # landing step's shuffles otherwise keep the session's count, raised only once the ledger's share is known.
     codegen = fit_codegen(spark, landing_bytes)
+    fit_shuffle_partitions(spark, 0, base_partitions, small=codegen == "interpreted")
     # -- 1. landing -------------------------------------------------------------------------------
     # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
@@ -245,6 +248,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         # The scan reads an id per ledger row (their number is in the last run's summary): its code generation is
         # sized to those rows, not to the landing alone.
         scan_codegen = fit_codegen(spark, landing_bytes, scan_rows=sum(_prev_states(snap).values()))
+        fit_shuffle_partitions(spark, 0, base_partitions, small=scan_codegen == "interpreted")
         ids = fresh.select("message_id").distinct()
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
@@ -255,7 +259,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     input_bytes = landing_bytes + sum(wh.sizes(touched))
     codegen = fit_codegen(spark, input_bytes)
-    partitions = fit_shuffle_partitions(spark, input_bytes, base_partitions)
+    partitions = fit_shuffle_partitions(spark, input_bytes, base_partitions, small=codegen == "interpreted")
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
                codegen=codegen, shuffle_partitions=partitions)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
