@@ -198,14 +198,21 @@ def test_non_retryable_failure_is_dead_lettered_at_once(spark, tmp_path):
     assert ledger(spark, tmp_path)["bad"]["reason_code"] == "NON_RETRYABLE"
 
 
-def test_a_run_writes_one_dlq_file_per_address_and_day(spark, tmp_path):
+@pytest.mark.parametrize("small", [True, False])
+def test_a_run_writes_one_dlq_file_per_address_and_day(spark, tmp_path, monkeypatch, small):
     """Dead letters spread over every task of the merge; each address/day partition still gets one file per run
-    (not one per task), and no dead letter is left out."""
+    (not one per task), and no dead letter is left out. Both ways: a small run's (interpreted, no adaptive
+    execution, where Spark ignores the rebalance hint) and a larger one's."""
+    import reprocess.sparkutil as sparkutil
+
+    if not small:
+        monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # as for batches above 16 MB
     lines = [rec(f"v-{i}", "2026-11-21T10:00:00Z", address=("orders.created", "orders.paid")[i % 2],
                  error_class="com.acme.ValidationError") for i in range(40)]
     lines += [rec(f"b-{i}", "2026-11-21T10:00:00Z", address="billing.eu", delivery_count=2) for i in range(20)]
     land(tmp_path / "landing", "10", "a.jsonl", lines)
     s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z")
+    assert s["codegen"] == ("interpreted" if small else "generated")
     assert s["dead_lettered"]["total"] == 60
     files = sorted(p.parent.relative_to(tmp_path / "wh" / "dlq").as_posix()
                    for p in (tmp_path / "wh" / "dlq").rglob("*.parquet"))

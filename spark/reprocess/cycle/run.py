@@ -54,6 +54,7 @@ from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import (
+    ADAPTIVE_KEY,
     AS_OF_COLUMN,
     SHUFFLE_PARTITIONS_KEY,
     fit_codegen,
@@ -316,8 +317,12 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # the ledger, and each task wrote a file into every address/day it had rows for (112 files of 50k rows at 1M
     # messages, mostly the cost of opening and closing Parquet writers). Rebalancing by the partition columns
     # shuffles only the dead letters; adaptive execution merges small shuffle partitions and splits a skewed one.
+    # Spark ignores the hint without adaptive execution (a small run's, sparkutil.fit_codegen), with a warning: there a
+    # plain repartition by the same columns puts each address and day in one task.
     dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of, codegen)
-    writer = dlq.hint("rebalance", "address", "dt").write.mode("overwrite").partitionBy("address", "dt")
+    adaptive = spark.conf.get(ADAPTIVE_KEY, "true") == "true"
+    dlq = dlq.hint("rebalance", "address", "dt") if adaptive else dlq.repartition("address", "dt")
+    writer = dlq.write.mode("overwrite").partitionBy("address", "dt")
     plain_encoded(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
     steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
