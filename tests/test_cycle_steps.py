@@ -128,11 +128,12 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
     """A cycle's shuffles get a partition per ``INPUT_BYTES_PER_SHUFFLE_PARTITION`` of its input when that is more than
     the session's count, so that a large batch fits a small heap. The outcome is the same; the ledger is still written
     by the session's count of tasks (a file per task and bucket, which every later run opens); and the session's
-    count is back afterwards. A small input without that many bytes (it runs interpreted) gets one partition."""
+    count is back afterwards. (A small input gets one partition: test_shuffles_are_sized_to_the_input...)"""
     import reprocess.sparkutil as sparkutil
     from reprocess.storage.commit import Warehouse
 
     base = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # not a small input: generated code, as above 16 MB
     records = [rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(60)]
     chosen, ledgers = {}, {}
     for name, per_partition in (("plain", 1 << 40), ("raised", None)):
@@ -153,7 +154,7 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
         files = Warehouse(root / "wh").live_files("ledger")
         buckets = [f.split("bucket=")[1].split("/")[0] for f in files]
         assert max(buckets.count(b) for b in buckets) <= base, files
-    assert chosen["plain"] == [sparkutil.SMALL_INPUT_SHUFFLE_PARTITIONS] * 2 == [1, 1]
+    assert chosen["plain"] == [base, base]
     assert chosen["raised"][0] > base
     assert ledgers["raised"] == ledgers["plain"]
 
@@ -350,9 +351,16 @@ def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark,
     assert rows["k-first"]["deliveries"] == 2
 
 
-def test_an_ordered_key_is_held_by_an_earlier_message_waiting_in_a_bucket_the_run_does_not_rewrite(spark, tmp_path):
+@pytest.mark.parametrize("many_waiting", [False, True])
+def test_an_ordered_key_is_held_by_an_earlier_message_waiting_in_a_bucket_the_run_does_not_rewrite(
+        spark, tmp_path, monkeypatch, caplog, many_waiting):
     """The earlier message of the key waits in a later hour's bucket, which this run neither rewrites nor re-drives:
-    the hold-back still finds it among the ledger's other waiting files."""
+    the hold-back still finds it among the ledger's other waiting files. It reads every waiting row: with as many as
+    a large ledger holds, a small run's shuffles keep the session's settings (adaptive execution, its partitions)."""
+    import reprocess.sparkutil as sparkutil
+
+    if many_waiting:
+        monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_SCAN_ROWS", 1)  # one waiting row is "many"
     policies = parse_policies("""
 policies:
   - match: "fifo.#"
@@ -368,7 +376,10 @@ policies:
     land(tmp_path / "landing", "10", "b.jsonl", [
         rec("k-second", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="k"),
         rec("z-only", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="z")])
-    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies)
+    with caplog.at_level("INFO", logger="reprocess.cycle.run"):
+        s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
+    assert int(line.split("shuffle_partitions=")[1].split()[0]) == (2 if many_waiting else 1)
     assert s["due"] == 1  # z-only; k-second waits behind k-first
     rows = ledger(spark, tmp_path)
     assert (rows["k-second"]["deliveries"], rows["z-only"]["deliveries"]) == (1, 2)
@@ -464,7 +475,6 @@ def test_gzip_and_parquet_landing_files_and_a_truncated_gzip(spark, tmp_path):
 
 def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spark):
     from reprocess.sparkutil import (
-        ADAPTIVE_KEY,
         FACTORY_MODE_KEY,
         HUGE_METHOD_LIMIT_KEY,
         INTERPRETED_BELOW_BYTES,
@@ -476,19 +486,17 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
     )
 
     def settings() -> tuple:
-        return tuple(spark.conf.get(k, None) for k in (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY,
-                                                        ADAPTIVE_KEY))
+        return tuple(spark.conf.get(k, None) for k in (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY))
 
     spark.conf.set(WHOLE_STAGE_KEY, "true")  # as a deployment's spark-defaults.conf might
     try:
         before = settings()
         assert before[0] != "8000"
-        assert before[3] == "true"  # the session's adaptive execution
         with pytest.raises(RuntimeError, match="inside sized_codegen"):
             fit_codegen(spark, 1)  # nothing would put the settings back
         with sized_codegen(spark):  # as run_cycle wraps a run
             assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1) == "interpreted"  # a small landing
-            assert settings() == (before[0], "false", "NO_CODEGEN", "false")  # and no adaptive execution
+            assert settings() == (before[0], "false", "NO_CODEGEN")
             # a scan of many rows (the ledger's ids) with the same small landing: generated
             assert fit_codegen(spark, INTERPRETED_BELOW_BYTES - 1, scan_rows=INTERPRETED_BELOW_SCAN_ROWS) == "generated"
             assert settings() == before
@@ -497,11 +505,40 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
             assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES - 1) == "generated"
             assert settings() == before
             assert fit_codegen(spark, JIT_SIZED_CODEGEN_FROM_BYTES) == "generated-jit-sized"
-            assert settings() == ("8000", "true", before[2], "true")
+            assert settings() == ("8000", "true", before[2])
             fit_codegen(spark, 0)
         assert settings() == before
     finally:
         spark.conf.unset(WHOLE_STAGE_KEY)
+
+
+def test_shuffles_are_sized_to_the_input_and_the_settings_are_restored(spark):
+    """A small input's shuffles run without adaptive execution in one partition; a larger one keeps the session's
+    adaptive execution and its partition count, raised by the input's size; the caller's ``restoring_conf`` puts the
+    session's settings back."""
+    from reprocess.sparkutil import (
+        ADAPTIVE_KEY,
+        INPUT_BYTES_PER_SHUFFLE_PARTITION,
+        SHUFFLE_KEYS,
+        SHUFFLE_PARTITIONS_KEY,
+        fit_shuffles,
+        restoring_conf,
+    )
+
+    def settings() -> tuple:
+        return spark.conf.get(ADAPTIVE_KEY), spark.conf.get(SHUFFLE_PARTITIONS_KEY)
+
+    before = settings()
+    assert before == ("true", "2")  # the tests' session (tests/conftest.py)
+    with restoring_conf(spark, *SHUFFLE_KEYS) as base:
+        assert fit_shuffles(spark, 10, base, small=True) == 1
+        assert settings() == ("false", "1")
+        assert fit_shuffles(spark, 10, base) == 2
+        assert settings() == before
+        assert fit_shuffles(spark, 5 * INPUT_BYTES_PER_SHUFFLE_PARTITION, base) == 5
+        assert settings() == ("true", "5")
+        fit_shuffles(spark, 10, base, small=True)
+    assert settings() == before
 
 
 def _compilations(spark):

@@ -65,26 +65,40 @@ APP_CONF = {
 
 
 SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
+# What a cycle sizes its shuffles with (:func:`fit_shuffles`); it restores them after the run.
+SHUFFLE_KEYS = (SHUFFLE_PARTITIONS_KEY, ADAPTIVE_KEY)
 # A cycle's shuffles get a partition per this many bytes of its input (landing plus the ledger files it rewrites) when
 # that is more than the session's own count: each task then caches and sorts a bounded share. With 8 partitions a
 # 10M-message batch (4.1 GB) stopped a 2 GB driver with OutOfMemoryError while caching its due set; with 32 it ran
 # (bench/RESULTS.md, thirtieth run). Up to 1 GB of input (1M messages) nothing changes.
 INPUT_BYTES_PER_SHUFFLE_PARTITION = 128 * 2**20
-# A small input's shuffles (one that runs interpreted, :func:`fit_codegen`) go to one partition: adaptive execution
-# is off for it, and for such sizes that is what its coalescing gave (one or two partitions); one file per ledger
-# bucket and DLQ partition.
+# A small input (one that runs interpreted, :func:`fit_codegen`) runs without adaptive execution, its shuffles in
+# this many partitions. Adaptive execution re-plans the rest of a query after each of its stages (39 jobs for 18
+# queries in a small cycle) to coalesce or split partitions and change joins: with a few megabytes there is nothing
+# to adapt, and the re-planning was a fifth of a small cycle's CPU (a fresh 120-message driver 26-27 against 20
+# CPU-s; three warm cycles 21-25 against 17-21; bench/RESULTS.md, thirty-sixth run). For such sizes its coalescing
+# gave one or two partitions; one gives one file per ledger bucket and DLQ partition.
 SMALL_INPUT_SHUFFLE_PARTITIONS = 1
 
 
-def fit_shuffle_partitions(spark: SparkSession, input_bytes: int, base: int, small: bool = False) -> int:
-    """Set the session's shuffle partitions to ``base`` (its count on entry) or, when more, one per
-    :data:`INPUT_BYTES_PER_SHUFFLE_PARTITION` of ``input_bytes``; for a ``small`` input (one that :func:`fit_codegen`
-    runs interpreted, without adaptive execution) :data:`SMALL_INPUT_SHUFFLE_PARTITIONS` takes the place of ``base``.
-    Returns the count set. The caller restores it (:func:`restoring_conf`)."""
-    floor = SMALL_INPUT_SHUFFLE_PARTITIONS if small else base
-    wanted = max(floor, -(-input_bytes // INPUT_BYTES_PER_SHUFFLE_PARTITION))
-    spark.conf.set(SHUFFLE_PARTITIONS_KEY, str(wanted))
+def fit_shuffles(spark: SparkSession, input_bytes: int, base: dict[str, str | None], small: bool = False) -> int:
+    """Size the shuffles of later queries; ``base``: the session's :data:`SHUFFLE_KEYS` on entry, as
+    ``restoring_conf(spark, *SHUFFLE_KEYS)`` yields them (the caller restores them). A ``small`` input gets no
+    adaptive execution and :data:`SMALL_INPUT_SHUFFLE_PARTITIONS`; any other the session's adaptive execution and
+    its partition count or, when more, one per :data:`INPUT_BYTES_PER_SHUFFLE_PARTITION` of ``input_bytes``.
+    Returns the partition count set."""
+    if small:
+        _set_conf(spark, {ADAPTIVE_KEY: "false", SHUFFLE_PARTITIONS_KEY: str(SMALL_INPUT_SHUFFLE_PARTITIONS)})
+        return SMALL_INPUT_SHUFFLE_PARTITIONS
+    wanted = max(base_partitions(base), -(-input_bytes // INPUT_BYTES_PER_SHUFFLE_PARTITION))
+    _set_conf(spark, {ADAPTIVE_KEY: base.get(ADAPTIVE_KEY), SHUFFLE_PARTITIONS_KEY: str(wanted)})
     return wanted
+
+
+def base_partitions(base: dict[str, str | None]) -> int:
+    """The session's shuffle partitions in ``base`` (:func:`fit_shuffles`); Spark's 200 when unset."""
+    return int(base.get(SHUFFLE_PARTITIONS_KEY) or 200)
 
 
 def shuffle_partitions_default() -> int:
@@ -217,19 +231,13 @@ def owner_only_writes(enabled: bool) -> Iterator[None]:
 #   the landing's size: the locate step reads every ledger row's id, and with a small landing over a ledger of 10M
 #   rows it ran interpreted in 4.0-4.9 s warm against 1.6-1.8 s generated; at 110k rows both took 0.2-0.3 s, and
 #   the first such query of a fresh driver cost the same in either mode (bench/RESULTS.md, twenty-eighth run).
-# - Small inputs also run without adaptive execution. It re-plans the rest of a query after each of its stages (39
-#   jobs for 18 queries in a small cycle), to coalesce or split partitions and to change joins: with a few megabytes
-#   there is nothing to adapt, and the re-planning was a fifth of a small cycle's CPU (a fresh 120-message driver
-#   26-27 against 20 CPU-s; three warm cycles 21-25 against 17-21; bench/RESULTS.md, thirty-sixth run). Their
-#   shuffles get :data:`SMALL_INPUT_SHUFFLE_PARTITIONS` instead (:func:`fit_shuffle_partitions`).
 HUGE_METHOD_LIMIT_KEY = "spark.sql.codegen.hugeMethodLimit"
 WHOLE_STAGE_KEY = "spark.sql.codegen.wholeStage"
 # Spark's (internal) choice between generated and interpreted projections, predicates and orderings; NO_CODEGEN
 # interprets them all. Without it, turning whole-stage code generation off alone saves nothing (Spark then
 # generates code per expression instead).
 FACTORY_MODE_KEY = "spark.sql.codegen.factoryMode"
-ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
-CODEGEN_KEYS = (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY, ADAPTIVE_KEY)
+CODEGEN_KEYS = (HUGE_METHOD_LIMIT_KEY, WHOLE_STAGE_KEY, FACTORY_MODE_KEY)
 INTERPRETED_BELOW_BYTES = 16 << 20
 INTERPRETED_BELOW_SCAN_ROWS = 100_000
 JIT_SIZED_CODEGEN_FROM_BYTES = 64 << 20
@@ -249,16 +257,15 @@ def sized_codegen(spark: SparkSession) -> Iterator[None]:
 
 
 def fit_codegen(spark: SparkSession, input_bytes: int, scan_rows: int = 0) -> str:
-    """Size the code generation (and adaptive execution) of later queries to ``input_bytes`` of input, and
-    ``scan_rows`` rows a query scans through few expressions (see above), starting from the settings
-    :func:`sized_codegen` found on entry; returns the mode chosen: ``interpreted`` (adaptive execution off too),
-    ``generated`` or ``generated-jit-sized``."""
+    """Size the code generation of later queries to ``input_bytes`` of input, and ``scan_rows`` rows a query scans
+    through few expressions (see above), starting from the settings :func:`sized_codegen` found on entry; returns
+    the mode chosen: ``interpreted``, ``generated`` or ``generated-jit-sized``."""
     base = _CODEGEN_BASE.get()
     if base is None:
         raise RuntimeError("fit_codegen is called inside sized_codegen(spark), which restores the settings")
     wanted = dict(base)
-    if input_bytes < INTERPRETED_BELOW_BYTES and scan_rows < INTERPRETED_BELOW_SCAN_ROWS:
-        wanted.update({WHOLE_STAGE_KEY: "false", FACTORY_MODE_KEY: "NO_CODEGEN", ADAPTIVE_KEY: "false"})
+    if is_small(input_bytes, scan_rows):
+        wanted.update({WHOLE_STAGE_KEY: "false", FACTORY_MODE_KEY: "NO_CODEGEN"})
         mode = "interpreted"
     elif input_bytes >= JIT_SIZED_CODEGEN_FROM_BYTES:
         wanted[HUGE_METHOD_LIMIT_KEY] = "8000"
@@ -267,6 +274,12 @@ def fit_codegen(spark: SparkSession, input_bytes: int, scan_rows: int = 0) -> st
         mode = "generated"
     _set_conf(spark, wanted)
     return mode
+
+
+def is_small(input_bytes: int, scan_rows: int = 0) -> bool:
+    """Whether ``input_bytes`` of input and a scan of ``scan_rows`` rows run interpreted (:func:`fit_codegen`), and
+    a cycle's shuffles without adaptive execution (:func:`fit_shuffles`)."""
+    return input_bytes < INTERPRETED_BELOW_BYTES and scan_rows < INTERPRETED_BELOW_SCAN_ROWS
 
 
 def sql_lambda(text: str) -> Column:

@@ -56,9 +56,11 @@ from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import (
     ADAPTIVE_KEY,
     AS_OF_COLUMN,
-    SHUFFLE_PARTITIONS_KEY,
+    SHUFFLE_KEYS,
+    base_partitions,
     fit_codegen,
-    fit_shuffle_partitions,
+    fit_shuffles,
+    is_small,
     owner_only_writes,
     plain_encoded,
     restoring_conf,
@@ -199,13 +201,14 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
              prepared: dict[str, Any] | None) -> dict[str, Any]:
     """One run on ``snap``. A file ``snap`` lists that Spark cannot read (deleted or overwritten outside reprocess)
     stops it as a :class:`WarehouseDamagedError` naming the file, not a Java stack trace; nothing is committed."""
-    with naming_damaged_files(wh.uri, snap), restoring_conf(spark, SHUFFLE_PARTITIONS_KEY) as entry:
-        return _execute_run(spark, wh, snap, opts, run_id, prepared, int(entry[SHUFFLE_PARTITIONS_KEY] or 200))
+    with naming_damaged_files(wh.uri, snap), restoring_conf(spark, *SHUFFLE_KEYS) as entry:
+        return _execute_run(spark, wh, snap, opts, run_id, prepared, entry)
 
 
 def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
-                 prepared: dict[str, Any] | None, base_partitions: int) -> dict[str, Any]:
-    """The run; ``base_partitions``: the session's shuffle partitions, which a large input raises for this run."""
+                 prepared: dict[str, Any] | None, shuffles: dict[str, str | None]) -> dict[str, Any]:
+    """The run; ``shuffles``: the session's shuffle settings (sparkutil.fit_shuffles), sized to the input for this
+    run."""
     t0 = time.monotonic()
     steps = _Steps(run_id)
     policies = opts.policies
@@ -222,7 +225,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # A small input runs interpreted, without adaptive execution, its shuffles in one partition (sparkutil); the
     # landing step's shuffles otherwise keep the session's count, raised only once the ledger's share is known.
     codegen = fit_codegen(spark, landing_bytes)
-    fit_shuffle_partitions(spark, 0, base_partitions, small=codegen == "interpreted")
+    fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
     # -- 1. landing -------------------------------------------------------------------------------
     # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
@@ -249,7 +252,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         # The scan reads an id per ledger row (their number is in the last run's summary): its code generation is
         # sized to those rows, not to the landing alone.
         scan_codegen = fit_codegen(spark, landing_bytes, scan_rows=sum(_prev_states(snap).values()))
-        fit_shuffle_partitions(spark, 0, base_partitions, small=scan_codegen == "interpreted")
+        fit_shuffles(spark, 0, shuffles, small=scan_codegen == "interpreted")
         ids = fresh.select("message_id").distinct()
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
@@ -260,7 +263,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     input_bytes = landing_bytes + sum(wh.sizes(touched))
     codegen = fit_codegen(spark, input_bytes)
-    partitions = fit_shuffle_partitions(spark, input_bytes, base_partitions, small=codegen == "interpreted")
+    # The ordered hold-back reads every waiting ledger row, not only the files this run rewrites: many of them keep
+    # the session's shuffles, whose joins adapt to what the scan finds.
+    held_back_rows = _prev_states(snap).get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
+    small = is_small(input_bytes, held_back_rows)
+    partitions = fit_shuffles(spark, input_bytes, shuffles, small=small)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
                codegen=codegen, shuffle_partitions=partitions)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
@@ -308,8 +315,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # Written by as many tasks as the session's own count, however many partitions a large input got: each task
     # writes a file per bucket it holds rows of, and every later run's locate step opens every ledger file.
     ledger_rows = final.select(*LEDGER_COLUMNS)
-    if partitions > base_partitions:
-        ledger_rows = ledger_rows.coalesce(base_partitions)
+    if partitions > base_partitions(shuffles):
+        ledger_rows = ledger_rows.coalesce(base_partitions(shuffles))
     plain_encoded(ledger_rows.write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(run_id, stage, "ledger")))
     steps.done("stage_ledger")
