@@ -324,7 +324,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # the ledger, and each task wrote a file into every address/day it had rows for (112 files of 50k rows at 1M
     # messages, mostly the cost of opening and closing Parquet writers). Rebalancing by the partition columns
     # shuffles only the dead letters; adaptive execution merges small shuffle partitions and splits a skewed one.
-    # Spark ignores the hint without adaptive execution (a small run's, sparkutil.fit_codegen), with a warning: there a
+    # Spark ignores the hint without adaptive execution (a small run's, sparkutil.fit_shuffles), with a warning: there a
     # plain repartition by the same columns puts each address and day in one task.
     dlq = dlq_records(final.filter(F.col("dlq_event")), run_id, as_of, codegen)
     adaptive = spark.conf.get(ADAPTIVE_KEY, "true") == "true"
