@@ -74,16 +74,10 @@ def spark() -> Iterator[object]:
     # compiles taking 30 s of CPU in 34 s of wall), and the two sessions were 39% of the suite's CPU. C2 at four times
     # its thresholds compiles only what stays hot: test_cycle_steps.py alone, the session JVM's CPU 188 -> 162 s
     # (C1 only 172 s) and the file's wall 180 -> 168 s; test_cycle_e2e.py 146 -> 122 s (C1 only 143 s), 126 -> 112 s.
-    tool_options = os.environ.get("JAVA_TOOL_OPTIONS")
-    kept = [o for o in (tool_options or "").split() if not o.startswith("-XX:TieredStopAtLevel=")]
-    os.environ["JAVA_TOOL_OPTIONS"] = " ".join([*kept, *SESSION_JIT])
-    try:
+    kept = [o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if not o.startswith("-XX:TieredStopAtLevel=")]
+    with pytest.MonkeyPatch.context() as env:  # only this JVM's start: the variable is restored (or unset) after
+        env.setenv("JAVA_TOOL_OPTIONS", " ".join([*kept, *SESSION_JIT]))
         session = build_session("reprocess-tests", master="local[2]", shuffle_partitions=2)
-    finally:
-        if tool_options is None:
-            os.environ.pop("JAVA_TOOL_OPTIONS")
-        else:
-            os.environ["JAVA_TOOL_OPTIONS"] = tool_options
     yield session
     session.stop()
 
