@@ -267,18 +267,28 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
-    aggregated = aggregate_failures(spark.createDataFrame(rows, schema).repartition(5))
-    plan = aggregated._jdf.queryExecution().executedPlan().toString()
-    assert (plan.count("Exchange hashpartitioning"), plan.count("Sort [")) == (1, 1)  # one shuffle, one sort
-    got = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.payload) for x in r.new_failures],
-                          r.batch_duplicates)
-           for r in aggregated.collect()}
+    from reprocess.sparkutil import SORT_AGGREGATE_KEY, restoring_conf
+
+    got = {}
+    for streamed in ("true", "false"):  # the cycle's sessions stream the aggregation; a session without the setting
+        with restoring_conf(spark, SORT_AGGREGATE_KEY):  # hashes it, and its lists are sorted afterwards
+            spark.conf.set(SORT_AGGREGATE_KEY, streamed)
+            aggregated = aggregate_failures(spark.createDataFrame(rows, schema).repartition(5))
+            plan = aggregated._jdf.queryExecution().executedPlan().toString()
+            got[streamed] = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.payload) for x in r.new_failures],
+                                            r.batch_duplicates)
+                             for r in aggregated.collect()}
+        assert (plan.count("Exchange hashpartitioning"), plan.count("Sort [")) == (1, 1)  # one shuffle, one sort
+        # the lists are collected by an aggregation, not written into every row by a window (n squared)
+        assert ("SortAggregate(" in plan) == (streamed == "true")
+        assert not [line for line in plan.splitlines() if "Window [" in line and "collect_list" in line]
+    assert got["true"] == got["false"]
     want: dict[str, tuple[list[tuple[int, int, int, str]], int]] = {}
     for mid in sorted({r[0] for r in rows}):
         mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[2]))
         kept = [r for i, r in enumerate(mine) if i == 0 or r[2] != mine[i - 1][2]]
         want[mid] = ([(r[1], r[2], r[3], r[7]) for r in kept], len(mine) - len(kept))
-    assert got == want
+    assert got["true"] == want
     assert sum(d for _, d in want.values()) > 100  # the batch has exact duplicates to drop
     assert max(len(f) for f, _ in want.values()) >= 3  # and messages with several failures to order
 

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
 REMOTE_ENV = "REPROCESS_SPARK_REMOTE"
 
+SORT_AGGREGATE_KEY = "spark.sql.execution.replaceHashWithSortAgg"
+
 # Settings of every cycle's session, classic or Spark Connect: runtime SQL settings, set per session.
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -45,6 +47,10 @@ SESSION_CONF = {
     # the ordered hold-back). Sixteen tasks list them in 0.2-0.35 s here and still spread an object store's
     # status requests over a cluster (bench/RESULTS.md, twenty-seventh run).
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
+    # An aggregation whose input is already sorted by its keys streams through it (SortAggregate) instead of
+    # hashing it: a batch's failures are grouped per message that way, in the order of their list
+    # (ledger.merge.aggregate_failures).
+    SORT_AGGREGATE_KEY: "true",
 }
 
 # Settings of the application (its JVM), fixed when it starts: the classic driver's, or a Connect server's.
@@ -280,6 +286,12 @@ def is_small(input_bytes: int, scan_rows: int = 0) -> bool:
     """Whether ``input_bytes`` of input and a scan of ``scan_rows`` rows run interpreted (:func:`fit_codegen`), and
     a cycle's shuffles without adaptive execution (:func:`fit_shuffles`)."""
     return input_bytes < INTERPRETED_BELOW_BYTES and scan_rows < INTERPRETED_BELOW_SCAN_ROWS
+
+
+def sort_aggregated(spark: SparkSession) -> bool:
+    """Whether ``spark`` streams an aggregation over input sorted by its keys (:data:`SORT_AGGREGATE_KEY`, one of
+    :data:`SESSION_CONF`): then ``collect_list`` keeps the rows' order."""
+    return str(spark.conf.get(SORT_AGGREGATE_KEY, "false")).lower() == "true"
 
 
 def sql_lambda(text: str) -> Column:

@@ -28,7 +28,7 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
 from reprocess.policy.durations import LONG_MAX
-from reprocess.sparkutil import AS_OF_COLUMN, sql_lambda, with_as_of
+from reprocess.sparkutil import AS_OF_COLUMN, sort_aggregated, sql_lambda, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -92,12 +92,18 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
     """One row per message: ``new_failures``, its failures in the batch without exact duplicates (same ``fp``),
     sorted by (failed_ms, fp); and ``batch_duplicates``, the records that were exact duplicates of another.
 
-    Removing duplicates here, inside the one shuffle by message id, spares a second shuffle of the whole batch.
-    A window over each message's failures, not a ``groupBy``: nearly every message id is unique in a batch, so a
-    partial aggregation before the shuffle reduces nothing, and with ``collect_list`` it falls back to sorting every
-    record (payloads included) once before the shuffle and once after. The window shuffles the records as they
-    are and sorts them once, in the order the list needs (bench/RESULTS.md, twenty-sixth run). The output stays
-    partitioned by ``message_id`` alone, so the ledger join in :func:`merge_failures` shuffles only the ledger.
+    One shuffle by message id and one sort, in the order the list needs; the output stays partitioned by
+    ``message_id`` alone, so the ledger join in :func:`merge_failures` shuffles only the ledger. An exact duplicate
+    is marked by comparing its ``fp`` with the previous record's (``lag``: sorted by (failed_ms, fp), duplicates sit
+    side by side; equal fp implies equal failed_ms, and fp, a hash of the record, is never null), left out of the
+    list (``collect_list`` skips nulls) and counted.
+
+    The list is collected by a ``groupBy`` over the window's sorted output. With :data:`SORT_AGGREGATE_KEY` on
+    (:data:`reprocess.sparkutil.SESSION_CONF`) Spark turns it into one streaming ``SortAggregate``: no second sort,
+    no partial aggregation, and the list in the rows' order. A session without that setting gets a hash
+    aggregation, whose list is sorted afterwards. Not a window over the whole partition: that wrote each message's
+    whole list into each of its rows, so n distinct failures of one message cost n squared (20,000 took 24-31 s
+    instead of 3 s; bench/RESULTS.md, thirty-third and thirty-eighth runs).
     """
     rec = F.struct(
         F.col("failed_ms"), F.col("fp"), F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
@@ -105,19 +111,17 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
         F.col("ordering_key"), F.col("policy_idx"), F.col("non_retryable"),
     )
     ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
-    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # Sorted by (failed_ms, fp), exact duplicates sit side by side (equal fp implies equal failed_ms; fp, a hash of
-    # the record, is never null): a record whose fp is its predecessor's is a duplicate. It is marked before the list
-    # is made and left out of it (collect_list skips nulls), because the whole-frame list is written into each of
-    # the message's rows before all but the first are dropped: n copies of one failure would cost n squared, the
-    # list of one costs n (bench/RESULTS.md, thirty-third run). The second window reuses the first one's shuffle and
-    # sort (a test counts them).
     marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
-    return marked.select(
-        "message_id", F.row_number().over(ordered).alias("_rn"),
-        F.collect_list(F.when(~F.col("_dup"), rec)).over(whole).alias("new_failures"),
-        F.coalesce(F.sum(F.col("_dup").cast("long")).over(whole), F.lit(0).cast("long")).alias("batch_duplicates"),
-    ).filter(F.col("_rn") == 1).drop("_rn")
+    out = marked.groupBy("message_id").agg(
+        F.collect_list(F.when(~F.col("_dup"), rec)).alias("new_failures"),
+        F.sum(F.col("_dup").cast("long")).alias("batch_duplicates"),
+    )
+    if not sort_aggregated(failures.sparkSession):
+        out = out.withColumn("new_failures", F.when(F.size("new_failures") > 1, sql_lambda(
+            "array_sort(new_failures, (l, r) -> CASE WHEN l.failed_ms < r.failed_ms THEN -1 "
+            "WHEN l.failed_ms > r.failed_ms THEN 1 WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)",
+        )).otherwise(F.col("new_failures")))
+    return out
 
 
 def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: PolicySet, run_id: str,
