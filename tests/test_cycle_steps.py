@@ -249,18 +249,20 @@ def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(s
 
 def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_duplicates(spark):
     """aggregate_failures against a plain-Python reference on a random batch: each message's failures sorted by
-    (failed_ms, fp), an exact duplicate (same fp) kept once and counted; several partitions, so a message's
-    records arrive from different tasks."""
+    (failed_ms, fp), an exact duplicate (same fp) kept once and counted, the whole records of the last RECENT
+    of them; several partitions, so a message's records arrive from different tasks."""
     import random
 
-    from reprocess.ledger.merge import aggregate_failures
+    from reprocess.ledger.merge import RECENT, aggregate_failures
 
     rnd = random.Random(26)
     rows = []
     for m in range(1500):
-        for _ in range(rnd.choice([1, 1, 1, 2, 3, 6])):
-            failed_ms, variant = rnd.choice([1_000, 2_000, 3_000]), rnd.choice([0, 1, 2])
-            fp = (m * 7 + variant) * 10_000 + failed_ms  # a record's content decides its fingerprint
+        many = rnd.random() < 0.05
+        for _ in range(rnd.choice([30, 45]) if many else rnd.choice([1, 1, 1, 2, 3, 6])):
+            failed_ms = rnd.randrange(1, 40) * 1_000 if many else rnd.choice([1_000, 2_000, 3_000])
+            variant = rnd.choice([0, 1, 2])
+            fp = (m * 7 + variant) * 1_000_000 + failed_ms  # a record's content decides its fingerprint
             rows.append((f"m{m:05d}", failed_ms, fp, variant + 1, f"E{variant}", "boom", "orders.created",
                          f"p{variant}", {"h": str(variant)}, None, None, None, 0, variant == 2))
     rnd.shuffle(rows)
@@ -275,7 +277,9 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
             spark.conf.set(SORT_AGGREGATE_KEY, streamed)
             aggregated = aggregate_failures(spark.createDataFrame(rows, schema).repartition(5))
             plan = aggregated._jdf.queryExecution().executedPlan().toString()
-            got[streamed] = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.payload) for x in r.new_failures],
+            got[streamed] = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.non_retryable)
+                                             for x in r.new_failures],
+                                            [(x.failed_ms, x.fp, x.payload, x.error_class) for x in r.recent],
                                             r.batch_duplicates)
                              for r in aggregated.collect()}
         assert (plan.count("Exchange hashpartitioning"), plan.count("Sort [")) == (1, 1)  # one shuffle, one sort
@@ -283,20 +287,24 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
         assert ("SortAggregate(" in plan) == (streamed == "true")
         assert not [line for line in plan.splitlines() if "Window [" in line and "collect_list" in line]
     assert got["true"] == got["false"]
-    want: dict[str, tuple[list[tuple[int, int, int, str]], int]] = {}
+    want: dict[str, tuple[list[tuple[int, int, int, bool]], list[tuple[int, int, str, str]], int]] = {}
     for mid in sorted({r[0] for r in rows}):
         mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[2]))
         kept = [r for i, r in enumerate(mine) if i == 0 or r[2] != mine[i - 1][2]]
-        want[mid] = ([(r[1], r[2], r[3], r[7]) for r in kept], len(mine) - len(kept))
+        want[mid] = ([(r[1], r[2], r[3], r[13]) for r in kept], [(r[1], r[2], r[7], r[4]) for r in kept[-RECENT:]],
+                     len(mine) - len(kept))
     assert got["true"] == want
-    assert sum(d for _, d in want.values()) > 100  # the batch has exact duplicates to drop
-    assert max(len(f) for f, _ in want.values()) >= 3  # and messages with several failures to order
+    assert sum(d for _, _, d in want.values()) > 100  # the batch has exact duplicates to drop
+    assert max(len(f) for f, _, _ in want.values()) > RECENT  # and messages with more failures than RECENT
 
 
 def test_many_failures_of_one_message_count_and_keep_their_last_history_as_the_reference_does(spark):
     """merge_failures against ADR 0001's count, one failure at a time (k = max(previous + 1, delivery_count)), for
-    messages with 1 to 30 failures in each of two batches, the second merged into the first's ledger: the count and
-    the history's last ten entries (merge computes only those, from the maximum over the failures before them)."""
+    messages with 1 to 30 failures in each of two batches, the second merged into the first's ledger: the count, the
+    history's last ten entries (merge computes only those, from the maximum over the failures before them) and the
+    last failure's payload. The second batch also lands again failures the ledger's history holds (cross-batch
+    duplicates, dropped), among new failures older and newer than them: the last ten kept can lie anywhere among
+    the batch's last RECENT."""
     import random
 
     from reprocess.ledger.merge import aggregate_failures, merge_failures
@@ -306,33 +314,46 @@ def test_many_failures_of_one_message_count_and_keep_their_last_history_as_the_r
     schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
-    want: dict[str, tuple[int, list[tuple[int, int, int]]]] = {}
+    want: dict[str, tuple[int, list[tuple[int, int, int, str]], str]] = {}
+    landed: dict[tuple[str, int], tuple[object, ...]] = {}  # every record landed, by message and failed_ms
     existing = None
+    relanded = 0
     for batch in range(2):
         rows = []
         for m in range(60):
             mid = f"m{m:02d}"
+            count, history, payload = want.get(mid, (0, [], ""))
             n = rnd.choice([1, 2, 9, 10, 11, 17, 30]) if m % 2 or not batch else 0
-            mine = sorted((batch * 100_000 + at, rnd.choice([1, 1, 1, 2, 5, 14, 40]))
-                          for at in rnd.sample(range(50_000), n))
-            count, history = want.get(mid, (0, []))
-            for failed_ms, delivery_count in mine:
-                fp = m * 1_000_000 + failed_ms
-                rows.append((mid, failed_ms, fp, delivery_count, "E", "boom", "orders.created", "p", {}, None, None,
-                             None, 0, False))
-                count = max(count + 1, delivery_count)
-                history = [*history, (failed_ms, count, fp)][-HISTORY_LIMIT:]
+            taken = {h[0] for h in history}
+            times = rnd.sample([t for t in range(batch * 25_000, batch * 25_000 + 50_000) if t not in taken], n)
+            again = rnd.sample(history, min(len(history), rnd.choice([0, 1, 3, 10]))) if n else []
+            relanded += len(again)
+            for failed_ms in times:
+                landed[(mid, failed_ms)] = (mid, failed_ms, m * 1_000_000 + failed_ms,
+                                            rnd.choice([1, 1, 1, 2, 5, 14, 40]), f"E{failed_ms % 5}", "boom",
+                                            "orders.created", f"p{failed_ms}", {}, None, None, None, 0, False)
+            mine = [landed[(mid, t)] for t in times] + [landed[(mid, h[0])] for h in again]
+            rows += mine
+            recorded = {h[2] for h in history}
+            for r in sorted(mine, key=lambda r: (r[1], r[2])):
+                if r[2] in recorded:
+                    continue  # a failure the ledger already holds
+                count = max(count + 1, r[3])
+                history = [*history, (r[1], count, r[2], r[4])][-HISTORY_LIMIT:]
+                payload = r[7]
             if mine:
-                want[mid] = (count, history)
+                want[mid] = (count, history, payload)
         rnd.shuffle(rows)
         failures = aggregate_failures(spark.createDataFrame(rows, schema).repartition(3))
         merged = merge_failures(existing, failures, POLICIES, f"run-{batch}", 200_000, "interpreted")
         existing = merged.select(*[c for c in LEDGER_COLUMNS if c != "bucket"]).localCheckpoint()
-        got = {r.message_id: (r.deliveries, [(h.failed_ms, h.delivery, h.fp) for h in r.error_history])
+        got = {r.message_id: (r.deliveries, [(h.failed_ms, h.delivery, h.fp, h.error_class) for h in r.error_history],
+                              r.payload)
                for r in existing.collect()}
         assert got == want
-    assert max(len(h) for _, h in want.values()) == HISTORY_LIMIT  # histories were cut
-    assert any(c >= 40 for c, _ in want.values())  # and a delivery_count above the count took over
+    assert max(len(h) for _, h, _ in want.values()) == HISTORY_LIMIT  # histories were cut
+    assert any(c >= 40 for c, _, _ in want.values())  # a delivery_count above the count took over
+    assert relanded > 50  # and the second batch held failures the ledger had
 
 
 def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_up(spark, tmp_path):

@@ -88,40 +88,59 @@ def exhausted_reason_column(policies: PolicySet, policy_idx: Column) -> Column:
                      lambda p: F.lit(NO_DEAD_LETTER_ADDRESS if p.drops_without_dla else MAX_DELIVERIES_EXCEEDED))
 
 
+# A message's cross-batch duplicates (failures whose fp is in its ledger history) are at most HISTORY_LIMIT, since a
+# batch's list holds each fp once: its last HISTORY_LIMIT failures after they are dropped lie among the last
+# RECENT of the batch's.
+RECENT = 2 * HISTORY_LIMIT
+
+
 def aggregate_failures(failures: DataFrame) -> DataFrame:
-    """One row per message: ``new_failures``, its failures in the batch without exact duplicates (same ``fp``),
-    sorted by (failed_ms, fp); and ``batch_duplicates``, the records that were exact duplicates of another.
+    """One row per message of the batch, its failures without exact duplicates (same ``fp``), sorted by
+    (failed_ms, fp):
+
+    - ``new_failures``: every one of them, with only what :func:`merge_failures` needs of each (``failed_ms``,
+      ``fp``, ``delivery_count``, ``non_retryable``);
+    - ``recent``: the whole records of the last :data:`RECENT` of them, from which the merge takes the message's
+      fields and its history;
+    - ``batch_duplicates``: the records that were exact duplicates of another.
+
+    A message failing many times in one batch is one row, held in memory whole: four fields of each failure and the
+    full records (payloads, headers, errors) of only its last few keep that row small (bench/RESULTS.md,
+    thirty-eighth run).
 
     One shuffle by message id and one sort, in the order the list needs; the output stays partitioned by
     ``message_id`` alone, so the ledger join in :func:`merge_failures` shuffles only the ledger. An exact duplicate
     is marked by comparing its ``fp`` with the previous record's (``lag``: sorted by (failed_ms, fp), duplicates sit
     side by side; equal fp implies equal failed_ms, and fp, a hash of the record, is never null), left out of the
-    list (``collect_list`` skips nulls) and counted.
+    lists (``collect_list`` skips nulls) and counted.
 
-    The list is collected by a ``groupBy`` over the window's sorted output. With :data:`SORT_AGGREGATE_KEY` on
+    The lists are collected by a ``groupBy`` over the window's sorted output. With :data:`SORT_AGGREGATE_KEY` on
     (:data:`reprocess.sparkutil.SESSION_CONF`) Spark turns it into one streaming ``SortAggregate``: no second sort,
-    no partial aggregation, and the list in the rows' order. A session without that setting gets a hash
-    aggregation, whose list is sorted afterwards. Not a window over the whole partition: that wrote each message's
+    no partial aggregation, and the lists in the rows' order. A session without that setting gets a hash
+    aggregation, whose lists are sorted afterwards. Not a window over the whole partition: that wrote each message's
     whole list into each of its rows, so n distinct failures of one message cost n squared (20,000 took 24-31 s
     instead of 3 s; bench/RESULTS.md, thirty-third and thirty-eighth runs).
     """
-    rec = F.struct(
-        F.col("failed_ms"), F.col("fp"), F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
-        F.col("address"), F.col("payload"), F.col("headers"), F.col("extra"), F.col("consumer_group"),
-        F.col("ordering_key"), F.col("policy_idx"), F.col("non_retryable"),
-    )
     ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
     marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
-    out = marked.groupBy("message_id").agg(
-        F.collect_list(F.when(~F.col("_dup"), rec)).alias("new_failures"),
+    streamed = sort_aggregated(failures.sparkSession)
+
+    def in_order(fields: str) -> str:
+        """The message's distinct failures, in (failed_ms, fp) order: as they stream in, or sorted afterwards."""
+        collected = f"collect_list(CASE WHEN NOT _dup THEN struct({fields}) END)"
+        return collected if streamed else (
+            f"array_sort({collected}, (l, r) -> CASE WHEN l.failed_ms < r.failed_ms THEN -1 "
+            "WHEN l.failed_ms > r.failed_ms THEN 1 WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)")
+
+    # The whole list of full records is only in the aggregation's buffer; the row keeps its last RECENT (the
+    # aggregation is computed once, for both references).
+    full = in_order("failed_ms, fp, delivery_count, error_class, error_message, address, payload, headers, extra, "
+                    "consumer_group, ordering_key, policy_idx, non_retryable")
+    return marked.groupBy("message_id").agg(
+        sql_lambda(in_order("failed_ms, fp, delivery_count, non_retryable")).alias("new_failures"),
+        sql_lambda(f"slice({full}, greatest(size({full}) - {RECENT} + 1, 1), {RECENT})").alias("recent"),
         F.sum(F.col("_dup").cast("long")).alias("batch_duplicates"),
     )
-    if not sort_aggregated(failures.sparkSession):
-        out = out.withColumn("new_failures", F.when(F.size("new_failures") > 1, sql_lambda(
-            "array_sort(new_failures, (l, r) -> CASE WHEN l.failed_ms < r.failed_ms THEN -1 "
-            "WHEN l.failed_ms > r.failed_ms THEN 1 WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)",
-        )).otherwise(F.col("new_failures")))
-    return out
 
 
 def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: PolicySet, run_id: str,
@@ -138,27 +157,32 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     a = failures.alias("a")
     if existing is None:  # nothing to join with: every message is new
         joined = a.select("message_id", *[F.lit(None).cast(LEDGER_SCHEMA[c].dataType).alias(f"e_{c}") for c in kept],
-                          F.col("new_failures").alias("nf_all"), "batch_duplicates")
+                          F.col("new_failures").alias("nf_all"), F.col("recent").alias("rf_all"), "batch_duplicates")
     else:
         e = existing.alias("e")
         joined = e.join(a, F.col("e.message_id") == F.col("a.message_id"), "full_outer").select(
             F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
             *[F.col(f"e.{c}").alias(f"e_{c}") for c in kept],
             F.col("a.new_failures").alias("nf_all"),
+            F.col("a.recent").alias("rf_all"),
             F.coalesce(F.col("a.batch_duplicates"), F.lit(0).cast("long")).alias("batch_duplicates"),
         )
     # Most rows are a new message failing once: that case is computed without the lambdas (higher-order
     # functions run interpreted, row by row) the general case needs.
     single = F.coalesce((F.size("nf_all") == 1) & F.col("e_state").isNull(), F.lit(False))
-    one = F.element_at(F.col("nf_all"), 1)
-    # Drop exact duplicates of failures already recorded for this message. array_contains is NULL (not false)
-    # when the array holds a null: re-drive entries have no fp. (Lambdas in SQL: sparkutil.sql_lambda.)
-    nf = F.when(single, F.col("nf_all")).otherwise(sql_lambda(
-        "filter(nf_all, x -> NOT coalesce(array_contains("
-        "transform(coalesce(e_error_history, array()), h -> h.fp), x.fp), false))"))
+    one = F.element_at(F.col("rf_all"), 1)
+
+    def recorded_dropped(name: str) -> Column:
+        """Without exact duplicates of failures already recorded for this message. array_contains is NULL (not
+        false) when the array holds a null: re-drive entries have no fp. (Lambdas in SQL: sparkutil.sql_lambda.)"""
+        return F.when(single, F.col(name)).otherwise(sql_lambda(
+            f"filter({name}, x -> NOT coalesce(array_contains("
+            "transform(coalesce(e_error_history, array()), h -> h.fp), x.fp), false))"))
+
     joined, at = with_as_of(joined, as_of_ms, codegen)
-    df = joined.withColumn("_single", single).withColumn("nf", nf) \
-        .withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
+    # nf: every new failure (a few fields each); rf: the whole records of its last ones (RECENT before dropping)
+    df = joined.withColumn("_single", single).withColumn("nf", recorded_dropped("nf_all")) \
+        .withColumn("rf", recorded_dropped("rf_all")).withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
     single = F.col("_single")
     df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
     has_new = F.col("n") > 0
@@ -171,12 +195,14 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     df = df.withColumn("_t", F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0)))
     df = df.withColumn("_cm", F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))")))
     df = df.withColumn("_before", F.array_max(F.slice("_cm", F.lit(1), F.col("_t"))))
-    df = df.withColumn("_tail", F.when(~single, F.slice("nf", F.col("_t") + 1, F.lit(HISTORY_LIMIT))))
+    # nf's last HISTORY_LIMIT (from _t + 1) are rf's last ones (RECENT)
+    df = df.withColumn("_tail", F.when(~single, F.slice(
+        "rf", F.greatest(F.size("rf") - HISTORY_LIMIT, F.lit(0)) + 1, F.lit(HISTORY_LIMIT))))
     ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
         f"transform(_tail, (x, i) -> greatest({base} + {inc} + _t + i, "
         "greatest(_before, array_max(slice(_cm, _t + 1, i + 1))) + _t + i + 1))"))
     df = df.withColumn("ks", ks)
-    last = F.element_at(F.col("nf"), -1)
+    last = F.element_at(F.col("rf"), -1)
     k_last = F.element_at(F.col("ks"), -1)
     pidx = last["policy_idx"]
     df = df.withColumn("pidx", F.when(has_new, pidx))
