@@ -254,6 +254,7 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     import random
 
     from reprocess.ledger.merge import RECENT, aggregate_failures
+    from reprocess.sparkutil import SORT_AGGREGATE_KEY, restoring_conf
 
     rnd = random.Random(26)
     rows = []
@@ -269,8 +270,6 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
-    from reprocess.sparkutil import SORT_AGGREGATE_KEY, restoring_conf
-
     got = {}
     for streamed in ("true", "false"):  # the cycle's sessions stream the aggregation; a session without the setting
         with restoring_conf(spark, SORT_AGGREGATE_KEY):  # hashes it, and its lists are sorted afterwards
