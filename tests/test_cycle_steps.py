@@ -460,6 +460,57 @@ def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_com
     assert all(s["conservation"].values())
 
 
+def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messages_either_way(spark, tmp_path,
+                                                                                              monkeypatch, caplog):
+    """A DLQ re-drive sizes its queries to the ledger's rows as the last commit counted them: a small ledger's
+    re-drive runs interpreted, its shuffles in one partition without adaptive execution; a large one's keeps the
+    session's settings. Both move the same messages into the same ledger and DLQ, and the settings are back after."""
+    import shutil
+
+    import reprocess.redrive as redrive
+    import reprocess.sparkutil as sparkutil
+    from warehouse_state import warehouse_state
+
+    land(tmp_path / "small" / "landing", "10", "a.jsonl", [
+        *[rec(f"bad-{i}", "2026-11-21T10:00:00Z", address=("orders.created", "billing.eu")[i % 2],
+              error_class="com.acme.ValidationError") for i in range(4)],
+        *[rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(3)]])
+    assert cycle(spark, tmp_path / "small", "2026-11-21T10:01:00Z")["dead_lettered"]["NON_RETRYABLE"] == 4
+    shutil.copytree(tmp_path / "small", tmp_path / "large")
+    keys = (sparkutil.FACTORY_MODE_KEY, sparkutil.WHOLE_STAGE_KEY, *sparkutil.SHUFFLE_KEYS)
+    session = {k: spark.conf.get(k, None) for k in keys}
+    during = {}
+    original = redrive._redrive_on
+
+    def recording(spark_, wh, snap, req, now_ms, requested_by):
+        during[wh.root.parent.name] = {k: spark.conf.get(k, None) for k in keys}
+        return original(spark_, wh, snap, req, now_ms, requested_by)
+
+    monkeypatch.setattr(redrive, "_redrive_on", recording)
+    request = redrive.RedriveRequest(address_pattern="orders.#", reset_deliveries=True)
+    audits, logged = {}, {}
+    for name in ("small", "large"):
+        if name == "large":  # the ledger's 7 rows count as many
+            monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_SCAN_ROWS", 7)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="reprocess.redrive"):
+            audits[name] = redrive.redrive_dead_letters(spark, str(tmp_path / name / "wh"), request,
+                                                        parse_instant("2026-11-21T10:05:00Z"))
+        (line,) = [r.getMessage() for r in caplog.records if "codegen=" in r.getMessage()]
+        logged[name] = line.split("ledger_rows=")[1]
+        assert {k: spark.conf.get(k, None) for k in keys} == session
+    assert logged == {"small": "7 codegen=interpreted", "large": "7 codegen=generated"}
+    assert during["small"] == {sparkutil.FACTORY_MODE_KEY: "NO_CODEGEN", sparkutil.WHOLE_STAGE_KEY: "false",
+                               sparkutil.SHUFFLE_PARTITIONS_KEY: "1", sparkutil.ADAPTIVE_KEY: "false"}
+    assert during["large"] == session
+    assert audits["small"]["moved"] == 2
+    assert audits["small"]["messages"] == audits["large"]["messages"] == ["bad-0", "bad-2"]
+    small, large = (warehouse_state(spark, tmp_path / name / "wh") for name in ("small", "large"))
+    assert small == large
+    assert [m for m, _ in small["dlq"]] == ["bad-1", "bad-3"]
+    assert small["ledger"]["bad-0"][:2] == ("WAITING_RETRY", 0)
+
+
 def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("o", "2026-11-21T10:00:00Z"),
                                                  rec("f", "2026-11-21T10:00:00Z", address="fifo.q")])
