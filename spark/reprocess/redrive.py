@@ -118,8 +118,8 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
     """Size the re-drive's queries as a cycle's (sparkutil.fit_codegen, fit_shuffles); yields the code generation mode.
     On exit the session's settings are as they were.
 
-    The re-drive reads an id and a state per ledger row and every DLQ record. It sizes itself to the ledger's rows as
-    the last commit counted them (no file is opened for it), which also bound the dead letters: a small ledger's
+    The re-drive reads an id and a state per ledger row, and the DLQ's records, whose messages are among those rows. It
+    sizes itself to the ledger's rows as the last commit counted them (no file is opened for it): a small ledger's
     re-drive runs interpreted, its shuffles in one partition without adaptive execution, as a small cycle does. With
     the session's generated code and adaptive execution, a fresh driver's re-drive of four dead letters took 13.4-15.2 s
     against 11.3-12.9 s (bench/RESULTS.md, thirty-ninth run)."""
