@@ -73,7 +73,8 @@ def spark() -> Iterator[object]:
     # warming up on Spark's code (two passes of three small cycles, after two passes of warm-up, made 5,253 C2
     # compiles taking 30 s of CPU in 34 s of wall), and the two sessions were 39% of the suite's CPU. C2 at four times
     # its thresholds compiles only what stays hot: test_cycle_steps.py alone, the session JVM's CPU 188 -> 162 s
-    # (C1 only 172 s) and the file's wall 180 -> 168 s; test_cycle_e2e.py 146 -> 122 s (C1 only 143 s), 126 -> 112 s.
+    # (148 s on a second run: about 8% noise; C1 only 172 s) and the file's wall 180 -> 168 s; test_cycle_e2e.py
+    # 146 -> 122 s (C1 only 143 s), 126 -> 112 s (bench/RESULTS.md, thirty-seventh run).
     kept = [o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if not o.startswith("-XX:TieredStopAtLevel=")]
     with pytest.MonkeyPatch.context() as env:  # only this JVM's start: the variable is restored (or unset) after
         env.setenv("JAVA_TOOL_OPTIONS", " ".join([*kept, *SESSION_JIT]))
