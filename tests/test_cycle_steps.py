@@ -496,8 +496,14 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
         with caplog.at_level("INFO", logger="reprocess.redrive"):
             audits[name] = redrive.redrive_dead_letters(spark, str(tmp_path / name / "wh"), request,
                                                         parse_instant("2026-11-21T10:05:00Z"))
-        (line,) = [r.getMessage() for r in caplog.records if "codegen=" in r.getMessage()]
+        lines = [r.getMessage() for r in caplog.records]
+        (line,) = [m for m in lines if "codegen=" in m]
         logged[name] = line.split("ledger_rows=")[1]
+        # each step with its duration, then the commit
+        steps = [m.split()[1] for m in lines if m.startswith("re-drive step=")]
+        assert steps == ["step=select", "step=stage_ledger", "step=stage_dlq"], lines
+        assert "dlq_files=2 moved=2" in lines[lines.index(line) + 1]
+        assert lines[-1].startswith(f"re-drive committed request_id={request.request_id} moved=2")
         assert {k: spark.conf.get(k, None) for k in keys} == session
     assert logged == {"small": "7 codegen=interpreted", "large": "7 codegen=generated"}
     assert during["small"] == {sparkutil.FACTORY_MODE_KEY: "NO_CODEGEN", sparkutil.WHOLE_STAGE_KEY: "false",
