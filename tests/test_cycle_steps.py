@@ -496,7 +496,7 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
         with caplog.at_level("INFO", logger="reprocess.redrive"):
             audits[name] = redrive.redrive_dead_letters(spark, str(tmp_path / name / "wh"), request,
                                                         parse_instant("2026-11-21T10:05:00Z"))
-        lines = [r.getMessage() for r in caplog.records]
+        lines = [r.getMessage() for r in caplog.records if r.name == "reprocess.redrive"]
         (line,) = [m for m in lines if "codegen=" in m]
         logged[name] = line.split("ledger_rows=")[1]
         # each step with its duration, then the commit
