@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -37,6 +36,7 @@ from reprocess.sparkutil import (
     restoring_conf,
     sized_codegen,
 )
+from reprocess.steps import StepLog
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
 from reprocess.storage.read import naming_damaged_files, read_files
 
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+# The steps a re-drive logs (``re-drive step=<name> ... seconds=``), in order.
+STEPS = ("select", "stage_ledger", "stage_dlq")
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,9 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
 
 
 @contextmanager
-def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator[str]:
-    """Size the re-drive's queries as a cycle's (sparkutil.fit_codegen, fit_shuffles); yields the code generation mode.
-    On exit the session's settings are as they were.
+def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator[None]:
+    """Size the re-drive's queries as a cycle's (sparkutil.fit_codegen, fit_shuffles); on exit the session's settings
+    are as they were.
 
     The re-drive reads an id and a state per ledger row, and the DLQ's records, whose messages are among those rows. It
     sizes itself to the ledger's rows as the last commit counted them (no file is opened for it): a small ledger's
@@ -129,22 +132,14 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
         codegen = fit_codegen(spark, 0, scan_rows=rows)
         fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
         log.info("re-drive request_id=%s ledger_rows=%s codegen=%s", req.request_id, rows, codegen)
-        yield codegen
+        yield
 
 
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
                 requested_by: str) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock. Each step is logged with its duration (progress
     on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
-    lap = time.monotonic()
-
-    def done(step: str, **facts: Any) -> None:
-        nonlocal lap
-        now = time.monotonic()
-        extra = " ".join(f"{k}={v}" for k, v in facts.items())
-        log.info("re-drive step=%s request_id=%s seconds=%.2f %s", step, req.request_id, now - lap, extra)
-        lap = now
-
+    steps = StepLog(log, STEPS, "request_id", req.request_id, prefix="re-drive ")
     previous = _find_audit(wh, snap, req.request_id)
     if previous is not None:
         log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
@@ -172,7 +167,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     chosen = ordered.select("message_id").withColumn(
         "_seq", F.row_number().over(Window.orderBy("message_id")) - 1).persist()
     moved = chosen.count()
-    done("select", dlq_files=len(dlq_files), moved=moved)
+    steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
         chosen.unpersist()
         return _commit_audit(wh, snap, snap, audit)
@@ -201,7 +196,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     stage = wh.new_stage(req.request_id)
     plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
                   LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
-    done("stage_ledger", ledger_files_rewritten=len(touched))
+    steps.done("stage_ledger", ledger_files_rewritten=len(touched))
     # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
     dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
     dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
@@ -211,7 +206,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         chosen, "message_id", "left_anti")
     plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(req.request_id, stage, "dlq")))
-    done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
+    steps.done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
     chosen.unpersist()
     audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)

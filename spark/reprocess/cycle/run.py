@@ -67,6 +67,7 @@ from reprocess.sparkutil import (
     sized_codegen,
     with_as_of,
 )
+from reprocess.steps import StepLog
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
 from reprocess.storage.read import naming_damaged_files
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
@@ -118,24 +119,6 @@ def _crash_point(name: str) -> None:
         log.warning("fault injection: SIGKILL at %s", name)
         logging.shutdown()
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-class _Steps:
-    """Logs each step of a cycle with its duration (progress on long runs)."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.t = time.monotonic()
-        self.timings: dict[str, float] = {}
-
-    def done(self, step: str, **facts: Any) -> None:
-        if step not in STEPS:  # the fault-injection test aims its kills at the names in STEPS
-            raise ValueError(f"unknown step {step!r}: add it to STEPS")
-        now = time.monotonic()
-        self.timings[step] = round(now - self.t, 3)
-        self.t = now
-        extra = " ".join(f"{k}={v}" for k, v in facts.items())
-        log.info("step=%s run_id=%s seconds=%.2f %s", step, self.run_id, self.timings[step], extra)
 
 
 def run_id_for(as_of_ms: int) -> str:
@@ -210,7 +193,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     """The run; ``shuffles``: the session's shuffle settings (sparkutil.fit_shuffles), sized to the input for this
     run."""
     t0 = time.monotonic()
-    steps = _Steps(run_id)
+    steps = StepLog(log, STEPS, "run_id", run_id)
     policies = opts.policies
     as_of = opts.as_of_ms
     # A crashed attempt may have left staged files, or (over Spark Connect) a job still writing them: this attempt
