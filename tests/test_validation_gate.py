@@ -57,6 +57,35 @@ def test_quarantined_rows_name_the_expectations_they_broke(spark, tmp_path):
     assert list(index.parent.glob("validations/**/*.html")), "one page per validation"
 
 
+def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_collected(spark, tmp_path,
+                                                                                            monkeypatch):
+    """GX's pandas engine collects a frame into the driver, which spares small frames a dozen Spark jobs; a landing
+    of few records can still hold many payload bytes (1,000 payloads of 400 KB ran a 2 GB driver out of heap).
+    The cycle counts the payload bytes of the records it accepts, and the landing suite goes to Spark above
+    SMALL_BYTES of them, however few the rows; the other suites, without payloads, stay on pandas."""
+    from reprocess.validation import suites
+
+    land(tmp_path / "a" / "landing", "10", "a.jsonl", [
+        {**rec("wide", "2026-11-21T10:00:00Z"), "payload": "\u00e9" * 300},  # 600 bytes in UTF-8, 300 characters
+        rec("ok", "2026-11-21T10:01:00Z"),  # p-ok: 4 bytes
+        {**rec("bad", "2026-11-21T10:00:00Z", delivery_count=0), "payload": "y" * 5000},  # quarantined
+        {**rec("later", "2026-11-21T11:00:00Z"), "payload": "z" * 5000},  # after the as-of: deferred
+    ])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    accepted = 600 + 4
+    engines = {}
+    for name, bound in (("a", accepted), ("b", accepted - 1)):
+        monkeypatch.setattr(suites, "SMALL_BYTES", bound)
+        s = cycle(spark, tmp_path / name, "2026-11-21T10:05:00Z")
+        assert s["accepted_payload_bytes"] == accepted
+        assert s["validation"]["passed"]
+        assert s["quarantined"] == 1 and s["deferred_until_later_as_of"] == 1
+        engines[name] = s["validation"]["engines"]
+    assert engines == {"a": dict.fromkeys(("landing", "ledger", "dlq", "run"), "pandas"),
+                       "b": {"landing": "spark", "ledger": "pandas", "dlq": "pandas", "run": "pandas"}}
+    assert ledger(spark, tmp_path / "a") == ledger(spark, tmp_path / "b")
+
+
 def test_an_expectation_added_to_the_landing_suite_quarantines_the_rows_that_break_it(spark, tmp_path, monkeypatch):
     suites = _suites(tmp_path, "landing", {"type": "expect_column_values_to_not_match_regex",
                                            "kwargs": {"column": "address", "regex": "^orders\\.legacy"}})

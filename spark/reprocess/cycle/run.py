@@ -531,6 +531,7 @@ def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFra
         F.count(F.lit(1)).alias("records"),
         F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
         F.sum(F.col("deferred").cast("int")).alias("deferred"),
+        F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
     ).first())
     fresh_n = c["fresh"]
     quarantined = quarantine.count()
@@ -559,6 +560,7 @@ def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFra
         "corrupt_files": [{"file": p, "reason": r} for p, r in corrupt],
         "ingested": fresh_n + c["bad"],
         "records_read": c["records"],
+        "accepted_payload_bytes": c["payload_bytes"],  # of the records accepted (the landing suite's frame)
         "deferred_until_later_as_of": c["deferred"],
         "quarantined": quarantined,
         "duplicates": duplicates,
@@ -610,7 +612,7 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
         try:
             b = summary["balance"]
             v.validate(suites.landing_frame(fresh), "landing", params=landing_params,
-                       rows=b["ingested"] - b["bad_records"])
+                       rows=b["ingested"] - b["bad_records"], data_bytes=summary["accepted_payload_bytes"])
             v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
             v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
             v.validate(suites.run_frame(spark, b), "run", rows=1)
@@ -622,7 +624,8 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
         raise ValidationFailedError(
             f"run {run_id}: " + "; ".join(r.describe() for r in failed)
             + f". This is a bug: nothing was committed. Data Docs: {index}")
-    return {"suites": {r.suite: r.evaluated for r in v.results}, "passed": True, "data_docs": index,
+    return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
+            "passed": True, "data_docs": index,
             "seconds": round(time.monotonic() - t, 3)}
 
 

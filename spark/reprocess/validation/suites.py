@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 SUITES_DIR = Path(__file__).resolve().parents[3] / "expectations"  # the repo's; REPROCESS_EXPECTATIONS overrides
 SUITES = ("landing", "ledger", "dlq", "run")
 SMALL_ROWS = int(os.environ.get("REPROCESS_GX_SMALL_ROWS", "20000"))  # validated with GX's pandas engine
+# ... when they also hold at most this many bytes (a landing frame carries payloads): collecting 1,000 payloads of
+# 400 KB through Arrow ran a 2 GB driver out of heap (bench/RESULTS.md, fortieth run)
+SMALL_BYTES = int(os.environ.get("REPROCESS_GX_SMALL_BYTES", str(64 << 20)))
 
 _gx_import: threading.Thread | None = None
 
@@ -101,6 +104,7 @@ class SuiteResult:
     success: bool
     evaluated: int
     failed: list[dict[str, Any]] = field(default_factory=list)
+    engine: str = "spark"  # GX's execution engine that validated it: spark or pandas
 
     def describe(self) -> str:
         if self.success:
@@ -152,13 +156,15 @@ class Validator:
 
     def validate(self, df: DataFrame, suite: str | dict[str, Any], only: list[int] | None = None,
                  params: dict[str, Any] | None = None, cached: bool = False, rows: int | None = None,
-                 engine: str | None = None) -> SuiteResult:
+                 engine: str | None = None, data_bytes: int | None = None) -> SuiteResult:
         """Run a suite (a name under expectations/, or its JSON) on ``df``; ``only`` keeps some expectations.
 
         ``cached``: ``df`` is already persisted by the caller (do not cache it again). ``rows``: the frame's
         row count when the caller knows it: a frame of at most ``SMALL_ROWS`` rows is collected (Arrow) and
         validated by GX's pandas engine, which spares the dozen tiny Spark jobs GX's Spark engine runs per
-        suite; larger ones stay on Spark. ``engine`` ("spark" | "pandas") forces one.
+        suite; larger ones stay on Spark. ``data_bytes``: the bytes of the frame's strings when they may be many
+        (payloads): above ``SMALL_BYTES`` the frame stays on Spark however few its rows, since collecting it holds
+        it whole in the driver, several times over. ``engine`` ("spark" | "pandas") forces one.
         """
         import great_expectations as gx
 
@@ -169,7 +175,8 @@ class Validator:
         n = sum(1 for r in self.results if r.suite == name)
         key = name if n == 0 else f"{name}-{n}"
         if engine is None:
-            engine = "pandas" if rows is not None and rows <= SMALL_ROWS else "spark"
+            few = rows is not None and rows <= SMALL_ROWS and (data_bytes is None or data_bytes <= SMALL_BYTES)
+            engine = "pandas" if few else "spark"
         source = self.small_source if engine == "pandas" else self.source
         asset = source.add_dataframe_asset(name=key)
         batch = asset.add_batch_definition_whole_dataframe(key)
@@ -177,7 +184,7 @@ class Validator:
         definition = self.ctx.validation_definitions.add(gx.ValidationDefinition(name=key, data=batch,
                                                                                   suite=gx_suite))
         if engine == "pandas":
-            return self._finish(name, definition.run(
+            return self._finish(name, engine, definition.run(
                 batch_parameters={"dataframe": df.toPandas()}, expectation_parameters=params or {},
                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}, run_id=self.run_id))
         data = df if cached else df.persist()
@@ -191,9 +198,9 @@ class Validator:
         finally:
             if not cached:
                 data.unpersist()
-        return self._finish(name, result)
+        return self._finish(name, engine, result)
 
-    def _finish(self, name: str, result: Any) -> SuiteResult:
+    def _finish(self, name: str, engine: str, result: Any) -> SuiteResult:
         failed = [
             {"expectation": r.expectation_config.type if r.expectation_config else None,
              "column": r.expectation_config.kwargs.get("column") if r.expectation_config else None,
@@ -201,9 +208,9 @@ class Validator:
              "sample": (r.result or {}).get("partial_unexpected_list"),
              "error": (r.exception_info or {}).get("exception_message")}
             for r in result.results if not r.success]
-        out = SuiteResult(name, bool(result.success), len(result.results), failed)
+        out = SuiteResult(name, bool(result.success), len(result.results), failed, engine)
         self.results.append(out)
-        log.info("validation %s", out.describe())
+        log.info("validation %s engine=%s", out.describe(), engine)
         return out
 
     def build_docs(self) -> str | None:
