@@ -460,25 +460,22 @@ def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_com
     assert all(s["conservation"].values())
     after = wh.latest()
     dead = sorted(after.files["dlq"])[0]
-    (tmp_path / "wh" / dead).unlink()  # the re-drive asks for the DLQ files' sizes before Spark reads them
+    (tmp_path / "wh" / dead).unlink()
     with pytest.raises(WarehouseDamagedError, match=f"snapshot {after.version} lists {dead}, which is not there"):
         redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(address_pattern="#"),
                              parse_instant("2026-11-21T10:50:00Z"))
     assert wh.latest().version == after.version
 
 
-def test_a_redrive_is_sized_to_the_ledger_and_the_dlq_like_a_cycle_and_moves_the_same_messages_either_way(
-        spark, tmp_path, monkeypatch, caplog):
-    """A DLQ re-drive sizes its queries to the ledger's rows as the last commit counted them and to the bytes of the
-    DLQ's files: a re-drive small in both runs interpreted, its shuffles in one partition without adaptive
-    execution; one over many ledger rows keeps the session's settings; one over a DLQ of many bytes gets generated
-    code and a shuffle partition per INPUT_BYTES_PER_SHUFFLE_PARTITION of them. All move the same messages into the
-    same ledger and DLQ, and the settings are back after."""
+def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messages_either_way(spark, tmp_path,
+                                                                                              monkeypatch, caplog):
+    """A DLQ re-drive sizes its queries to the ledger's rows as the last commit counted them: a small ledger's
+    re-drive runs interpreted, its shuffles in one partition without adaptive execution; a large one's keeps the
+    session's settings. Both move the same messages into the same ledger and DLQ, and the settings are back after."""
     import shutil
 
     import reprocess.redrive as redrive
     import reprocess.sparkutil as sparkutil
-    from reprocess.storage.commit import Warehouse
     from warehouse_state import warehouse_state
 
     land(tmp_path / "small" / "landing", "10", "a.jsonl", [
@@ -486,14 +483,9 @@ def test_a_redrive_is_sized_to_the_ledger_and_the_dlq_like_a_cycle_and_moves_the
               error_class="com.acme.ValidationError") for i in range(4)],
         *[rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(3)]])
     assert cycle(spark, tmp_path / "small", "2026-11-21T10:01:00Z")["dead_lettered"]["NON_RETRYABLE"] == 4
-    copies = ("small", "rows", "bytes")
-    for name in copies[1:]:
-        shutil.copytree(tmp_path / "small", tmp_path / name)
-    wh = Warehouse(tmp_path / "small" / "wh")
-    dlq_bytes = sum((tmp_path / "small" / "wh" / rel).stat().st_size for rel in wh.latest().files["dlq"])
+    shutil.copytree(tmp_path / "small", tmp_path / "large")
     keys = (sparkutil.FACTORY_MODE_KEY, sparkutil.WHOLE_STAGE_KEY, *sparkutil.SHUFFLE_KEYS)
     session = {k: spark.conf.get(k, None) for k in keys}
-    base = sparkutil.base_partitions(session)
     during = {}
     original = redrive._redrive_on
 
@@ -504,17 +496,13 @@ def test_a_redrive_is_sized_to_the_ledger_and_the_dlq_like_a_cycle_and_moves_the
     monkeypatch.setattr(redrive, "_redrive_on", recording)
     request = redrive.RedriveRequest(address_pattern="orders.#", reset_deliveries=True)
     audits, logged = {}, {}
-    for name in copies:
-        with monkeypatch.context() as bounds:
-            if name == "rows":  # the ledger's 7 rows count as many
-                bounds.setattr(sparkutil, "INTERPRETED_BELOW_SCAN_ROWS", 7)
-            if name == "bytes":  # the DLQ's bytes count as many, and as base + 3 partitions' worth
-                bounds.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", dlq_bytes)
-                bounds.setattr(sparkutil, "INPUT_BYTES_PER_SHUFFLE_PARTITION", -(-dlq_bytes // (base + 3)))
-            caplog.clear()
-            with caplog.at_level("INFO", logger="reprocess.redrive"):
-                audits[name] = redrive.redrive_dead_letters(spark, str(tmp_path / name / "wh"), request,
-                                                            parse_instant("2026-11-21T10:05:00Z"))
+    for name in ("small", "large"):
+        if name == "large":  # the ledger's 7 rows count as many
+            monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_SCAN_ROWS", 7)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="reprocess.redrive"):
+            audits[name] = redrive.redrive_dead_letters(spark, str(tmp_path / name / "wh"), request,
+                                                        parse_instant("2026-11-21T10:05:00Z"))
         lines = [r.getMessage() for r in caplog.records if r.name == "reprocess.redrive"]
         (line,) = [m for m in lines if "codegen=" in m]
         logged[name] = line.split("ledger_rows=")[1]
@@ -524,18 +512,14 @@ def test_a_redrive_is_sized_to_the_ledger_and_the_dlq_like_a_cycle_and_moves_the
         assert "dlq_files=2 moved=2" in lines[lines.index(line) + 1]
         assert lines[-1].startswith(f"re-drive committed request_id={request.request_id} moved=2")
         assert {k: spark.conf.get(k, None) for k in keys} == session
-    assert logged == {"small": f"7 dlq_bytes={dlq_bytes} codegen=interpreted shuffle_partitions=1",
-                      "rows": f"7 dlq_bytes={dlq_bytes} codegen=generated shuffle_partitions={base}",
-                      "bytes": f"7 dlq_bytes={dlq_bytes} codegen=generated shuffle_partitions={base + 3}"}
+    assert logged == {"small": "7 codegen=interpreted", "large": "7 codegen=generated"}
     assert during["small"] == {sparkutil.FACTORY_MODE_KEY: "NO_CODEGEN", sparkutil.WHOLE_STAGE_KEY: "false",
                                sparkutil.SHUFFLE_PARTITIONS_KEY: "1", sparkutil.ADAPTIVE_KEY: "false"}
-    assert during["rows"] == session | {sparkutil.SHUFFLE_PARTITIONS_KEY: str(base)}
-    assert during["bytes"] == session | {sparkutil.SHUFFLE_PARTITIONS_KEY: str(base + 3)}
+    assert during["large"] == session
     assert audits["small"]["moved"] == 2
-    assert audits["small"]["messages"] == audits["rows"]["messages"] == audits["bytes"]["messages"] == [
-        "bad-0", "bad-2"]
-    small, rows, heavy = (warehouse_state(spark, tmp_path / name / "wh") for name in copies)
-    assert small == rows == heavy
+    assert audits["small"]["messages"] == audits["large"]["messages"] == ["bad-0", "bad-2"]
+    small, large = (warehouse_state(spark, tmp_path / name / "wh") for name in ("small", "large"))
+    assert small == large
     assert [m for m, _ in small["dlq"]] == ["bad-1", "bad-3"]
     assert small["ledger"]["bad-0"][:2] == ("WAITING_RETRY", 0)
 

@@ -113,31 +113,25 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
-        with naming_damaged_files(wh.uri, snap), _sized(spark, wh, snap, req):
+        with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req):
             return _redrive_on(spark, wh, snap, req, now_ms, requested_by)
 
 
 @contextmanager
-def _sized(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest) -> Iterator[None]:
+def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator[None]:
     """Size the re-drive's queries as a cycle's (sparkutil.fit_codegen, fit_shuffles); on exit the session's settings
     are as they were.
 
-    The re-drive reads an id and a state per ledger row, and the DLQ's whole records (payloads included), whose
-    messages are among those rows. It sizes itself to the ledger's rows as the last commit counted them (no file is
-    opened for it) and to the bytes of the DLQ's files (one request for their sizes, as a cycle asks for its ledger
-    files'): a re-drive small in both runs interpreted, its shuffles in one partition without adaptive execution, as a
-    small cycle does. With the session's generated code and adaptive execution, a fresh driver's re-drive of four dead
-    letters took 13.4-15.2 s against 11.3-12.9 s (bench/RESULTS.md, thirty-ninth run). A DLQ of large payloads over
-    a small ledger gets generated code and a shuffle partition per 128 MB of it, as a cycle's input does (fortieth
-    run)."""
+    The re-drive reads an id and a state per ledger row, and the DLQ's records, whose messages are among those rows. It
+    sizes itself to the ledger's rows as the last commit counted them (no file is opened for it): a small ledger's
+    re-drive runs interpreted, its shuffles in one partition without adaptive execution, as a small cycle does. With
+    the session's generated code and adaptive execution, a fresh driver's re-drive of four dead letters took 13.4-15.2 s
+    against 11.3-12.9 s (bench/RESULTS.md, thirty-ninth run)."""
     rows = sum(_carry_states(snap, 0).values())
-    dlq_files = wh.live_files("dlq", snap)
-    dlq_bytes = sum(wh.sizes(dlq_files)) if dlq_files else 0
     with sized_codegen(spark), restoring_conf(spark, *SHUFFLE_KEYS) as shuffles:
-        codegen = fit_codegen(spark, dlq_bytes, scan_rows=rows)
-        partitions = fit_shuffles(spark, dlq_bytes, shuffles, small=codegen == "interpreted")
-        log.info("re-drive request_id=%s ledger_rows=%s dlq_bytes=%s codegen=%s shuffle_partitions=%s",
-                 req.request_id, rows, dlq_bytes, codegen, partitions)
+        codegen = fit_codegen(spark, 0, scan_rows=rows)
+        fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
+        log.info("re-drive request_id=%s ledger_rows=%s codegen=%s", req.request_id, rows, codegen)
         yield
 
 

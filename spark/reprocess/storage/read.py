@@ -30,29 +30,19 @@ def damaged_live_file(exc: BaseException, warehouse: str, snap: Snapshot) -> War
     """Spark's failure to read a file (``FAILED_READ_FILE``) or to find it (``PATH_NOT_FOUND``) as a
     :class:`WarehouseDamagedError` naming it, when the file is one ``snap`` lists (deleted, overwritten or cut short
     outside reprocess); None for any other error, a landing file's included (those have their own checks:
-    ``reprocess.cycle.landing_batch``). A :class:`FileNotFoundError` from the warehouse's own calls (``sizes``) of
-    a listed file is that file missing too."""
-    if isinstance(exc, FileNotFoundError):
-        location = str(exc.filename if exc.filename is not None else exc.args[0] if exc.args else "")
-        rel = _listed(snap, location)
-        return None if rel is None else WarehouseDamagedError.missing(warehouse, snap.version, rel)
+    ``reprocess.cycle.landing_batch``)."""
     text = error_text(exc)  # not str(exc): a Py4JJavaError asks its JVM, which may have gone (out of heap)
     found = _FAILED_READ.search(text) or _NOT_FOUND.search(text)
     if found is None:
         return None
     uri = unquote(found.group(1))
-    rel = _listed(snap, uri)
+    rel = next((f for files in snap.files.values() for f in files if uri.endswith("/" + f)), None)
     if rel is None:
         return None
     if found.re is _NOT_FOUND:
         return WarehouseDamagedError.missing(warehouse, snap.version, rel)
     cause = _CAUSE.search(text)
     return WarehouseDamagedError.unreadable(warehouse, snap.version, rel, cause.group(1).strip() if cause else "")
-
-
-def _listed(snap: Snapshot, location: str) -> str | None:
-    """The file ``snap`` lists (relative to the warehouse) that ``location`` (a path or URI) names, or None."""
-    return next((f for files in snap.files.values() for f in files if location.endswith("/" + f)), None)
 
 
 @contextmanager
