@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("REPROCESS_DRIVER_MEMORY", "10g")
 
-    from reprocess.sparkutil import build_session, plain_encoded
+    from reprocess.sparkutil import build_session, parquet_options
     from reprocess.targets.outbox import OUTBOX_UNIQUE_COLUMNS
 
     spark = build_session("bench-parquet-dictionary")
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     def write(df, plain: bool) -> tuple[float, int]:
         shutil.rmtree(args.out, ignore_errors=True)
         writer = df.write.mode("overwrite").partitionBy("address")
-        if plain:
-            writer = plain_encoded(writer, OUTBOX_UNIQUE_COLUMNS)
+        # both as the cycle writes (sizes checked from the first row), with the dictionary on or off
+        writer = parquet_options(writer, OUTBOX_UNIQUE_COLUMNS if plain else ())
         t = time.monotonic()
         writer.parquet(args.out)
         seconds = time.monotonic() - t

@@ -126,7 +126,9 @@ def test_the_ledger_scan_of_a_small_landing_runs_generated_code_once_the_ledger_
 def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_ledger_files(spark, tmp_path,
                                                                                           monkeypatch, caplog):
     """A cycle's shuffles get a partition per ``INPUT_BYTES_PER_SHUFFLE_PARTITION`` of its input when that is more than
-    the session's count, so that a large batch fits a small heap. The outcome is the same; the ledger is still written
+    the session's count, so that a large batch fits a small heap, and per ``LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_
+    PARTITION`` when its records are large (the step log's ``record_bytes``, the landing's bytes per record read).
+    The outcome is the same; the ledger is still written
     by the session's count of tasks (a file per task and bucket, which every later run opens); and the session's
     count is back afterwards. (A small input gets one partition: test_shuffles_are_sized_to_the_input...)"""
     import reprocess.sparkutil as sparkutil
@@ -136,11 +138,15 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
     monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # not a small input: generated code, as above 16 MB
     records = [rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(60)]
     chosen, ledgers = {}, {}
-    for name, per_partition in (("plain", 1 << 40), ("raised", None)):
+    for name in ("plain", "raised", "large_records"):
         root = tmp_path / name
         path = land(root / "landing", "10", "a.jsonl", records)
+        size = path.stat().st_size
         monkeypatch.setattr(sparkutil, "INPUT_BYTES_PER_SHUFFLE_PARTITION",
-                            per_partition or path.stat().st_size // (base + 4))
+                            size // (base + 4) if name == "raised" else 1 << 40)
+        # the records count as large, and large records get a partition per this many bytes
+        monkeypatch.setattr(sparkutil, "LARGE_RECORD_BYTES", size // 60 if name == "large_records" else 1 << 40)
+        monkeypatch.setattr(sparkutil, "LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION", size // (base + 4))
         chosen[name] = []
         for as_of in ("2026-11-21T10:05:00Z", "2026-11-21T10:12:00Z"):  # new failures, then their re-drive
             caplog.clear()
@@ -148,6 +154,8 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
                 s = cycle(spark, root, as_of)
             (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
             chosen[name].append(int(line.split("shuffle_partitions=")[1].split()[0]))
+            if as_of.endswith("10:05:00Z"):  # the landing's bytes per record read
+                assert line.endswith(f" record_bytes={size // 60}"), line
             assert spark.conf.get("spark.sql.shuffle.partitions") == str(base)
         assert (s["due"], s["rescheduled"]) == (60, 60)
         ledgers[name] = ledger(spark, root)
@@ -156,7 +164,8 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
         assert max(buckets.count(b) for b in buckets) <= base, files
     assert chosen["plain"] == [base, base]
     assert chosen["raised"][0] > base
-    assert ledgers["raised"] == ledgers["plain"]
+    assert chosen["large_records"][0] > base
+    assert ledgers["raised"] == ledgers["plain"] == ledgers["large_records"]
 
 
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
@@ -606,6 +615,33 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
         spark.conf.unset(WHOLE_STAGE_KEY)
 
 
+def test_message_data_is_written_with_its_parquet_sizes_checked_from_the_first_row(spark, tmp_path):
+    """Parquet checks a page's and a row group's size first after 100 rows: rows of large payloads filled pages and
+    row groups far past their sizes before that, and a 2 GB driver ran out of heap writing 1 MB payloads. Written
+    through ``parquet_options``, rows of 20 KB with 256 KB row groups split into row groups near that size; written
+    as Parquet does by default, the first 100 rows are one row group of 2 MB."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from reprocess.sparkutil import parquet_options
+
+    # incompressible payloads: Parquet weighs a row group by its compressed pages
+    rows = spark.createDataFrame([(i, os.urandom(10_000).hex()) for i in range(100)], "id long, payload string") \
+        .coalesce(1)
+    groups = {}
+    for name, options in (("default", lambda w: w), ("checked", lambda w: parquet_options(w, ["payload"]))):
+        out = tmp_path / name
+        options(rows.write.option("parquet.block.size", str(256 << 10))).parquet(str(out))
+        (part,) = out.glob("part-*.parquet")
+        meta = pq.ParquetFile(part).metadata
+        assert meta.num_rows == 100
+        groups[name] = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert groups["default"] == [100]
+    assert len(groups["checked"]) >= 5, groups
+    assert max(groups["checked"]) <= 20, groups
+
+
 def test_shuffles_are_sized_to_the_input_and_the_settings_are_restored(spark):
     """A small input's shuffles run without adaptive execution in one partition; a larger one keeps the session's
     adaptive execution and its partition count, raised by the input's size; the caller's ``restoring_conf`` puts the
@@ -613,6 +649,8 @@ def test_shuffles_are_sized_to_the_input_and_the_settings_are_restored(spark):
     from reprocess.sparkutil import (
         ADAPTIVE_KEY,
         INPUT_BYTES_PER_SHUFFLE_PARTITION,
+        LARGE_RECORD_BYTES,
+        LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION,
         SHUFFLE_KEYS,
         SHUFFLE_PARTITIONS_KEY,
         fit_shuffles,
@@ -631,6 +669,14 @@ def test_shuffles_are_sized_to_the_input_and_the_settings_are_restored(spark):
         assert settings() == before
         assert fit_shuffles(spark, 5 * INPUT_BYTES_PER_SHUFFLE_PARTITION, base) == 5
         assert settings() == ("true", "5")
+        # large records: a partition per LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION
+        large = INPUT_BYTES_PER_SHUFFLE_PARTITION // LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION
+        assert large > 1
+        assert fit_shuffles(spark, 5 * INPUT_BYTES_PER_SHUFFLE_PARTITION, base,
+                            record_bytes=LARGE_RECORD_BYTES - 1) == 5
+        assert fit_shuffles(spark, 5 * INPUT_BYTES_PER_SHUFFLE_PARTITION, base,
+                            record_bytes=LARGE_RECORD_BYTES) == 5 * large
+        assert settings() == ("true", str(5 * large))
         fit_shuffles(spark, 10, base, small=True)
     assert settings() == before
 

@@ -87,6 +87,25 @@ def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_
     assert ledger(spark, tmp_path / "a") == ledger(spark, tmp_path / "b")
 
 
+def test_a_cycle_validated_on_spark_leaves_nothing_cached(spark, tmp_path, monkeypatch):
+    """GX's Spark data source persists every frame it validates and never unpersists it: in a long-lived driver
+    (a Spark Connect server) each cycle's landing frame would stay cached. The cycle caches what it validates
+    itself and releases it; after a cycle whose suites all ran on Spark, the session holds no more cached data than
+    before."""
+    from reprocess.validation import suites
+
+    monkeypatch.setattr(suites, "SMALL_ROWS", 0)  # every suite on Spark, as for batches above 20,000 rows
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("m1", "2026-11-21T10:00:00Z"), rec("m2", "2026-11-21T10:01:00Z"),
+        rec("bad", "2026-11-21T10:02:00Z", error_class="com.acme.ValidationError")])
+    jsc = spark.sparkContext._jsc
+    before = jsc.getPersistentRDDs().size()
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    assert s["validation"]["engines"] == dict.fromkeys(("landing", "ledger", "dlq", "run"), "spark")
+    assert s["dead_lettered"]["total"] == 1
+    assert jsc.getPersistentRDDs().size() == before
+
+
 def test_an_expectation_added_to_the_landing_suite_quarantines_the_rows_that_break_it(spark, tmp_path, monkeypatch):
     suites = _suites(tmp_path, "landing", {"type": "expect_column_values_to_not_match_regex",
                                            "kwargs": {"column": "address", "regex": "^orders\\.legacy"}})

@@ -32,7 +32,7 @@ from reprocess.sparkutil import (
     fit_codegen,
     fit_shuffles,
     owner_only_writes,
-    plain_encoded,
+    parquet_options,
     restoring_conf,
     sized_codegen,
 )
@@ -194,7 +194,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
                                       else F.col("deliveries")).otherwise(F.col("released_deliveries")),
     })
     stage = wh.new_stage(req.request_id)
-    plain_encoded(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
+    parquet_options(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),
                   LEDGER_UNIQUE_COLUMNS).parquet(str(wh.staged(req.request_id, stage, "ledger")))
     steps.done("stage_ledger", ledger_files_rewritten=len(touched))
     # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
@@ -204,7 +204,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
     rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
         chosen, "message_id", "left_anti")
-    plain_encoded(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
+    parquet_options(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(req.request_id, stage, "dlq")))
     steps.done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
     chosen.unpersist()

@@ -79,6 +79,12 @@ SHUFFLE_KEYS = (SHUFFLE_PARTITIONS_KEY, ADAPTIVE_KEY)
 # 10M-message batch (4.1 GB) stopped a 2 GB driver with OutOfMemoryError while caching its due set; with 32 it ran
 # (bench/RESULTS.md, thirtieth run). Up to 1 GB of input (1M messages) nothing changes.
 INPUT_BYTES_PER_SHUFFLE_PARTITION = 128 * 2**20
+# ... and per this many when its records are large (:data:`LARGE_RECORD_BYTES` on average): a task caches its rows in
+# batches of 10,000 and writes Parquet row groups of 128 MB, so a partition of 1 MB payloads is held whole, several
+# times over. 2,000 payloads of 1 MB (1.9 GB) stopped a 2 GB driver at 128 MB per partition and ran at 32 MB
+# (bench/RESULTS.md, fortieth run).
+LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION = 32 * 2**20
+LARGE_RECORD_BYTES = 16 << 10
 # A small input (one that runs interpreted, :func:`fit_codegen`) runs without adaptive execution, its shuffles in
 # this many partitions. Adaptive execution re-plans the rest of a query after each of its stages (39 jobs for 18
 # queries in a small cycle) to coalesce or split partitions and change joins: with a few megabytes there is nothing
@@ -88,16 +94,20 @@ INPUT_BYTES_PER_SHUFFLE_PARTITION = 128 * 2**20
 SMALL_INPUT_SHUFFLE_PARTITIONS = 1
 
 
-def fit_shuffles(spark: SparkSession, input_bytes: int, base: dict[str, str | None], small: bool = False) -> int:
+def fit_shuffles(spark: SparkSession, input_bytes: int, base: dict[str, str | None], small: bool = False,
+                 record_bytes: int = 0) -> int:
     """Size the shuffles of later queries; ``base``: the session's :data:`SHUFFLE_KEYS` on entry, as
     ``restoring_conf(spark, *SHUFFLE_KEYS)`` yields them (the caller restores them). A ``small`` input gets no
     adaptive execution and :data:`SMALL_INPUT_SHUFFLE_PARTITIONS`; any other the session's adaptive execution and
-    its partition count or, when more, one per :data:`INPUT_BYTES_PER_SHUFFLE_PARTITION` of ``input_bytes``.
-    Returns the partition count set."""
+    its partition count or, when more, one per :data:`INPUT_BYTES_PER_SHUFFLE_PARTITION` of ``input_bytes``
+    (:data:`LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION` when its records average ``record_bytes`` of at least
+    :data:`LARGE_RECORD_BYTES`). Returns the partition count set."""
     if small:
         _set_conf(spark, {ADAPTIVE_KEY: "false", SHUFFLE_PARTITIONS_KEY: str(SMALL_INPUT_SHUFFLE_PARTITIONS)})
         return SMALL_INPUT_SHUFFLE_PARTITIONS
-    wanted = max(base_partitions(base), -(-input_bytes // INPUT_BYTES_PER_SHUFFLE_PARTITION))
+    per = LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION if record_bytes >= LARGE_RECORD_BYTES \
+        else INPUT_BYTES_PER_SHUFFLE_PARTITION
+    wanted = max(base_partitions(base), -(-input_bytes // per))
     _set_conf(spark, {ADAPTIVE_KEY: base.get(ADAPTIVE_KEY), SHUFFLE_PARTITIONS_KEY: str(wanted)})
     return wanted
 
@@ -159,9 +169,16 @@ def build_session(app_name: str, master: str | None = None, shuffle_partitions: 
     return session
 
 
-def plain_encoded(writer: DataFrameWriter, columns: Iterable[str]) -> DataFrameWriter:
-    """``writer`` with Parquet's dictionary encoding off for ``columns`` (Parquet column paths, such as
-    ``headers.key_value.value`` or ``error_history.list.element.fp``).
+# Parquet checks a page's and a row group's size only every so many rows, from 100 on (then as often as the rows'
+# average size says): a writer of rows carrying 1 MB payloads buffered 100 MB pages and a larger row group before the
+# first check, and copied them while compressing (bench/RESULTS.md, fortieth run).
+PAGE_CHECK_KEY = "parquet.page.size.row.check.min"
+
+
+def parquet_options(writer: DataFrameWriter, columns: Iterable[str]) -> DataFrameWriter:
+    """``writer`` with the Parquet options of message data: dictionary encoding off for ``columns`` (Parquet column
+    paths, such as ``headers.key_value.value`` or ``error_history.list.element.fp``), and page and row group sizes
+    checked from the first row (:data:`PAGE_CHECK_KEY`).
 
     Parquet dictionary-encodes every column by default: each value is hashed into a dictionary until the dictionary
     outgrows a page (1 MB), then the column falls back to plain encoding. For values that are unique per message
@@ -169,7 +186,12 @@ def plain_encoded(writer: DataFrameWriter, columns: Iterable[str]) -> DataFrameW
     to reach the fallback it is kept, larger than the plain values. Low-cardinality columns (address, state, policy,
     error class) keep theirs. Measured on the outbox write of a 10M cycle: 8.3-9.4 s instead of 13.5-15.7 s, files
     5% smaller (bench/RESULTS.md, eighth run).
+
+    Rows of large payloads (or quarantined lines of up to 32 MiB) would otherwise fill a page of a hundred of them
+    before its size is first checked: a writer's buffers then outgrow its share of the heap. Small rows are checked
+    as often as before once the first rows have given their average size.
     """
+    writer = writer.option(PAGE_CHECK_KEY, "1")
     for column in columns:
         writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
     return writer

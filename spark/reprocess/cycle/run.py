@@ -62,7 +62,7 @@ from reprocess.sparkutil import (
     fit_shuffles,
     is_small,
     owner_only_writes,
-    plain_encoded,
+    parquet_options,
     restoring_conf,
     sized_codegen,
     with_as_of,
@@ -250,9 +250,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # the session's shuffles, whose joins adapt to what the scan finds.
     held_back_rows = _prev_states(snap).get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
     small = is_small(input_bytes, held_back_rows)
-    partitions = fit_shuffles(spark, input_bytes, shuffles, small=small)
+    record_bytes = landing_bytes // max(records_read, 1)  # large records: smaller partitions (fit_shuffles)
+    partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
-               codegen=codegen, shuffle_partitions=partitions)
+               codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
     steps.done("merge", ledger_rows=merged.count())
 
@@ -278,7 +279,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # -- 4. persist deliveries before re-driving them --------------------------------------------
     if prepared is None:
         inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
-        plain_encoded(due.select("message_id", "delivery").write.mode("overwrite"), ["message_id"]) \
+        parquet_options(due.select("message_id", "delivery").write.mode("overwrite"), ["message_id"]) \
             .parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
                                    "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
@@ -300,7 +301,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     ledger_rows = final.select(*LEDGER_COLUMNS)
     if partitions > base_partitions(shuffles):
         ledger_rows = ledger_rows.coalesce(base_partitions(shuffles))
-    plain_encoded(ledger_rows.write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
+    parquet_options(ledger_rows.write.mode("overwrite").partitionBy("bucket"), LEDGER_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(run_id, stage, "ledger")))
     steps.done("stage_ledger")
     # One file per DLQ partition per run, not one per task and partition: the dead letters are a small share of
@@ -313,10 +314,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     adaptive = spark.conf.get(ADAPTIVE_KEY, "true") == "true"
     dlq = dlq.hint("rebalance", "address", "dt") if adaptive else dlq.repartition("address", "dt")
     writer = dlq.write.mode("overwrite").partitionBy("address", "dt")
-    plain_encoded(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
+    parquet_options(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
     steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
-    quarantine.write.mode("overwrite").partitionBy("dt").parquet(str(wh.staged(run_id, stage, "quarantine")))
+    parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ()) \
+        .parquet(str(wh.staged(run_id, stage, "quarantine")))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
@@ -611,7 +613,8 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
         t = time.monotonic()
         try:
             b = summary["balance"]
-            v.validate(suites.landing_frame(fresh), "landing", params=landing_params,
+            # a projection of the landing's cached records: no second copy of the payloads in the cache
+            v.validate(suites.landing_frame(fresh), "landing", params=landing_params, cached=True,
                        rows=b["ingested"] - b["bad_records"], data_bytes=summary["accepted_payload_bytes"])
             v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
             v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])

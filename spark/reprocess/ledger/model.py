@@ -66,7 +66,8 @@ LEDGER_SCHEMA = T.StructType([
     T.StructField("bucket", T.StringType()),
 ])
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
-# Columns whose values are (nearly) unique per message: written without a Parquet dictionary (sparkutil.plain_encoded).
+# Columns whose values are (nearly) unique per message: written without a Parquet dictionary
+# (sparkutil.parquet_options).
 LEDGER_UNIQUE_COLUMNS = ("message_id", "payload", "headers.key_value.value", "first_failed_ms", "last_failed_ms",
                          "next_attempt_ms", "error_history.list.element.failed_ms", "error_history.list.element.fp")
 # Files are written partitioned by bucket: the column lives in the directory name, not the file.

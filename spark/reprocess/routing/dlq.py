@@ -23,7 +23,8 @@ DLQ_COLUMNS = (
     "policy", "profile", "consumer_group", "ordering_key", "run_id",
 )
 
-# Columns whose values are (nearly) unique per message: written without a Parquet dictionary (sparkutil.plain_encoded).
+# Columns whose values are (nearly) unique per message: written without a Parquet dictionary
+# (sparkutil.parquet_options).
 DLQ_UNIQUE_COLUMNS = ("message_id", "payload", "headers.key_value.value", "first_failed_at", "last_failed_at",
                       "error_history.list.element.failed_ms", "error_history.list.element.fp")
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from reprocess.sparkutil import plain_encoded, with_as_of
+from reprocess.sparkutil import parquet_options, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -29,7 +29,7 @@ class OutboxTarget:
         with_at, at = with_as_of(due, run.as_of_ms, run.codegen)
         rows = with_at.select("message_id", "address", "payload", "headers", "delivery",
                               F.lit(run.run_id).alias("run_id"), F.timestamp_millis(at).alias("redriven_at"))
-        plain_encoded(rows.write.mode("overwrite").partitionBy("address"), OUTBOX_UNIQUE_COLUMNS) \
+        parquet_options(rows.write.mode("overwrite").partitionBy("address"), OUTBOX_UNIQUE_COLUMNS) \
             .parquet(run.outbox_dir or run.stage("outbox"))
         return due.select("message_id", "delivery", F.lit(True).alias("ok"),
                           F.lit(None).cast("string").alias("error_class"),

@@ -149,7 +149,9 @@ class Validator:
                 "class_name": "SiteBuilder",
                 "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-        self.source = self.ctx.data_sources.add_spark(name="reprocess")
+        # GX would persist every frame it is given (and never unpersist it): the caller caches what it validates
+        # (validate's ``cached``), and a projection of a cached frame, as the landing suite's is, needs no second copy
+        self.source = self.ctx.data_sources.add_spark(name="reprocess", persist=False)
         self.small_source = self.ctx.data_sources.add_pandas(name="reprocess_small")
         self.run_id = RunIdentifier(run_name=run_name, run_time=datetime.fromtimestamp(run_time_ms / 1000, tz=UTC))
         self.results: list[SuiteResult] = []
