@@ -679,11 +679,21 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _without_py4j_info(record: logging.LogRecord) -> bool:
+    """Leave out py4j's INFO records: its connections closing, and once a driver has run out of heap a traceback
+    for each call that finds it gone (309 of them hid the one line that says so). Some go to the root logger, so
+    they are told by the module that logged them."""
+    return record.levelno >= logging.WARNING or "py4j" not in record.pathname.replace("\\", "/").split("/")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if not args.verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_without_py4j_info)
     try:
         return int(args.func(args))
     except ConfigError as exc:
