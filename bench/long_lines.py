@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -68,19 +67,9 @@ def _scan_speed(landing: Path) -> tuple[int, float, int]:
     return total, time.monotonic() - t, found
 
 
-def _run(landing: Path, wh: Path, memory: str) -> tuple[float, dict[str, Any] | str]:
-    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--format", "json"]
-    t = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    elapsed = time.monotonic() - t
-    if done.returncode:
-        return elapsed, f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1][:300]}"
-    return elapsed, json.loads(done.stdout)
-
-
 def _runs(work: Path, memory: str, huge_mb: int) -> None:
+    from cli_runs import reprocess_run
+
     from reprocess.landing.generate import GenerateOptions, write_landing
 
     for name in ("plain", "long"):
@@ -101,7 +90,7 @@ def _runs(work: Path, memory: str, huge_mb: int) -> None:
                     fh.write(ordinary(range(50_000)) + b"y" * (64 << 20) + b"\n" + ordinary(range(50_000, 100_000)))
         size = sum(p.stat().st_size for p in landing.rglob("*") if p.is_file())
         wh = work / f"wh-{name}-{time.time_ns()}"
-        elapsed, summary = _run(landing, wh, memory)
+        elapsed, summary = reprocess_run(landing, wh, memory, AS_OF)
         if isinstance(summary, str):
             print(f"  {name:<5} landing {size / 1e6:8.1f} MB, {memory} heap: {elapsed:6.1f} s, {summary}", flush=True)
             continue

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-SPARK = Path(__file__).resolve().parents[1] / "spark"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cli_runs import SPARK, reprocess_run  # noqa: E402 - the bench folder first
+
 sys.path.insert(0, str(SPARK))
 
 AS_OF = "2026-11-21T03:00:00Z"
@@ -49,20 +47,6 @@ def _landing(work: Path, name: str, messages: int, failures: int) -> Path:
     return landing
 
 
-def _run(landing: Path, wh: Path, memory: str) -> tuple[float, dict[str, Any] | str]:
-    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": str(SPARK)}
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--format", "json"]
-    t = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    elapsed = time.monotonic() - t
-    shutil.rmtree(wh, ignore_errors=True)
-    if done.returncode:
-        return elapsed, f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1][:300]}"
-    return elapsed, json.loads(done.stdout)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=10_000, help="ordinary messages (default 10000)")
@@ -80,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.memory} heap", flush=True)
     for r in range(args.repeat):
         for name in names:
-            elapsed, summary = _run(landings[name], work / f"wh-{name}-{r}", args.memory)
+            elapsed, summary = reprocess_run(landings[name], work / f"wh-{name}-{r}", args.memory, AS_OF)
             if isinstance(summary, str):
                 print(f"  {name:<10} {elapsed:6.1f} s  {summary}", flush=True)
                 continue

@@ -1,0 +1,34 @@
+"""Whole ``reprocess run`` processes for the benches: this checkout's code, a given driver heap."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SPARK = Path(__file__).resolve().parents[1] / "spark"
+
+
+def reprocess_run(landing: Path, wh: Path, memory: str, as_of: str) -> tuple[float, dict[str, Any] | str]:
+    """Run one cycle of ``landing`` into ``wh`` (removed afterwards) as of ``as_of`` in a driver of ``memory`` heap,
+    with this checkout's code on ``PYTHONPATH`` (the bench of another worktree, run with this venv's Python,
+    measures that worktree's code). Returns the wall time and the summary, or for a failed run its exit code and
+    the CLI's own last word (``reprocess: out_of_memory: ...``), else stderr's last line."""
+    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable,
+           "PYTHONPATH": str(SPARK)}
+    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", as_of, "--format", "json"]
+    t = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elapsed = time.monotonic() - t
+    shutil.rmtree(wh, ignore_errors=True)
+    if done.returncode:
+        said = [line for line in done.stderr.splitlines() if line.startswith("reprocess: ")] \
+            or done.stderr.strip().splitlines()[-1:]
+        return elapsed, f"exit {done.returncode}: {said[-1][:300] if said else ''}"
+    return elapsed, json.loads(done.stdout)
