@@ -19,8 +19,8 @@ def reprocess_run(landing: Path, wh: Path, memory: str, as_of: str) -> tuple[flo
     with this checkout's code on ``PYTHONPATH`` (the bench of another worktree, run with this venv's Python,
     measures that worktree's code). Returns the wall time and the summary, or for a failed run its exit code and
     the CLI's own last word (``reprocess: out_of_memory: ...``), else stderr's last line."""
-    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": str(SPARK)}
+    path = os.pathsep.join(p for p in (str(SPARK), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
     cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
            "--as-of", as_of, "--format", "json"]
     t = time.monotonic()

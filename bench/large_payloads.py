@@ -3,9 +3,9 @@
 Whole ``reprocess run`` processes, one per landing of ``--payloads`` records (each count given makes a landing)
 whose payloads are ``--payload-bytes`` of incompressible text (random bytes in base64), all of them dead-lettered
 at once (a non-retryable error class), in a driver of ``--memory`` heap. Each run prints its wall time, how it ended
-(the summary, or the error's last line: ``out_of_memory`` when the heap was short), the steps' seconds and the
-landing's bytes per record. The runs take this checkout's code (``PYTHONPATH``), so the bench of another worktree,
-run with this venv's Python, measures that worktree's code.
+(the summary, or the CLI's last word: ``out_of_memory`` when the heap was short), the payload bytes accepted, the
+GX engines and the steps' seconds. The runs take this checkout's code (``PYTHONPATH``), so the bench of another
+worktree, run with this venv's Python, measures that worktree's code.
 
     .venv/bin/python bench/large_payloads.py --payloads 1000 2000 --payload-bytes 1000000 --memory 2g
 """

@@ -127,7 +127,8 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
                                                                                           monkeypatch, caplog):
     """A cycle's shuffles get a partition per ``INPUT_BYTES_PER_SHUFFLE_PARTITION`` of its input when that is more than
     the session's count, so that a large batch fits a small heap, and per ``LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_
-    PARTITION`` when its records are large (the step log's ``record_bytes``, the landing's bytes per record read).
+    PARTITION`` when its records are large (the step log's ``record_bytes``: the landing's payload bytes per record
+    read, or the ledger files' bytes per row of those the run rewrites).
     The outcome is the same; the ledger is still written
     by the session's count of tasks (a file per task and bucket, which every later run opens); and the session's
     count is back afterwards. (A small input gets one partition: test_shuffles_are_sized_to_the_input...)"""
@@ -144,18 +145,22 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
         size = path.stat().st_size
         monkeypatch.setattr(sparkutil, "INPUT_BYTES_PER_SHUFFLE_PARTITION",
                             size // (base + 4) if name == "raised" else 1 << 40)
-        # the records count as large, and large records get a partition per this many bytes
-        monkeypatch.setattr(sparkutil, "LARGE_RECORD_BYTES", size // 60 if name == "large_records" else 1 << 40)
+        # any record counts as large, and large records get a partition per this many bytes
+        monkeypatch.setattr(sparkutil, "LARGE_RECORD_BYTES", 1 if name == "large_records" else 1 << 40)
         monkeypatch.setattr(sparkutil, "LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION", size // (base + 4))
         chosen[name] = []
         for as_of in ("2026-11-21T10:05:00Z", "2026-11-21T10:12:00Z"):  # new failures, then their re-drive
+            rewritten = Warehouse(root / "wh").live_files("ledger") if (root / "wh").exists() else []
             caplog.clear()
             with caplog.at_level("INFO", logger="reprocess.cycle.run"):
                 s = cycle(spark, root, as_of)
             (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
             chosen[name].append(int(line.split("shuffle_partitions=")[1].split()[0]))
-            if as_of.endswith("10:05:00Z"):  # the landing's bytes per record read
-                assert line.endswith(f" record_bytes={size // 60}"), line
+            record_bytes = int(line.split(" record_bytes=")[1])
+            if not rewritten:  # the landing's payload bytes per record read
+                assert record_bytes == sum(len(r["payload"]) for r in records) // 60, line
+            else:  # no landing: the bytes per row of the ledger files rewritten (all of them: every message is due)
+                assert record_bytes == sum(Path(f).stat().st_size for f in rewritten) // 60, line
             assert spark.conf.get("spark.sql.shuffle.partitions") == str(base)
         assert (s["due"], s["rescheduled"]) == (60, 60)
         ledgers[name] = ledger(spark, root)
@@ -615,7 +620,7 @@ def test_code_generation_is_sized_to_the_input_and_the_settings_are_restored(spa
         spark.conf.unset(WHOLE_STAGE_KEY)
 
 
-def test_message_data_is_written_with_its_parquet_sizes_checked_from_the_first_row(spark, tmp_path):
+def test_parquet_options_check_page_and_row_group_sizes_from_the_first_row(spark, tmp_path):
     """Parquet checks a page's and a row group's size first after 100 rows: rows of large payloads filled pages and
     row groups far past their sizes before that, and a 2 GB driver ran out of heap writing 1 MB payloads. Written
     through ``parquet_options``, rows of 20 KB with 256 KB row groups split into row groups near that size; written

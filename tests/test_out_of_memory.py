@@ -212,3 +212,20 @@ def test_the_operator_names_the_heap_spark_submit_gave_by_its_precedence(monkeyp
     assert heap() == "6g"
     assert heap(conf={"spark.driver.memory": "1536m"}) == "1536m"
     assert heap(conf={"spark.driver.memory": "1536m"}, driver_memory="8g") == "8g"
+
+
+def test_the_cli_leaves_out_py4j_info_records_and_keeps_its_warnings_and_everyone_elses():
+    """py4j logs its connections closing at INFO, and once the JVM is gone a traceback for each call, some of them
+    on the root logger: the CLI's filter tells them by the module that logged them."""
+    import logging
+
+    from reprocess.cli import _without_py4j_info
+
+    def record(path: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord("root", level, path, 1, "Exception while sending command.", None, None)
+
+    py4j = "/venv/lib/python3.11/site-packages/py4j/java_gateway.py"
+    assert not _without_py4j_info(record(py4j, logging.INFO))
+    assert _without_py4j_info(record(py4j, logging.WARNING))
+    assert _without_py4j_info(record("/work/spark/reprocess/cycle/run.py", logging.INFO))
+    assert _without_py4j_info(record("/venv/lib/python3.11/site-packages/py4jish/x.py", logging.INFO))

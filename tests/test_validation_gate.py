@@ -88,10 +88,11 @@ def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_
 
 
 def test_a_cycle_validated_on_spark_leaves_nothing_cached(spark, tmp_path, monkeypatch):
-    """GX's Spark data source persists every frame it validates and never unpersists it: in a long-lived driver
-    (a Spark Connect server) each cycle's landing frame would stay cached. The cycle caches what it validates
-    itself and releases it; after a cycle whose suites all ran on Spark, the session holds no more cached data than
-    before."""
+    """GX's Spark data source persists every frame it validates and never unpersists it. The landing suite reads a
+    projection of the cycle's cached records (no second copy of the payloads), so with GX persisting, that projection
+    would stay cached in a long-lived driver (a Spark Connect server) after every cycle. The cycle caches what it
+    validates itself and releases it; after a cycle whose suites all ran on Spark, the session holds no more cached
+    data than before."""
     from reprocess.validation import suites
 
     monkeypatch.setattr(suites, "SMALL_ROWS", 0)  # every suite on Spark, as for batches above 20,000 rows

@@ -151,9 +151,10 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
 
 
 def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
-                    max_line_bytes: int) -> tuple[DataFrame, int]:
+                    max_line_bytes: int) -> tuple[DataFrame, int, int]:
     """``rec`` (the run's records, cached and counted) with the lines the reader skipped as ``RECORD_TOO_LARGE``
-    records of their own, and the other records of their files renumbered; and the number of records read.
+    records of their own, and the other records of their files renumbered; the number of records read; and the
+    bytes of their payloads (as decoded: what a task holds of them, whatever the files' compression).
 
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
@@ -167,17 +168,19 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
 
 def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
-                     max_line_bytes: int) -> tuple[DataFrame, int]:
+                     max_line_bytes: int) -> tuple[DataFrame, int, int]:
     try:
         stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
                                                F.sum("line_bytes").alias("bytes"),
-                                               F.max("record_no").alias("lines")).collect()
+                                               F.max("record_no").alias("lines"),
+                                               F.sum(F.octet_length("payload")).alias("payload_bytes")).collect()
     except Exception as exc:
         beyond = _beyond_the_reader(exc, batch)
         if beyond is None:
             raise
         raise beyond from exc
     records = sum(int(r.records) for r in stats)
+    payload_bytes = sum(int(r.payload_bytes or 0) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
     skipped: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
@@ -195,7 +198,7 @@ def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest
         if found:
             skipped[path] = found
     if not skipped:
-        return rec, records
+        return rec, records, payload_bytes
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))
     rows: list[tuple[Any, ...]] = [
         (path, line.record_no, contract.RECORD_TOO_LARGE, _too_long(path, line, max_line_bytes), path not in manifest,
@@ -204,7 +207,7 @@ def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest
     long_rows = spark.createDataFrame(rows, "source_file string, record_no bigint, problem string, "
                                             "problem_detail string, is_new_file boolean, prev_through_ms bigint, "
                                             "in_window boolean, deferred boolean, expectations array<string>")
-    return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows)
+    return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows), payload_bytes
 
 
 # Hadoop's LineReader counts a line's bytes in an int: at 2 GiB it gives up, line end or not; Spark names the file.

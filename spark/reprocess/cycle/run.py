@@ -216,7 +216,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         batch, rec = landed(spark, files, manifest, opts, codegen)
         cached = rec.persist()
         # parses the batch into the cache once, for every use below, and adds up each file's lines
-        rec, records_read = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
+        rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -244,13 +244,15 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         hit_files = sorted(to_local[u] for u in uris if u in to_local)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
-    input_bytes = landing_bytes + sum(wh.sizes(touched))
+    touched_bytes = sum(wh.sizes(touched))
+    input_bytes = landing_bytes + touched_bytes
     codegen = fit_codegen(spark, input_bytes)
     # The ordered hold-back reads every waiting ledger row, not only the files this run rewrites: many of them keep
     # the session's shuffles, whose joins adapt to what the scan finds.
     held_back_rows = _prev_states(snap).get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
     small = is_small(input_bytes, held_back_rows)
-    record_bytes = landing_bytes // max(records_read, 1)  # large records: smaller partitions (fit_shuffles)
+    record_bytes = _record_bytes(payload_bytes, records_read, touched_bytes, len(touched), len(ledger_files),
+                                 sum(_prev_states(snap).values()))
     partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
                codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes)
@@ -317,7 +319,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     parquet_options(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
     steps.done("stage_dlq")
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
-    parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ()) \
+    parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ("raw",)) \
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
     entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
@@ -630,6 +632,17 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
     return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
             "passed": True, "data_docs": index,
             "seconds": round(time.monotonic() - t, 3)}
+
+
+def _record_bytes(payload_bytes: int, records: int, touched_bytes: int, touched: int, ledger_files: int,
+                  ledger_rows: int) -> int:
+    """The bytes of a record this run's tasks hold, on average, for sizing its shuffles to large records
+    (sparkutil.fit_shuffles): the larger of the landing's (its payloads' bytes per record read, as decoded) and the
+    ledger files' it rewrites (their bytes over their share of the ledger's rows, the files taken as equal: no file
+    is opened for it; Parquet's bytes, so compressible payloads count for less)."""
+    landing = payload_bytes // records if records else 0
+    rows = ledger_rows * touched // ledger_files if ledger_files else 0
+    return max(landing, touched_bytes // rows if rows else 0)
 
 
 def _prev_states(snap: Snapshot) -> dict[str, int]:
