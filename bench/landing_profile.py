@@ -5,6 +5,7 @@ the first pass pays the JIT's warm-up, the second shows the steady state. The in
 generated landing data (made on first use, kept in the work directory). Prints figures; asserts nothing.
 
     .venv/bin/python bench/landing_profile.py --messages 1000000
+    .venv/bin/python bench/landing_profile.py --landing DIR --driver-memory 2g   # any landing directory
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
+def _variants(spark: Any, landing: Path, as_of: int) -> dict[str, Callable[[], Any]]:
     """Name -> a function building that variant's DataFrame, each one piece more than the one before."""
-    import scale
     from pyspark.sql import functions as F
 
     from reprocess.cli import load_config
@@ -34,7 +34,6 @@ def _variants(spark: Any, landing: Path) -> dict[str, Callable[[], Any]]:
     from reprocess.sparkutil import fit_codegen
     from reprocess.validation import rowchecks, suites
 
-    as_of = scale.AS_OF_MS
     files = list_landing(str(landing), as_of)
     paths = [f.path for f in files]
     contract.one_file_per_partition(spark, max(f.size for f in files))
@@ -78,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1_000_000, help="landing messages (default 1000000)")
     parser.add_argument("--workdir", default="/tmp/reprocess-bench",
                         help="scratch directory, shared with bench/scale.py (default /tmp/reprocess-bench)")
+    parser.add_argument("--landing", help="profile this landing directory instead of the generated one (for example "
+                                          "bench/large_payloads.py's; --messages is then ignored)")
+    parser.add_argument("--as-of", help="with --landing: the as-of (ISO 8601) its files are listed at (default "
+                                         "bench/scale.py's)")
     parser.add_argument("--passes", type=int, default=2, help="passes over all variants (default 2)")
     parser.add_argument("--driver-memory", default=os.environ.get("REPROCESS_DRIVER_MEMORY", "8g"),
                         help="heap of the local Spark JVM (default 8g)")
@@ -85,8 +88,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import scale
 
-    landing = Path(args.workdir) / f"landing-{args.messages}"
-    print(f"input: {scale._generate(landing, args.messages)}", flush=True)
+    as_of = scale.AS_OF_MS
+    if args.landing:
+        landing = Path(args.landing)
+        if args.as_of:
+            from reprocess.orchestration import as_of_ms
+
+            as_of = as_of_ms(args.as_of)
+        sizes = [f.stat().st_size for f in landing.rglob("*") if f.is_file()]
+        print(f"input: {landing}, {len(sizes)} files, {sum(sizes)} bytes", flush=True)
+    else:
+        landing = Path(args.workdir) / f"landing-{args.messages}"
+        print(f"input: {scale._generate(landing, args.messages)}", flush=True)
     os.environ["REPROCESS_DRIVER_MEMORY"] = args.driver_memory
     from reprocess.sparkutil import build_session
 
@@ -95,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from reprocess.sparkutil import sized_codegen
 
     with sized_codegen(spark):
-        variants = _variants(spark, landing)
+        variants = _variants(spark, landing, as_of)
         width = max(map(len, variants))
         for n in range(1, args.passes + 1):
             print(f"pass {n} of {args.passes}{' (JIT warm-up)' if n == 1 else ''}:", flush=True)

@@ -173,6 +173,107 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
     assert ledgers["raised"] == ledgers["plain"] == ledgers["large_records"]
 
 
+def test_a_batch_beyond_half_the_cache_memory_is_cached_on_disk_alone_with_the_same_outcome(spark, tmp_path,
+                                                                                             monkeypatch, caplog):
+    """A cycle caches its records, merged ledger rows, due rows and outcomes in memory as far as they fit
+    (Spark's default), but on disk alone when the batch's bytes are more than half of what the cache can hold in
+    memory: a block that does not fit is otherwise tried in memory again at each read. The outcome is the same; the
+    step log names the level; the frames cached during the cycle really are at that level."""
+    import logging
+
+    from reprocess.sparkutil import CACHE_MEMORY_ENV
+    from reprocess.storage.commit import Warehouse
+
+    jsc = spark.sparkContext._jsc
+
+    class Levels(logging.Handler):
+        """At the merge step's log line, the storage levels of the frames the cycle has cached so far."""
+
+        def __init__(self, before: set[int]) -> None:
+            super().__init__()
+            self.before, self.levels, self.said = before, set(), {}
+
+        def emit(self, record: logging.LogRecord) -> None:
+            msg = record.getMessage()
+            if msg.startswith(("step=landing", "step=locate")):
+                self.said[msg.split()[0]] = msg.split(" cache=")[1].split()[0]
+            if msg.startswith("step=merge"):
+                rdds = jsc.getPersistentRDDs()
+                for key in rdds.keySet():
+                    if int(key) not in self.before:
+                        level = rdds.get(key).getStorageLevel()
+                        self.levels.add((level.useMemory(), level.useDisk()))
+
+    records = [rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(20)] + [
+        rec("invalid", "2026-11-21T10:00:00Z", error_class="com.acme.ValidationError"), "{not json"]
+    outcomes, levels = {}, {}
+    for name, budget in (("memory", 1 << 40), ("disk", 1)):
+        monkeypatch.setenv(CACHE_MEMORY_ENV, str(budget))
+        root = tmp_path / name
+        land(root / "landing", "10", "a.jsonl", records)
+        summaries = []
+        for as_of in ("2026-11-21T10:05:00Z", "2026-11-21T10:12:00Z"):  # new failures, then their re-drive
+            handler = Levels({int(k) for k in jsc.getPersistentRDDs().keySet()})
+            logger = logging.getLogger("reprocess.cycle.run")
+            logger.addHandler(handler)
+            try:
+                with caplog.at_level("INFO", logger="reprocess.cycle.run"):
+                    s = cycle(spark, root, as_of)
+            finally:
+                logger.removeHandler(handler)
+            summaries.append({k: s[k] for k in ("new_messages", "quarantined", "due", "rescheduled", "waiting")}
+                             | {"dead": s["dead_lettered"]["total"]})
+            levels[name, as_of] = (handler.said, handler.levels)
+        dlq = read_dataset(spark, str(root / "wh"), "dlq").select("message_id", "reason_code").collect()
+        outcomes[name] = (summaries, ledger(spark, root), sorted(map(tuple, dlq)),
+                          len(Warehouse(root / "wh").live_files("quarantine")))
+    for as_of in ("2026-11-21T10:05:00Z", "2026-11-21T10:12:00Z"):
+        assert levels["memory", as_of] == ({"step=landing": "memory", "step=locate": "memory"}, {(True, True)})
+    assert levels["disk", "2026-11-21T10:05:00Z"] == ({"step=landing": "disk", "step=locate": "disk"},
+                                                      {(False, True)})
+    # the re-drive's run reads no landing (nothing to hold), and the ledger files it rewrites
+    assert levels["disk", "2026-11-21T10:12:00Z"] == ({"step=landing": "memory", "step=locate": "disk"},
+                                                      {(True, True), (False, True)})
+    assert outcomes["disk"] == outcomes["memory"]
+    summaries, _, dlq, quarantine_files = outcomes["disk"]
+    assert summaries[0] == {"new_messages": 21, "quarantined": 1, "due": 0, "rescheduled": 0, "waiting": 20,
+                            "dead": 1}
+    assert (summaries[1]["due"], summaries[1]["rescheduled"]) == (20, 20)
+    assert dlq == [("invalid", "NON_RETRYABLE")]
+    assert quarantine_files == 1
+
+
+def test_the_cache_level_follows_the_memory_the_settings_give(spark, monkeypatch):
+    """What the cache can hold in memory comes from the session's settings the way Spark's memory manager shares a
+    heap out (less 300 MiB, times spark.memory.fraction), per driver in local mode and per executor times their
+    count on a cluster; unknown (Spark's default level) when executors come and go."""
+    from reprocess.sparkutil import CACHE_MEMORY_ENV, cache_level, jvm_size_bytes, memory_of_settings
+
+    assert [jvm_size_bytes(t) for t in ("2g", "512m", "1024", "14G", "300mb", "64k")] == [
+        2 << 30, 512 << 20, 1 << 30, 14 << 30, 300 << 20, 64 << 10]
+    with pytest.raises(ValueError, match="not a memory size"):
+        jvm_size_bytes("lots")
+    local = {"spark.master": "local[*]", "spark.driver.memory": "2g"}
+    assert memory_of_settings(local.get) == int((2048 - 300) * 2**20 * 0.6)
+    assert memory_of_settings({"spark.master": "local[2]"}.get) == int((1024 - 300) * 2**20 * 0.6)  # 1g: Spark's
+    assert memory_of_settings({**local, "spark.memory.fraction": "0.5"}.get) == (2048 - 300) * 2**20 // 2
+    cluster = {"spark.master": "spark://127.0.0.1:7077", "spark.executor.memory": "4g", "spark.executor.instances": "3"}
+    assert memory_of_settings(cluster.get) == 3 * int((4096 - 300) * 2**20 * 0.6)
+    assert memory_of_settings({**cluster, "spark.dynamicAllocation.enabled": "true"}.get) is None
+    assert memory_of_settings({"spark.master": "yarn"}.get) is None
+
+    monkeypatch.setenv(CACHE_MEMORY_ENV, "1000")
+    assert cache_level(spark, 500)[1] == "memory"
+    level, name = cache_level(spark, 501)
+    assert name == "disk"
+    assert (level.useMemory, level.useDisk) == (False, True)
+    monkeypatch.delenv(CACHE_MEMORY_ENV)  # the tests' session: its own settings
+    budget = memory_of_settings(lambda key: spark.conf.get(key, None))
+    assert budget is not None
+    assert cache_level(spark, budget // 2)[1] == "memory"
+    assert cache_level(spark, budget // 2 + 1)[1] == "disk"
+
+
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")

@@ -11,12 +11,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark import StorageLevel
     from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 
 
@@ -195,6 +196,61 @@ def parquet_options(writer: DataFrameWriter, columns: Iterable[str]) -> DataFram
     for column in columns:
         writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
     return writer
+
+
+# The bytes of a JVM's heap Spark reserves before its memory manager shares out the rest (UnifiedMemoryManager).
+RESERVED_HEAP_BYTES = 300 << 20
+CACHE_MEMORY_ENV = "REPROCESS_CACHE_MEMORY_BYTES"
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
+
+
+def jvm_size_bytes(text: str) -> int:
+    """A JVM memory setting (``spark.driver.memory`` and the like: ``2g``, ``512m``, ``1024``, in MiB when it has
+    no unit) in bytes."""
+    found = _SIZE.match(text)
+    if not found:
+        raise ValueError(f"not a memory size: {text!r}")
+    return int(found.group(1)) << {"": 20, "k": 10, "m": 20, "g": 30, "t": 40}[found.group(2).lower()]
+
+
+def cache_memory_bytes(spark: SparkSession) -> int | None:
+    """The bytes the session's cache can hold in memory (:func:`memory_of_settings` of its settings), or
+    ``$REPROCESS_CACHE_MEMORY_BYTES`` when set."""
+    if override := os.environ.get(CACHE_MEMORY_ENV):
+        return int(override)
+    return memory_of_settings(lambda key: spark.conf.get(key, None))
+
+
+def memory_of_settings(get: Callable[[str], str | None]) -> int | None:
+    """The bytes a cache can hold in memory by the settings ``get`` returns: in local mode the driver's heap less
+    Spark's reserve, times ``spark.memory.fraction``; on a cluster the same of each executor, times
+    ``spark.executor.instances`` when that is set and executors are not added on demand. None when it cannot be
+    told."""
+    fraction = float(get("spark.memory.fraction") or 0.6)
+    if (get("spark.master") or "local").startswith("local"):
+        heap = jvm_size_bytes(get("spark.driver.memory") or "1g")
+        return max(0, int((heap - RESERVED_HEAP_BYTES) * fraction))
+    instances = get("spark.executor.instances")
+    if not instances or (get("spark.dynamicAllocation.enabled") or "false").lower() == "true":
+        return None
+    heap = jvm_size_bytes(get("spark.executor.memory") or "1g")
+    return max(0, int((heap - RESERVED_HEAP_BYTES) * fraction)) * int(instances)
+
+
+def cache_level(spark: SparkSession, estimated_bytes: int) -> tuple[StorageLevel, str]:
+    """The storage level for caching a frame of about ``estimated_bytes`` (and its name for the step log): on disk
+    alone when that is more than half of what the cache can hold in memory (:func:`cache_memory_bytes`; a cycle
+    caches two or three such frames at once), else Spark's default, in memory as far as it fits.
+
+    A frame cached in memory that does not fit is written to disk block by block, and every later read of a block
+    from disk tries again to hold it in memory and gives up (the landing of 2,000 payloads of 1 MB in a 2 GB
+    driver: each of its blocks unrolled up to 113 MiB at each read; bench/RESULTS.md, forty-first run)."""
+    from pyspark import StorageLevel
+
+    budget = cache_memory_bytes(spark)
+    if budget is not None and estimated_bytes > budget // 2:
+        return StorageLevel.DISK_ONLY, "disk"
+    return StorageLevel.MEMORY_AND_DISK_DESER, "memory"
 
 
 def is_remote(spark: SparkSession) -> bool:

@@ -58,6 +58,7 @@ from reprocess.sparkutil import (
     AS_OF_COLUMN,
     SHUFFLE_KEYS,
     base_partitions,
+    cache_level,
     fit_codegen,
     fit_shuffles,
     is_small,
@@ -214,7 +215,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
     with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
         batch, rec = landed(spark, files, manifest, opts, codegen)
-        cached = rec.persist()
+        # what the cache holds is about the landing's bytes as read (a .gz file's decoded, where known)
+        read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
+        level, cache = cache_level(spark, read_bytes)
+        cached = rec.persist(level)
         # parses the batch into the cache once, for every use below, and adds up each file's lines
         rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
@@ -224,17 +228,18 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                                               F.col("error_message")))
     failures = aggregate_failures(fresh)
 
-    steps.done("landing", files=len(files), records=records_read, codegen=codegen)
+    steps.done("landing", files=len(files), records=records_read, codegen=codegen, cache=cache)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
     due_files = [f for f in ledger_files if (b := waiting_bucket_of(f)) is not None and b <= due_limit]
     hit_files: list[str] = []
     scan_codegen = None
+    prev_states = _prev_states(snap)
     if ledger_files:
         # The scan reads an id per ledger row (their number is in the last run's summary): its code generation is
         # sized to those rows, not to the landing alone.
-        scan_codegen = fit_codegen(spark, landing_bytes, scan_rows=sum(_prev_states(snap).values()))
+        scan_codegen = fit_codegen(spark, landing_bytes, scan_rows=sum(prev_states.values()))
         fit_shuffles(spark, 0, shuffles, small=scan_codegen == "interpreted")
         ids = fresh.select("message_id").distinct()
         located = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).select(
@@ -249,14 +254,16 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     codegen = fit_codegen(spark, input_bytes)
     # The ordered hold-back reads every waiting ledger row, not only the files this run rewrites: many of them keep
     # the session's shuffles, whose joins adapt to what the scan finds.
-    held_back_rows = _prev_states(snap).get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
+    held_back_rows = prev_states.get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
     small = is_small(input_bytes, held_back_rows)
     record_bytes = _record_bytes(payload_bytes, records_read, touched_bytes, len(touched), len(ledger_files),
-                                 sum(_prev_states(snap).values()))
+                                 sum(prev_states.values()))
     partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
+    # the merged ledger rows, the due ones and the outcomes carry the landing's payloads and those of the files read
+    level, cache = cache_level(spark, read_bytes + touched_bytes)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
-               codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes)
-    merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist()
+               codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache)
+    merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist(level)
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
@@ -268,7 +275,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
-    due = due.persist()
+    due = due.persist(level)
     due_count = due.count()
     steps.done("select_due", due=due_count)
 
@@ -295,7 +302,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     outcomes, target_down = _redrive(spark, opts, due, due_count, ctx)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
-    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist()
+    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist(level)
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     # Written by as many tasks as the session's own count, however many partitions a large input got: each task

@@ -162,12 +162,11 @@ class Validator:
         """Run a suite (a name under expectations/, or its JSON) on ``df``; ``only`` keeps some expectations.
 
         ``cached``: ``df`` is persisted by the caller, or is a projection of a frame it persisted (do not cache it
-        again). ``rows``: the frame's
-        row count when the caller knows it: a frame of at most ``SMALL_ROWS`` rows is collected (Arrow) and
-        validated by GX's pandas engine, which spares the dozen tiny Spark jobs GX's Spark engine runs per
-        suite; larger ones stay on Spark. ``data_bytes``: the bytes of the frame's strings when they may be many
-        (payloads): above ``SMALL_BYTES`` the frame stays on Spark however few its rows, since collecting it holds
-        it whole in the driver, several times over. ``engine`` ("spark" | "pandas") forces one.
+        again). ``rows``: the frame's row count when the caller knows it: a frame of at most ``SMALL_ROWS`` rows is
+        collected (Arrow) and validated by GX's pandas engine, which spares the dozen tiny Spark jobs GX's Spark
+        engine runs per suite; larger ones stay on Spark. ``data_bytes``: the bytes of the frame's strings when
+        they may be many (payloads): above ``SMALL_BYTES`` the frame stays on Spark however few its rows, since
+        collecting it holds it whole in the driver, several times over. ``engine`` ("spark" | "pandas") forces one.
         """
         import great_expectations as gx
 
