@@ -156,7 +156,7 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
                 s = cycle(spark, root, as_of)
             (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
             chosen[name].append(int(line.split("shuffle_partitions=")[1].split()[0]))
-            record_bytes = int(line.split(" record_bytes=")[1])
+            record_bytes = int(line.split(" record_bytes=")[1].split()[0])
             if not rewritten:  # the landing's payload bytes per record read
                 assert record_bytes == sum(len(r["payload"]) for r in records) // 60, line
             else:  # no landing: the bytes per row of the ledger files rewritten (all of them: every message is due)
