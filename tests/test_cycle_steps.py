@@ -247,7 +247,13 @@ def test_the_cache_level_follows_the_memory_the_settings_give(spark, monkeypatch
     """What the cache can hold in memory comes from the session's settings the way Spark's memory manager shares a
     heap out (less 300 MiB, times spark.memory.fraction), per driver in local mode and per executor times their
     count on a cluster; unknown (Spark's default level) when executors come and go."""
-    from reprocess.sparkutil import CACHE_MEMORY_ENV, cache_level, jvm_size_bytes, memory_of_settings
+    from reprocess.sparkutil import (
+        CACHE_MEMORY_ENV,
+        cache_level,
+        cache_memory_bytes,
+        jvm_size_bytes,
+        memory_of_settings,
+    )
 
     assert [jvm_size_bytes(t) for t in ("2g", "512m", "1024", "14G", "300mb", "64k")] == [
         2 << 30, 512 << 20, 1 << 30, 14 << 30, 300 << 20, 64 << 10]
@@ -263,15 +269,18 @@ def test_the_cache_level_follows_the_memory_the_settings_give(spark, monkeypatch
     assert memory_of_settings({"spark.master": "yarn"}.get) is None
 
     monkeypatch.setenv(CACHE_MEMORY_ENV, "1000")
-    assert cache_level(spark, 500)[1] == "memory"
-    level, name = cache_level(spark, 501)
+    assert cache_memory_bytes(spark) == 1000
+    assert cache_level(1000, 500)[1] == "memory"
+    level, name = cache_level(1000, 501)
     assert name == "disk"
     assert (level.useMemory, level.useDisk) == (False, True)
     monkeypatch.delenv(CACHE_MEMORY_ENV)  # the tests' session: its own settings
-    budget = memory_of_settings(lambda key: spark.conf.get(key, None))
+    budget = cache_memory_bytes(spark)
     assert budget is not None
-    assert cache_level(spark, budget // 2)[1] == "memory"
-    assert cache_level(spark, budget // 2 + 1)[1] == "disk"
+    assert budget == memory_of_settings(lambda key: spark.conf.get(key, None))
+    assert cache_level(budget, budget // 2)[1] == "memory"
+    assert cache_level(budget, budget // 2 + 1)[1] == "disk"
+    assert cache_level(None, 1 << 40)[1] == "memory"  # not known: Spark's default
 
 
 def test_new_failure_waits_then_fails_again_then_dead_letters_when_exhausted(spark, tmp_path):

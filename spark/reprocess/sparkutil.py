@@ -237,17 +237,17 @@ def memory_of_settings(get: Callable[[str], str | None]) -> int | None:
     return max(0, int((heap - RESERVED_HEAP_BYTES) * fraction)) * int(instances)
 
 
-def cache_level(spark: SparkSession, estimated_bytes: int) -> tuple[StorageLevel, str]:
+def cache_level(budget: int | None, estimated_bytes: int) -> tuple[StorageLevel, str]:
     """The storage level for caching a frame of about ``estimated_bytes`` (and its name for the step log): on disk
-    alone when that is more than half of what the cache can hold in memory (:func:`cache_memory_bytes`; a cycle
-    caches two or three such frames at once), else Spark's default, in memory as far as it fits.
+    alone when that is more than half of ``budget``, what the cache can hold in memory (:func:`cache_memory_bytes`,
+    read once per cycle: over Spark Connect each setting read is a request; a cycle caches two or three such frames
+    at once), else Spark's default, in memory as far as it fits. A budget of None (not known) keeps the default.
 
     A frame cached in memory that does not fit is written to disk block by block, and every later read of a block
     from disk tries again to hold it in memory and gives up (the landing of 2,000 payloads of 1 MB in a 2 GB
     driver: each of its blocks unrolled up to 113 MiB at each read; bench/RESULTS.md, forty-first run)."""
     from pyspark import StorageLevel
 
-    budget = cache_memory_bytes(spark)
     if budget is not None and estimated_bytes > budget // 2:
         return StorageLevel.DISK_ONLY, "disk"
     return StorageLevel.MEMORY_AND_DISK_DESER, "memory"

@@ -59,6 +59,7 @@ from reprocess.sparkutil import (
     SHUFFLE_KEYS,
     base_partitions,
     cache_level,
+    cache_memory_bytes,
     fit_codegen,
     fit_shuffles,
     is_small,
@@ -210,6 +211,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # landing step's shuffles otherwise keep the session's count, raised only once the ledger's share is known.
     codegen = fit_codegen(spark, landing_bytes)
     fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
+    cache_budget = cache_memory_bytes(spark)
     # -- 1. landing -------------------------------------------------------------------------------
     # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
@@ -217,7 +219,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         batch, rec = landed(spark, files, manifest, opts, codegen)
         # what the cache holds is about the landing's bytes as read (a .gz file's decoded, where known)
         read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
-        level, cache = cache_level(spark, read_bytes)
+        level, cache = cache_level(cache_budget, read_bytes)
         cached = rec.persist(level)
         # parses the batch into the cache once, for every use below, and adds up each file's lines
         rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
@@ -260,7 +262,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                                  sum(prev_states.values()))
     partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
     # the merged ledger rows, the due ones and the outcomes carry the landing's payloads and those of the files read
-    level, cache = cache_level(spark, read_bytes + touched_bytes)
+    level, cache = cache_level(cache_budget, read_bytes + touched_bytes)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
                codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache)
     merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist(level)
