@@ -173,42 +173,6 @@ def test_a_large_input_gets_more_shuffle_partitions_with_the_same_outcome_and_le
     assert ledgers["raised"] == ledgers["plain"] == ledgers["large_records"]
 
 
-def test_the_bytes_per_ledger_row_come_from_the_rows_of_the_files_rewritten(spark, tmp_path, caplog):
-    """The ledger side of ``record_bytes`` is the bytes of the files a run rewrites over their own rows, counted from
-    their footers once a large-record partitioning could change the count, not their share of the ledger's rows (the
-    files taken as equal): a file of 3 rows beside one of 50 counts as 3 rows. Below that bound the share stands."""
-    import reprocess.sparkutil as sparkutil
-    from reprocess.storage.commit import Warehouse
-
-    for name, per_partition, share in (("counted", 1, False), ("share", 1 << 40, True)):
-        root = tmp_path / name
-        # 50 messages, then 3 more, each cycle small (one shuffle partition) and in the hour before their retries
-        # (orders: 10m, so the bucket w10, which no run of hour 09 reads as due): w10 gets a file of 50 rows, then one
-        # of 3
-        land(root / "landing", "09", "a.jsonl", [rec(f"many-{i}", "2026-11-21T09:55:00Z") for i in range(50)])
-        cycle(spark, root, "2026-11-21T09:56:00Z")
-        land(root / "landing", "09", "b.jsonl", [rec(f"few-{i}", "2026-11-21T09:56:30Z") for i in range(3)])
-        cycle(spark, root, "2026-11-21T09:57:00Z")
-        rows = {f: spark.read.parquet(f).count() for f in Warehouse(root / "wh").live_files("ledger")}
-        assert sorted(rows.values()) == [3, 50], rows
-        (few,) = [f for f, n in rows.items() if n == 3]
-        few_bytes = Path(few).stat().st_size
-        # a new failure of one of the 3, still before any is due: the run rewrites the file holding it, and only that
-        land(root / "landing", "09", "c.jsonl", [rec("few-0", "2026-11-21T09:57:30Z")])
-        caplog.clear()
-        with pytest.MonkeyPatch.context() as patch, caplog.at_level("INFO", logger="reprocess.cycle.run"):
-            patch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)  # not small: a small input's partitions are fixed
-            patch.setattr(sparkutil, "LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION", per_partition)
-            s = cycle(spark, root, "2026-11-21T09:58:00Z")
-        (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
-        assert " touched=1 " in line, line
-        # the share: 53 ledger rows at the last commit, over 2 files
-        expected = few_bytes // (53 * 1 // 2) if share else few_bytes // 3
-        assert int(line.split(" record_bytes=")[1].split()[0]) == expected, (name, few_bytes, line)
-        assert (s["repeat_failures"], s["due"]) == (1, 0), s
-        assert few not in Warehouse(root / "wh").live_files("ledger")
-
-
 def test_a_batch_beyond_half_the_cache_memory_is_cached_on_disk_alone_with_the_same_outcome(spark, tmp_path,
                                                                                              monkeypatch, caplog):
     """A cycle caches its records, merged ledger rows, due rows and outcomes in memory as far as they fit

@@ -113,12 +113,6 @@ def fit_shuffles(spark: SparkSession, input_bytes: int, base: dict[str, str | No
     return wanted
 
 
-def record_size_matters(input_bytes: int, base: dict[str, str | None]) -> bool:
-    """Whether the bytes of a record could change the count :func:`fit_shuffles` sets for ``input_bytes``: only when a
-    partition per :data:`LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION` would be more than the session's count."""
-    return input_bytes > base_partitions(base) * LARGE_RECORD_INPUT_BYTES_PER_SHUFFLE_PARTITION
-
-
 def base_partitions(base: dict[str, str | None]) -> int:
     """The session's shuffle partitions in ``base`` (:func:`fit_shuffles`); Spark's 200 when unset."""
     return int(base.get(SHUFFLE_PARTITIONS_KEY) or 200)

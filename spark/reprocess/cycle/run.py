@@ -65,7 +65,6 @@ from reprocess.sparkutil import (
     is_small,
     owner_only_writes,
     parquet_options,
-    record_size_matters,
     restoring_conf,
     sized_codegen,
     with_as_of,
@@ -259,9 +258,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # the session's shuffles, whose joins adapt to what the scan finds.
     held_back_rows = prev_states.get(WAITING, 0) if any(p.ordered for p in policies.policies) else 0
     small = is_small(input_bytes, held_back_rows)
-    touched_rows = _touched_rows(existing, not small and record_size_matters(input_bytes, shuffles),
-                                 sum(prev_states.values()), len(touched), len(ledger_files))
-    record_bytes = _record_bytes(payload_bytes, records_read, touched_bytes, touched_rows)
+    record_bytes = _record_bytes(payload_bytes, records_read, touched_bytes, len(touched), len(ledger_files),
+                                 sum(prev_states.values()))
     partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
     # the merged ledger rows, the due ones and the outcomes carry the landing's payloads and those of the files read
     level, cache = cache_level(cache_budget, read_bytes + touched_bytes)
@@ -645,22 +643,15 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
             "seconds": round(time.monotonic() - t, 3)}
 
 
-def _touched_rows(existing: DataFrame | None, count: bool, ledger_rows: int, touched: int, ledger_files: int) -> int:
-    """The rows of the ledger files a run rewrites (``existing``), for their bytes per row (:func:`_record_bytes`):
-    counted from their Parquet footers when ``count`` (a job that reads no column: 10M rows in 721 files took 0.8 s
-    warm); else their share of the ledger's ``ledger_rows`` as the last commit counted them, the files taken as
-    equal, which a due bucket of a thousand 1 MB payloads beside a million small rows would pass for small records."""
-    if existing is not None and count:
-        return existing.count()
-    return ledger_rows * touched // ledger_files if ledger_files else 0
-
-
-def _record_bytes(payload_bytes: int, records: int, touched_bytes: int, touched_rows: int) -> int:
+def _record_bytes(payload_bytes: int, records: int, touched_bytes: int, touched: int, ledger_files: int,
+                  ledger_rows: int) -> int:
     """The bytes of a record this run's tasks hold, on average, for sizing its shuffles to large records
     (sparkutil.fit_shuffles): the larger of the landing's (its payloads' bytes per record read, as decoded) and the
-    ledger files' it rewrites (their bytes per row; Parquet's bytes, so compressible payloads count for less)."""
+    ledger files' it rewrites (their bytes over their share of the ledger's rows, the files taken as equal: no file
+    is opened for it; Parquet's bytes, so compressible payloads count for less)."""
     landing = payload_bytes // records if records else 0
-    return max(landing, touched_bytes // touched_rows if touched_rows else 0)
+    rows = ledger_rows * touched // ledger_files if ledger_files else 0
+    return max(landing, touched_bytes // rows if rows else 0)
 
 
 def _prev_states(snap: Snapshot) -> dict[str, int]:
