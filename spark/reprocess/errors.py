@@ -12,6 +12,7 @@
      +-- StorageUnavailableError   code="storage"        exit 11  the warehouse's object store cannot be reached
      +-- WarehouseDamagedError     code="damaged"        exit 12  a file the snapshot lists is gone or unreadable
      +-- SparkOutOfMemoryError     code="out_of_memory"  exit 13  the driver (or an executor) ran out of heap
+     +-- DiskFullError             code="no_space"       exit 14  a disk the run writes to is full
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -133,3 +134,11 @@ class SparkOutOfMemoryError(ReprocessError):
 
     code = "out_of_memory"
     exit_code = 13
+
+
+class DiskFullError(ReprocessError):
+    """A disk the run writes to filled up (``No space left on device``: the warehouse's, or Spark's local directory
+    where it spills and shuffles). Nothing is lost, as after any crash; the message says where, if the error did."""
+
+    code = "no_space"
+    exit_code = 14

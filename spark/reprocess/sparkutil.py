@@ -6,6 +6,7 @@ return DataFrames.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -440,9 +441,10 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     stopped, the JVM's exit code :data:`SPARK_OOM_EXIT_CODE` (the error itself then says anything from "SparkContext
     was shut down" to a NullPointerException). Any other error goes through unchanged: at once, or, when the
     SparkContext has stopped, once its JVM has exited (at most :data:`JVM_EXIT_WAIT_SECONDS`). The error that showed
-    it is logged (its first line; the whole of it with ``-v``).
+    it is logged (its first line; the whole of it with ``-v``). A full disk stops it the same way, as a
+    :class:`~reprocess.errors.DiskFullError` (:func:`no_space_evidence`).
     """
-    from reprocess.errors import ReprocessError, SparkOutOfMemoryError
+    from reprocess.errors import DiskFullError, ReprocessError, SparkOutOfMemoryError
     from reprocess.spark_env import out_of_memory_advice
 
     remote = is_remote(spark)
@@ -453,12 +455,46 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     except ReprocessError:
         raise
     except Exception as exc:
+        if (full := no_space_evidence(exc)) is not None:
+            log.info("out of disk space; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
+            log.debug("the whole error", exc_info=exc)
+            raise DiskFullError(no_space_advice(full, spark)) from exc
         evidence = out_of_memory_evidence(spark, exc)
         if evidence is None:
             raise
         log.info("out of memory; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
         log.debug("the whole error", exc_info=exc)
         raise SparkOutOfMemoryError(out_of_memory_advice(evidence, heap, master)) from exc
+
+
+_NO_SPACE = "No space left on device"
+_WRITING = re.compile(r"while writing rows to (\S+?)\.?(?:\s|$)")
+
+
+def no_space_evidence(exc: BaseException) -> str | None:
+    """What shows that ``exc`` came from a full disk (``None``: nothing does): a Python ``OSError`` with ``ENOSPC``
+    (the commit's own writes), or Spark's error saying ``No space left on device`` (its writers, shuffles and spills),
+    with the file it was writing when it says; see :func:`explaining_out_of_memory`."""
+    for error in _chain(exc):
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return f"{error_text(error).splitlines()[0][:300]}"
+        if not type(error).__module__.startswith(("py4j", "pyspark")):
+            continue  # Spark's own errors only, as for the heap
+        text = error_text(error)
+        if _NO_SPACE in text:
+            writing = _WRITING.search(text)
+            return f"java.io.IOException: {_NO_SPACE}" + (f", while writing {writing.group(1)}" if writing else "")
+    return None
+
+
+def no_space_advice(evidence: str, spark: SparkSession) -> str:
+    """What to tell the operator of a run whose disk filled up: the evidence and where Spark writes besides the
+    warehouse."""
+    local = None if is_remote(spark) else spark.sparkContext.getConf().get("spark.local.dir", "/tmp")
+    where = f"Spark's local directory, {local} (spark.local.dir)" if local else "the Spark Connect server's disks"
+    return (f"a disk is full ({evidence}). Nothing is lost: a run stopped before its commit is resumed or redone by "
+            f"the next run. Free space on the warehouse's disk and on {where}, where Spark spills and shuffles, and "
+            "run again.")
 
 
 def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | None:

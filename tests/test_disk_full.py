@@ -1,0 +1,77 @@
+"""A disk that fills up during a run: the run stops with exit code 14 and a message that says a disk is full, which file
+it was writing and where to free space (:class:`reprocess.errors.DiskFullError`), not a Java stack trace; nothing is
+committed, and once there is space the next run commits what a run on a roomy disk commits.
+
+The disk fills for real: the warehouse is a tmpfs of 8 MB (mounting it needs root, as installing the suite's services
+does), all but 400 KB of it taken by a file before the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reprocess.errors import DiskFullError
+from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.storage.commit import Warehouse
+from warehouse_state import assert_committed_cleanly, assert_only_live_files, warehouse_state
+
+AS_OF = "2026-11-21T03:00:00Z"
+RUN = "run-20261121T030000Z"
+
+
+def _run(landing: Path, wh: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", AS_OF, "--master", "local[2]", "--format", "json"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """An 8 MB tmpfs, mounted for the test and unmounted after."""
+    assert os.geteuid() == 0, "mounting a tmpfs needs root"
+    disk = tmp_path / "wh"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+@pytest.mark.spark
+def test_a_run_whose_disk_fills_says_so_and_after_freeing_space_the_next_run_commits_everything(spark, tmp_path,
+                                                                                                small_disk):
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=2000, hours=1, seed=11, malformed=0))
+    filler = small_disk / "filler"
+    filler.write_bytes(bytes(shutil.disk_usage(small_disk).free - (400 << 10)))
+
+    full = _run(landing, small_disk)
+    assert full.returncode == DiskFullError.exit_code, full.stderr[-3000:]
+    said = [line for line in full.stderr.splitlines() if line.startswith("reprocess: no_space: ")]
+    assert len(said) == 1, full.stderr[-3000:]
+    assert said[0].startswith("reprocess: no_space: a disk is full (java.io.IOException: No space left on device, "
+                              f"while writing file:{small_disk}/"), said[0]
+    for words in ("Nothing is lost", "Free space", "spark.local.dir"):
+        assert words in said[0], said[0]
+    assert "\tat org.apache" not in full.stderr.split(said[0])[1], full.stderr[-3000:]  # no stack trace after it
+    assert Warehouse(small_disk).latest().run(RUN) is None  # nothing committed
+
+    filler.unlink()
+    again = _run(landing, small_disk)
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads(again.stdout)
+    assert all(summary["conservation"].values()), summary["conservation"]
+    roomy = tmp_path / "roomy"
+    assert _run(landing, roomy).returncode == 0
+    assert warehouse_state(spark, small_disk) == warehouse_state(spark, roomy)
+    assert_committed_cleanly(small_disk)
+    assert_only_live_files(small_disk)
