@@ -8,6 +8,7 @@ does), all but 400 KB of it taken by a file before the run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 
 from reprocess.errors import DiskFullError
 from reprocess.landing.generate import GenerateOptions, write_landing
+from reprocess.sparkutil import no_space_advice, no_space_evidence
 from reprocess.storage.commit import Warehouse
 from warehouse_state import assert_committed_cleanly, assert_only_live_files, warehouse_state
 
@@ -31,6 +33,13 @@ def _run(landing: Path, wh: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
            "--as-of", AS_OF, "--master", "local[2]", "--format", "json"]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_advice_names_where_spark_writes_and_over_connect_the_servers_disks():
+    local = no_space_advice("java.io.IOException: No space left on device", "/data/spark")
+    assert local.startswith("a disk is full (java.io.IOException: No space left on device). Nothing is lost")
+    assert "Spark's local directory, /data/spark (spark.local.dir)" in local
+    assert "the Spark Connect server's disks" in no_space_advice("x", None)
 
 
 @pytest.fixture
@@ -75,3 +84,13 @@ def test_a_run_whose_disk_fills_says_so_and_after_freeing_space_the_next_run_com
     assert warehouse_state(spark, small_disk) == warehouse_state(spark, roomy)
     assert_committed_cleanly(small_disk)
     assert_only_live_files(small_disk)
+
+
+def test_a_python_write_out_of_space_is_evidence_and_other_errors_are_not(small_disk):
+    """The commit's own writes (snapshots, the manifest, the lock) are Python's: a full disk raises OSError(ENOSPC)."""
+    path = small_disk / "00000002.json"
+    with pytest.raises(OSError, match="No space left on device") as full:
+        path.write_bytes(bytes(shutil.disk_usage(small_disk).free + (1 << 20)))
+    assert no_space_evidence(full.value) == "OSError: [Errno 28] No space left on device"  # a write names no file
+    assert no_space_evidence(ValueError("No space left on device")) is None  # neither Spark's nor an OSError
+    assert no_space_evidence(OSError(errno.EACCES, "Permission denied")) is None

@@ -450,6 +450,7 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     remote = is_remote(spark)
     heap = None if remote else spark.sparkContext.getConf().get("spark.driver.memory", "1g")
     master = None if remote else spark.sparkContext.master
+    local_dir = None if remote else spark.sparkContext.getConf().get("spark.local.dir", "/tmp")
     try:
         yield
     except ReprocessError:
@@ -458,7 +459,7 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
         if (full := no_space_evidence(exc)) is not None:
             log.info("out of disk space; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
             log.debug("the whole error", exc_info=exc)
-            raise DiskFullError(no_space_advice(full, spark)) from exc
+            raise DiskFullError(no_space_advice(full, local_dir)) from exc
         evidence = out_of_memory_evidence(spark, exc)
         if evidence is None:
             raise
@@ -477,7 +478,7 @@ def no_space_evidence(exc: BaseException) -> str | None:
     with the file it was writing when it says; see :func:`explaining_out_of_memory`."""
     for error in _chain(exc):
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            return f"{error_text(error).splitlines()[0][:300]}"
+            return error_text(error).splitlines()[0][:300]
         if not type(error).__module__.startswith(("py4j", "pyspark")):
             continue  # Spark's own errors only, as for the heap
         text = error_text(error)
@@ -487,11 +488,12 @@ def no_space_evidence(exc: BaseException) -> str | None:
     return None
 
 
-def no_space_advice(evidence: str, spark: SparkSession) -> str:
-    """What to tell the operator of a run whose disk filled up: the evidence and where Spark writes besides the
-    warehouse."""
-    local = None if is_remote(spark) else spark.sparkContext.getConf().get("spark.local.dir", "/tmp")
-    where = f"Spark's local directory, {local} (spark.local.dir)" if local else "the Spark Connect server's disks"
+def no_space_advice(evidence: str, local_dir: str | None) -> str:
+    """What to tell the operator of a run whose disk filled up: the evidence, and where Spark writes besides the
+    warehouse (``local_dir``: the driver's ``spark.local.dir``; ``None``: not known here, as for a Spark Connect
+    client)."""
+    where = f"Spark's local directory, {local_dir} (spark.local.dir)" if local_dir \
+        else "the Spark Connect server's disks"
     return (f"a disk is full ({evidence}). Nothing is lost: a run stopped before its commit is resumed or redone by "
             f"the next run. Free space on the warehouse's disk and on {where}, where Spark spills and shuffles, and "
             "run again.")
