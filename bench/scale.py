@@ -395,53 +395,16 @@ def _seed_warehouse(spark: Any, wh_root: Path, waiting: int, due: int, as_of_ms:
     """A committed warehouse holding ``waiting`` WAITING_RETRY messages, ``due`` of them due at the as-of and the
     rest spread over the next 30 days (one ledger file per hour bucket), written straight with Spark."""
     from pyspark.sql import functions as F
-
-    from reprocess.ledger.model import LEDGER_COLUMNS, STATES, WAITING, bucket_column
-    from reprocess.storage.commit import Snapshot, Warehouse
+    from seed_ledger import commit_seed, waiting_rows
 
     shutil.rmtree(wh_root, ignore_errors=True)
     later = waiting - due
-    df = spark.range(waiting).select(
-        F.format_string("w-%010d", F.col("id")).alias("message_id"),
-        F.lit("orders.created").alias("address"),
-        F.format_string('{"order": %d}', F.col("id")).alias("payload"),
-        F.create_map().cast("map<string,string>").alias("headers"),
-        F.lit(None).cast("string").alias("extra"),
-        F.lit("order-service").alias("consumer_group"),
-        F.lit(None).cast("string").alias("ordering_key"),
-        F.lit("orders.#").alias("policy"),
-        F.lit("activemq").alias("profile"),
-        F.lit(WAITING).alias("state"),
-        F.lit(1).cast("long").alias("deliveries"),
-        F.lit(as_of_ms - HOUR).cast("long").alias("first_failed_ms"),
-        F.lit(as_of_ms - HOUR).cast("long").alias("last_failed_ms"),
-        F.when(F.col("id") < due, F.lit(as_of_ms) - F.lit(60_000) - F.col("id") % 1000)
+    next_attempt = F.when(F.col("id") < due, F.lit(as_of_ms) - F.lit(60_000) - F.col("id") % 1000) \
         .otherwise(F.lit(as_of_ms + HOUR) + (F.col("id") - due) * F.lit(30 * 24 * HOUR) / F.lit(max(later, 1)))
-        .cast("long").alias("next_attempt_ms"),
-        F.lit("TimeoutError").alias("last_error_class"),
-        F.lit("downstream timed out after 30s").alias("last_error_message"),
-        F.array(F.struct(F.lit(as_of_ms - HOUR).cast("long").alias("failed_ms"),
-                         F.lit(1).cast("long").alias("delivery"), F.lit("TimeoutError").alias("error_class"),
-                         F.lit("downstream timed out after 30s").alias("error_message"),
-                         F.col("id").alias("fp"))).alias("error_history"),
-        F.lit(None).cast("string").alias("reason_code"),
-        F.lit(None).cast("string").alias("dead_letter_address"),
-        F.lit(None).cast("long").alias("terminal_ms"),
-        F.lit("seed").alias("updated_run"),
-        F.lit(None).cast("long").alias("released_deliveries"),
-    )
-    df = df.withColumn("bucket", bucket_column(F.col("state"), F.col("next_attempt_ms"), F.col("terminal_ms")))
+    df = waiting_rows(spark, waiting, as_of_ms, F.format_string('{"order": %d}', F.col("id")), next_attempt)
     stage = wh_root / "_seed"
-    df.select(*LEDGER_COLUMNS).repartition("bucket").write.partitionBy("bucket").parquet(str(stage))
-    wh = Warehouse(wh_root)
-    files = wh.publish("seed", "ledger", stage)
-    shutil.rmtree(stage)
-    states = {s: 0 for s in STATES}
-    states[WAITING] = waiting
-    snap = Snapshot(as_of_ms=as_of_ms - HOUR)
-    snap.files["ledger"] = files
-    snap.runs.append({"run_id": "seed", "as_of_ms": as_of_ms - HOUR, "summary": {"states": states}})
-    wh.commit(Snapshot(), snap)
+    df.repartition("bucket").write.partitionBy("bucket").parquet(str(stage))
+    commit_seed(wh_root, stage, waiting, as_of_ms)
 
 
 def _due(spark: Any, work: Path, extra: dict[str, Any]) -> dict[str, Any]:

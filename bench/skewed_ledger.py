@@ -16,10 +16,7 @@ rewrites only the large rows' files. Prints each run's wall time, how it ended (
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from datetime import datetime
@@ -27,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cli_runs import SPARK  # noqa: E402 - the bench folder first
+from cli_runs import SPARK, outcome, reprocess_process  # noqa: E402 - the bench folder first
+from seed_ledger import HOUR, commit_seed, waiting_rows  # noqa: E402
 
-HOUR = 3_600_000
 AS_OF = "2026-11-21T04:00:00Z"
 AS_OF_MS = int(datetime.fromisoformat(AS_OF).timestamp() * 1000)
 
@@ -38,9 +35,7 @@ def seed(root: Path, small: int, large: int, payload_bytes: int) -> None:
     """The seed warehouse at ``root``: ``small`` rows due in 30 days, ``large`` rows due now."""
     from pyspark.sql import functions as F
 
-    from reprocess.ledger.model import LEDGER_COLUMNS, STATES, WAITING, bucket_column
     from reprocess.sparkutil import build_session
-    from reprocess.storage.commit import Snapshot, Warehouse
 
     spark = build_session("skewed-ledger-seed")
     shutil.rmtree(root, ignore_errors=True)
@@ -49,48 +44,14 @@ def seed(root: Path, small: int, large: int, payload_bytes: int) -> None:
                                                   lambda x: F.sha2(F.concat_ws("-", F.col("id"), x), 256))),
                       1, payload_bytes)
     is_large = F.col("id") < large
-    df = spark.range(small + large).select(
-        F.format_string("m-%010d", F.col("id")).alias("message_id"),
-        F.lit("orders.created").alias("address"),
-        F.when(is_large, big).otherwise(F.format_string('{"order": %d}', F.col("id"))).alias("payload"),
-        F.create_map().cast("map<string,string>").alias("headers"),
-        F.lit(None).cast("string").alias("extra"),
-        F.lit("order-service").alias("consumer_group"),
-        F.lit(None).cast("string").alias("ordering_key"),
-        F.lit("orders.#").alias("policy"),
-        F.lit("activemq").alias("profile"),
-        F.lit(WAITING).alias("state"),
-        F.lit(1).cast("long").alias("deliveries"),
-        F.lit(AS_OF_MS - HOUR).cast("long").alias("first_failed_ms"),
-        F.lit(AS_OF_MS - HOUR).cast("long").alias("last_failed_ms"),
-        F.when(is_large, F.lit(AS_OF_MS - 60_000)).otherwise(F.lit(AS_OF_MS + 30 * 24 * HOUR))
-        .cast("long").alias("next_attempt_ms"),
-        F.lit("TimeoutError").alias("last_error_class"),
-        F.lit("downstream timed out after 30s").alias("last_error_message"),
-        F.array(F.struct(F.lit(AS_OF_MS - HOUR).cast("long").alias("failed_ms"),
-                         F.lit(1).cast("long").alias("delivery"), F.lit("TimeoutError").alias("error_class"),
-                         F.lit("downstream timed out after 30s").alias("error_message"),
-                         F.col("id").alias("fp"))).alias("error_history"),
-        F.lit(None).cast("string").alias("reason_code"),
-        F.lit(None).cast("string").alias("dead_letter_address"),
-        F.lit(None).cast("long").alias("terminal_ms"),
-        F.lit("seed").alias("updated_run"),
-        F.lit(None).cast("long").alias("released_deliveries"),
-    )
-    df = df.withColumn("bucket", bucket_column(F.col("state"), F.col("next_attempt_ms"), F.col("terminal_ms")))
+    df = waiting_rows(spark, small + large, AS_OF_MS,
+                      F.when(is_large, big).otherwise(F.format_string('{"order": %d}', F.col("id"))),
+                      F.when(is_large, F.lit(AS_OF_MS - 60_000)).otherwise(F.lit(AS_OF_MS + 30 * 24 * HOUR)))
     stage = root / "_seed"
-    df.select(*LEDGER_COLUMNS).repartition(8, "bucket", "message_id").write.partitionBy("bucket") \
+    df.repartition(8, "bucket", "message_id").write.partitionBy("bucket") \
         .option("parquet.page.size.row.check.min", "1").parquet(str(stage))
     spark.stop()
-    wh = Warehouse(root)
-    files = wh.publish("seed", "ledger", stage)
-    shutil.rmtree(stage)
-    states = {s: 0 for s in STATES}
-    states[WAITING] = small + large
-    snap = Snapshot(as_of_ms=AS_OF_MS - HOUR)
-    snap.files["ledger"] = files
-    snap.runs.append({"run_id": "seed", "as_of_ms": AS_OF_MS - HOUR, "summary": {"states": states}})
-    wh.commit(Snapshot(), snap)
+    commit_seed(root, stage, small + large, AS_OF_MS)
 
 
 def run(pristine: Path, work: Path, memory: str) -> str:
@@ -99,24 +60,13 @@ def run(pristine: Path, work: Path, memory: str) -> str:
     shutil.copytree(pristine, wh)
     landing = work / "empty-landing"
     landing.mkdir(exist_ok=True)
-    path = os.pathsep.join(p for p in (str(SPARK), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "REPROCESS_DRIVER_MEMORY": memory, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--format", "json"]
-    t = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    elapsed = time.monotonic() - t
-    shutil.rmtree(wh, ignore_errors=True)
+    elapsed, done = reprocess_process(landing, wh, memory, AS_OF)
     locate = [line.split("step=locate ", 1)[1] for line in done.stderr.splitlines() if "step=locate " in line]
-    if done.returncode:
-        said = [line for line in done.stderr.splitlines() if line.startswith("reprocess: ")] \
-            or done.stderr.strip().splitlines()[-1:]
-        outcome = f"exit {done.returncode}: {said[-1][:200] if said else ''}"
-    else:
-        summary = json.loads(done.stdout)
+    summary = outcome(done)
+    if isinstance(summary, dict):
         steps = " ".join(f"{k} {v:.1f}" for k, v in summary["step_seconds"].items())
-        outcome = f"due {summary['due']}, rescheduled {summary['rescheduled']}; steps s: {steps}"
-    return f"{elapsed:6.1f} s  {outcome}\n         locate: {locate[-1] if locate else '(none)'}"
+        summary = f"due {summary['due']}, rescheduled {summary['rescheduled']}; steps s: {steps}"
+    return f"{elapsed:6.1f} s  {summary}\n         locate: {locate[-1] if locate else '(none)'}"
 
 
 def main(argv: list[str] | None = None) -> int:
