@@ -447,10 +447,10 @@ def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
     from reprocess.errors import DiskFullError, ReprocessError, SparkOutOfMemoryError
     from reprocess.spark_env import out_of_memory_advice
 
-    remote = is_remote(spark)
-    heap = None if remote else spark.sparkContext.getConf().get("spark.driver.memory", "1g")
-    master = None if remote else spark.sparkContext.master
-    local_dir = None if remote else spark.sparkContext.getConf().get("spark.local.dir", "/tmp")
+    conf = None if is_remote(spark) else spark.sparkContext.getConf()
+    heap = None if conf is None else conf.get("spark.driver.memory", "1g")
+    master = None if conf is None else spark.sparkContext.master
+    local_dir = None if conf is None else conf.get("spark.local.dir", "/tmp")
     try:
         yield
     except ReprocessError:
