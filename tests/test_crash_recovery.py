@@ -5,11 +5,8 @@ Random kills of the spark-submit driver are in tests/test_fault_injection.py.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ import pytest
 from reprocess.cycle.run import CRASH_POINTS
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
-from warehouse_state import FLAKY, assert_committed_cleanly, cycle_at, warehouse_state
+from warehouse_state import FLAKY, assert_committed_cleanly, cli_run, cycle_at, warehouse_state
 
 pytestmark = pytest.mark.spark
 
@@ -42,13 +39,6 @@ def after_t1(spark, landing, tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _cli(landing, wh, as_of, target, env_extra):
-    env = {**os.environ, **env_extra, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", as_of, "--target", target, "--master", "local[2]"]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def reference(spark, landing, tmp_path_factory, after_t1):
     """The uninterrupted second run, once per target."""
@@ -67,7 +57,7 @@ def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, lan
     target = "outbox" if point == "after_publish" else FLAKY
     wh = tmp_path / "wh"
     shutil.copytree(after_t1[target], wh)
-    proc = _cli(landing, wh, T2, target, {"REPROCESS_CRASH_AT": point})
+    proc = cli_run(landing, wh, T2, "--target", target, env={"REPROCESS_CRASH_AT": point})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert Warehouse(wh).latest().run("run-20261121T023000Z") is None  # nothing committed by the killed run
     prepared = Warehouse(wh).read_prepared("run-20261121T023000Z")

@@ -13,8 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,17 +20,10 @@ from reprocess.errors import DiskFullError
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.sparkutil import no_space_advice, no_space_evidence
 from reprocess.storage.commit import Warehouse
-from warehouse_state import assert_committed_cleanly, assert_only_live_files, warehouse_state
+from warehouse_state import assert_committed_cleanly, assert_only_live_files, cli_run, cycle_at, warehouse_state
 
 AS_OF = "2026-11-21T03:00:00Z"
 RUN = "run-20261121T030000Z"
-
-
-def _run(landing: Path, wh: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--master", "local[2]", "--format", "json"]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_the_advice_names_where_spark_writes_and_over_connect_the_servers_disks():
@@ -63,7 +54,7 @@ def test_a_run_whose_disk_fills_says_so_and_after_freeing_space_the_next_run_com
     filler = small_disk / "filler"
     filler.write_bytes(bytes(shutil.disk_usage(small_disk).free - (400 << 10)))
 
-    full = _run(landing, small_disk)
+    full = cli_run(landing, small_disk, AS_OF)
     assert full.returncode == DiskFullError.exit_code, full.stderr[-3000:]
     said = [line for line in full.stderr.splitlines() if line.startswith("reprocess: no_space: ")]
     assert len(said) == 1, full.stderr[-3000:]
@@ -75,12 +66,12 @@ def test_a_run_whose_disk_fills_says_so_and_after_freeing_space_the_next_run_com
     assert Warehouse(small_disk).latest().run(RUN) is None  # nothing committed
 
     filler.unlink()
-    again = _run(landing, small_disk)
+    again = cli_run(landing, small_disk, AS_OF)
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads(again.stdout)
     assert all(summary["conservation"].values()), summary["conservation"]
-    roomy = tmp_path / "roomy"
-    assert _run(landing, roomy).returncode == 0
+    roomy = tmp_path / "roomy"  # the same run in this process, on an ordinary disk
+    cycle_at(spark, landing, roomy, AS_OF, target="outbox")
     assert warehouse_state(spark, small_disk) == warehouse_state(spark, roomy)
     assert_committed_cleanly(small_disk)
     assert_only_live_files(small_disk)

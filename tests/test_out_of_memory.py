@@ -24,6 +24,7 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.spark_env import DRIVER_MEMORY_ENV, out_of_memory_advice
 from reprocess.storage.arrow import open_snapshot, read_live
 from reprocess.storage.commit import Warehouse
+from warehouse_state import cli_run
 
 AS_OF = "2026-11-21T03:00:00Z"
 BIG_PAYLOAD = 40 * 2**20
@@ -64,20 +65,10 @@ def landing(tmp_path_factory) -> Path:
     return root
 
 
-def _run(landing: Path, wh: Path, memory: str | None, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != DRIVER_MEMORY_ENV}
-    env["PYSPARK_PYTHON"] = sys.executable
-    if memory:
-        env[DRIVER_MEMORY_ENV] = memory
-    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
-           "--as-of", AS_OF, "--master", "local[2]", "--format", "json", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.spark
 def test_a_cycle_out_of_heap_says_so_and_the_next_run_quarantines_the_line_unread_in_the_same_heap(landing, tmp_path):
     wh = tmp_path / "wh"
-    short = _run(landing, wh, SHORT, "--max-line-bytes", str(64 << 20))  # the 40 MB line is read whole
+    short = cli_run(landing, wh, AS_OF, "--max-line-bytes", str(64 << 20), memory=SHORT)  # the 40 MB line is read whole
     assert short.returncode == SparkOutOfMemoryError.exit_code, short.stderr[-3000:]
     said = [line for line in short.stderr.splitlines() if line.startswith("reprocess: out_of_memory: ")]
     assert len(said) == 1, short.stderr[-3000:]
@@ -88,7 +79,7 @@ def test_a_cycle_out_of_heap_says_so_and_the_next_run_quarantines_the_line_unrea
     assert "Set REPROCESS_DRIVER_MEMORY=1024m (twice this run's) and run again" in said[0]
     assert Warehouse(wh).latest().run("run-20261121T030000Z") is None  # nothing committed
 
-    again = _run(landing, wh, SHORT)  # the default maximum line length, 32 MiB
+    again = cli_run(landing, wh, AS_OF, memory=SHORT)  # the default maximum line length, 32 MiB
     assert again.returncode == 0, again.stderr[-3000:]
     for run in (short, again):  # py4j's connection chatter (and its tracebacks once the JVM is gone) left out
         assert " INFO py4j" not in run.stderr, run.stderr[-3000:]

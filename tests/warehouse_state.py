@@ -1,9 +1,12 @@
 """What a committed warehouse holds, for tests that compare an interrupted run with an uninterrupted one, and the
-in-process cycle those tests run."""
+cycles those tests run: in this process, or as a ``reprocess run`` process of its own."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ from pyspark.sql import functions as F
 
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle.run import CycleOptions, run_cycle
+from reprocess.spark_env import DRIVER_MEMORY_ENV
 from reprocess.storage.commit import DATASETS, Snapshot, Warehouse
 from reprocess.storage.read import read_dataset
 
@@ -41,6 +45,20 @@ def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAK
     """One cycle in this process as of ``as_of`` (ISO 8601) with the embedded policies; its summary."""
     return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
                                          as_of_ms=parse_instant(as_of), target=target))
+
+
+def cli_run(landing: Path, wh: Path, as_of: str, *args: str, memory: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One ``reprocess run`` process (a driver JVM of its own, ``local[2]``, the summary as JSON) as of ``as_of``, with
+    ``args`` added to the command and ``env`` to the environment; its heap is ``memory``, else the CLI's default (a
+    ``REPROCESS_DRIVER_MEMORY`` of the caller's environment is not passed on)."""
+    full = {k: v for k, v in os.environ.items() if k != DRIVER_MEMORY_ENV}
+    full.update({**(env or {}), "PYSPARK_PYTHON": sys.executable})
+    if memory:
+        full[DRIVER_MEMORY_ENV] = memory
+    cmd = [sys.executable, "-m", "reprocess.cli", "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", as_of, "--master", "local[2]", "--format", "json", *args]
+    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=600)
 
 
 def warehouse_state(spark: Any, wh: Path) -> dict[str, Any]:
