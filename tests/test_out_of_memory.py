@@ -101,13 +101,13 @@ def test_a_cycle_out_of_heap_says_so_and_the_next_run_quarantines_the_line_unrea
 AFTER_THE_JVM = textwrap.dedent("""
     import sys
     from reprocess.errors import SparkOutOfMemoryError
-    from reprocess.sparkutil import build_session, explaining_out_of_memory
+    from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
     spark = build_session("oom", master="local[1]")
     # a task that builds a 1.4 GB string (700 x 2 MB) in a 512m heap: its thread runs out; the JVM exits with 52
     task = spark.range(1).selectExpr("length(concat_ws(',', array_repeat(repeat(concat('x', id), 1048576), 700)))")
     try:
-        with explaining_out_of_memory(spark):
+        with explaining_exhausted_resources(spark):
             try:
                 task.write.format("noop").mode("overwrite").save()
             except Exception as exc:  # as a cleanup's call after the failure: only the second error gets out
@@ -136,9 +136,9 @@ def test_a_call_after_the_driver_jvm_died_of_it_is_explained_by_its_exit_code():
 def test_an_ordinary_spark_error_goes_through_unchanged(spark):
     from pyspark.errors import AnalysisException
 
-    from reprocess.sparkutil import explaining_out_of_memory
+    from reprocess.sparkutil import explaining_exhausted_resources
 
-    with pytest.raises(AnalysisException), explaining_out_of_memory(spark):
+    with pytest.raises(AnalysisException), explaining_exhausted_resources(spark):
         spark.range(1).select("no_such_column").collect()
     assert spark.range(2).count() == 2  # and the session is still there
 

@@ -443,7 +443,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
-    from reprocess.sparkutil import build_session, explaining_out_of_memory
+    from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
     req = RedriveRequest(address_pattern=args.address, date_from=args.date_from, date_to=args.date_to,
                          reason_codes=tuple(args.reasons), max_messages=args.max_messages,
@@ -454,7 +454,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
         # outside the writer's record: a cleanup that fails after the JVM ran out keeps the out-of-memory error in its
         # chain, where it is still found
-        with explaining_out_of_memory(spark), \
+        with explaining_exhausted_resources(spark), \
                 _remote_writer(spark, remote, args.warehouse, req.request_id, lock_wait=args.lock_wait):
             audit = redrive_dead_letters(spark, args.warehouse, req, args.now, requested_by=args.requested_by,
                                          lock_wait_seconds=args.lock_wait, private_files=args.private_files)
@@ -568,7 +568,7 @@ def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reprocess.cycle.run import CycleOptions, run_cycle, run_id_for
-    from reprocess.sparkutil import build_session, explaining_out_of_memory
+    from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
     policies = load_config(args.config)
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
@@ -584,8 +584,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             preload_gx()  # overlaps GX's 3 s import with the JVM's start
         remote = _remote(args)
         spark = build_session("reprocess-cycle", master=args.master, remote=remote)
-        with explaining_out_of_memory(spark), _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of),
-                                                             writes=not args.dry_run, lock_wait=args.lock_wait):
+        with explaining_exhausted_resources(spark), \
+                _remote_writer(spark, remote, args.warehouse, run_id_for(args.as_of), writes=not args.dry_run,
+                               lock_wait=args.lock_wait):
             summary = run_cycle(spark, opts)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")

@@ -431,10 +431,10 @@ _HEAP_KINDS = ("Java heap space", "GC overhead limit exceeded")
 
 
 @contextmanager
-def explaining_out_of_memory(spark: SparkSession) -> Iterator[None]:
-    """Spark work in ``spark``: a JVM that runs out of heap stops it as a
-    :class:`~reprocess.errors.SparkOutOfMemoryError` that says what the driver had and what to raise, not a Java
-    stack trace.
+def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
+    """Spark work in ``spark`` whose heap or disk runs out: a JVM out of heap stops it as a
+    :class:`~reprocess.errors.SparkOutOfMemoryError` that says what the driver had and what to raise, a full disk as
+    a :class:`~reprocess.errors.DiskFullError`, not a Java stack trace.
 
     Two kinds of evidence: ``java.lang.OutOfMemoryError`` in the error (or an error it interrupted), as Spark
     reports a task's or the driver's own; or, when this process started the driver JVM and its SparkContext has
@@ -475,7 +475,7 @@ _WRITING = re.compile(r"while writing rows to (\S+?)\.?(?:\s|$)")
 def no_space_evidence(exc: BaseException) -> str | None:
     """What shows that ``exc`` came from a full disk (``None``: nothing does): a Python ``OSError`` with ``ENOSPC``
     (the commit's own writes), or Spark's error saying ``No space left on device`` (its writers, shuffles and spills),
-    with the file it was writing when it says; see :func:`explaining_out_of_memory`."""
+    with the file it was writing when it says; see :func:`explaining_exhausted_resources`."""
     for error in _chain(exc):
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
             return error_text(error).splitlines()[0][:300]
@@ -501,7 +501,7 @@ def no_space_advice(evidence: str, local_dir: str | None) -> str:
 
 def out_of_memory_evidence(spark: SparkSession, exc: BaseException) -> str | None:
     """What shows that ``exc`` came from a JVM out of heap (``None``: nothing does); see
-    :func:`explaining_out_of_memory`."""
+    :func:`explaining_exhausted_resources`."""
     for error in _chain(exc):
         if not type(error).__module__.startswith(("py4j", "pyspark")):
             continue  # Spark's own errors only: not one of ours or a target's that quotes a message's text
