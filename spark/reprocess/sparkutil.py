@@ -441,8 +441,8 @@ def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
     stopped, the JVM's exit code :data:`SPARK_OOM_EXIT_CODE` (the error itself then says anything from "SparkContext
     was shut down" to a NullPointerException). Any other error goes through unchanged: at once, or, when the
     SparkContext has stopped, once its JVM has exited (at most :data:`JVM_EXIT_WAIT_SECONDS`). The error that showed
-    it is logged (its first line; the whole of it with ``-v``). A full disk stops it the same way, as a
-    :class:`~reprocess.errors.DiskFullError` (:func:`no_space_evidence`).
+    it is logged (its first line; the whole of it with ``-v``). A full disk is found the same way
+    (:func:`no_space_evidence`).
     """
     from reprocess.errors import DiskFullError, ReprocessError, SparkOutOfMemoryError
     from reprocess.spark_env import out_of_memory_advice
@@ -456,16 +456,16 @@ def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
     except ReprocessError:
         raise
     except Exception as exc:
+        explained: ReprocessError
         if (full := no_space_evidence(exc)) is not None:
-            log.info("out of disk space; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
-            log.debug("the whole error", exc_info=exc)
-            raise DiskFullError(no_space_advice(full, local_dir)) from exc
-        evidence = out_of_memory_evidence(spark, exc)
-        if evidence is None:
+            what, explained = "out of disk space", DiskFullError(no_space_advice(full, local_dir))
+        elif (evidence := out_of_memory_evidence(spark, exc)) is not None:
+            what, explained = "out of memory", SparkOutOfMemoryError(out_of_memory_advice(evidence, heap, master))
+        else:
             raise
-        log.info("out of memory; the error that showed it: %s", error_text(exc).splitlines()[0][:500])
+        log.info("%s; the error that showed it: %s", what, error_text(exc).splitlines()[0][:500])
         log.debug("the whole error", exc_info=exc)
-        raise SparkOutOfMemoryError(out_of_memory_advice(evidence, heap, master)) from exc
+        raise explained from exc
 
 
 _NO_SPACE = "No space left on device"
