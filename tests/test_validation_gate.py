@@ -4,6 +4,7 @@ suite stops the commit, Data Docs per run."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -55,6 +56,16 @@ def test_quarantined_rows_name_the_expectations_they_broke(spark, tmp_path):
     for suite in ("landing", "ledger", "dlq", "run"):
         assert suite in html
     assert list(index.parent.glob("validations/**/*.html")), "one page per validation"
+    # The site's static files are the ones its pages link to (GX's own copies 4.3 MB into every site): the favicon,
+    # which the index and the suite pages find
+    docs = index.parent
+    assert sorted(str(p.relative_to(docs)) for p in (docs / "static").rglob("*") if p.is_file()) == [
+        "static/images/favicon.ico"]
+    for page in [index, *docs.glob("expectations/*.html")]:
+        local = [link for link in re.findall(r'(?:href|src)="([^"#]+)"', page.read_text()) if "://" not in link]
+        assert local, page
+        assert all((page.parent / link).resolve().is_file() for link in local), (page, local)
+    assert sum(p.stat().st_size for p in docs.rglob("*") if p.is_file()) < 1 << 20
 
 
 def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_collected(spark, tmp_path,

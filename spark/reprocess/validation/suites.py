@@ -7,9 +7,13 @@ See :class:`Validator` for result formats, caching and Data Docs.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -121,6 +125,53 @@ def load_suite(name: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+# The static files GX's pages link to from a site's own folder (the templates of great_expectations/render/view): only
+# the favicon. GX copies its whole static folder into every site, 4.3 MB, mostly two animated GIFs and fonts no page
+# names, which a site per run wrote into the warehouse each run.
+LINKED_STATIC = ("images/favicon.ico",)
+
+
+@functools.cache
+def _linked_static() -> str:
+    """A folder named ``static`` (GX keys each file it copies from that name on) holding :data:`LINKED_STATIC` from
+    GX's own static folder; made once per process, removed at its exit."""
+    import great_expectations
+
+    source = Path(great_expectations.__file__).parent / "render" / "view" / "static"
+    top = tempfile.mkdtemp(prefix="reprocess-gx-")
+    atexit.register(shutil.rmtree, top, ignore_errors=True)
+    folder = Path(top) / "static"
+    for name in LINKED_STATIC:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, folder / name)
+    return str(folder)
+
+
+@functools.cache
+def _site_builder_class() -> type:
+    from great_expectations.render.renderer.site_builder import SiteBuilder
+
+    class RunSiteBuilder(SiteBuilder):
+        """GX's site builder, copying into the site only the static files its pages link to (:data:`LINKED_STATIC`)."""
+
+        def build(self, *args: Any, **kwargs: Any) -> Any:
+            store = self.target_store
+            copy = type(store).copy_static_assets
+            setattr(store, "copy_static_assets",  # noqa: B010 - an instance's method, which mypy will not assign
+                    lambda source=None: copy(store, source or _linked_static()))
+            return super().build(*args, **kwargs)
+
+    return RunSiteBuilder
+
+
+def __getattr__(name: str) -> Any:
+    """``RunSiteBuilder``, made on first use: GX is imported lazily (:func:`preload_gx`) and GX finds the class by name
+    in this module (the site's ``module_name``)."""
+    if name == "RunSiteBuilder":
+        return _site_builder_class()
+    raise AttributeError(name)
+
+
 class Validator:
     """GX validations of one run: a fresh ephemeral context, results dated at the run's as-of (logical time).
 
@@ -146,7 +197,7 @@ class Validator:
         self.docs_dir = docs_dir
         if docs_dir is not None:
             self.ctx.add_data_docs_site("run", {
-                "class_name": "SiteBuilder",
+                "class_name": "RunSiteBuilder", "module_name": __name__,
                 "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
         # GX would persist every frame it is given (and never unpersist it): the caller caches what it validates
