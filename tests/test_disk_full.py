@@ -18,7 +18,7 @@ import pytest
 
 from reprocess.errors import DiskFullError
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.sparkutil import no_space_advice, no_space_evidence
+from reprocess.sparkutil import no_space_advice, no_space_evidence, spark_local_dir
 from reprocess.storage.commit import Warehouse
 from warehouse_state import assert_committed_cleanly, assert_only_live_files, cli_run, cycle_at, warehouse_state
 
@@ -27,10 +27,29 @@ RUN = "run-20261121T030000Z"
 
 
 def test_the_advice_names_where_spark_writes_and_over_connect_the_servers_disks():
-    local = no_space_advice("java.io.IOException: No space left on device", "/data/spark")
+    settings = {"spark.local.dir": "/data/spark"}
+    tmpdir = {"java.io.tmpdir": "/var/tmp"}
+    where = spark_local_dir(settings.get, tmpdir.get, env={})
+    assert where == "/data/spark (spark.local.dir)"
+    local = no_space_advice("java.io.IOException: No space left on device", where)
     assert local.startswith("a disk is full (java.io.IOException: No space left on device). Nothing is lost")
-    assert "Spark's local directory, /data/spark (spark.local.dir)" in local
+    assert "Spark's local directory, /data/spark (spark.local.dir), where Spark spills" in local
     assert "the Spark Connect server's disks" in no_space_advice("x", None)
+    # Spark's order: the executor's and the local directories of the environment before the setting, then the JVM's
+    assert spark_local_dir(settings.get, tmpdir.get, env={"SPARK_LOCAL_DIRS": "/ssd1,/ssd2"}) == \
+        "/ssd1,/ssd2 ($SPARK_LOCAL_DIRS)"
+    assert spark_local_dir(settings.get, tmpdir.get, env={"SPARK_EXECUTOR_DIRS": "/w", "SPARK_LOCAL_DIRS": "/l"}) == \
+        "/w ($SPARK_EXECUTOR_DIRS)"
+    assert spark_local_dir({}.get, tmpdir.get, env={}).startswith("/var/tmp (java.io.tmpdir: neither")
+
+
+@pytest.mark.spark
+def test_the_sessions_local_directory_is_the_one_spark_itself_picks(spark):
+    """What the advice names for the tests' own session is what Spark's own rule gives its driver."""
+    conf = spark.sparkContext.getConf()
+    where = spark_local_dir(conf.get, spark._jvm.java.lang.System.getProperty)
+    spark_says = spark._jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(spark.sparkContext._jsc.sc().getConf())
+    assert where.split(" (")[0] == ",".join(spark_says), (where, list(spark_says))
 
 
 @pytest.fixture

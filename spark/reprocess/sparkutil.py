@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -450,7 +450,7 @@ def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
     conf = None if is_remote(spark) else spark.sparkContext.getConf()
     heap = None if conf is None else conf.get("spark.driver.memory", "1g")
     master = None if conf is None else spark.sparkContext.master
-    local_dir = None if conf is None else conf.get("spark.local.dir", "/tmp")
+    local_dir = None if conf is None else spark_local_dir(conf.get, spark._jvm.java.lang.System.getProperty)
     try:
         yield
     except ReprocessError:
@@ -488,12 +488,26 @@ def no_space_evidence(exc: BaseException) -> str | None:
     return None
 
 
+def spark_local_dir(conf: Callable[[str], str | None], jvm_property: Callable[[str], str | None],
+                    env: Mapping[str, str] = os.environ) -> str:
+    """Where this driver's Spark spills and shuffles, and what set it, as Spark picks its local directories
+    (``Utils.getConfiguredLocalDirs`` outside YARN): ``$SPARK_EXECUTOR_DIRS``, else ``$SPARK_LOCAL_DIRS``, else
+    ``spark.local.dir``, else the JVM's ``java.io.tmpdir``. ``conf`` reads the SparkContext's settings,
+    ``jvm_property`` the driver JVM's system properties; ``env`` is the environment the JVM inherited."""
+    for name in ("SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS"):
+        if env.get(name):
+            return f"{env[name]} (${name})"
+    if value := conf("spark.local.dir"):
+        return f"{value} (spark.local.dir)"
+    tmpdir = jvm_property("java.io.tmpdir") or "/tmp"
+    return f"{tmpdir} (java.io.tmpdir: neither spark.local.dir nor $SPARK_LOCAL_DIRS is set)"
+
+
 def no_space_advice(evidence: str, local_dir: str | None) -> str:
     """What to tell the operator of a run whose disk filled up: the evidence, and where Spark writes besides the
-    warehouse (``local_dir``: the driver's ``spark.local.dir``; ``None``: not known here, as for a Spark Connect
-    client)."""
-    where = f"Spark's local directory, {local_dir} (spark.local.dir)" if local_dir \
-        else "the Spark Connect server's disks"
+    warehouse (``local_dir``: :func:`spark_local_dir`, the directory and what set it; ``None``: not known here, as for
+    a Spark Connect client)."""
+    where = f"Spark's local directory, {local_dir}" if local_dir else "the Spark Connect server's disks"
     return (f"a disk is full ({evidence}). Nothing is lost: a run stopped before its commit is resumed or redone by "
             f"the next run. Free space on the warehouse's disk and on {where}, where Spark spills and shuffles, and "
             "run again.")
