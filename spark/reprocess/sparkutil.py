@@ -450,7 +450,8 @@ def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
     conf = None if is_remote(spark) else spark.sparkContext.getConf()
     heap = None if conf is None else conf.get("spark.driver.memory", "1g")
     master = None if conf is None else spark.sparkContext.master
-    local_dir = None if conf is None else spark_local_dir(conf.get, spark._jvm.java.lang.System.getProperty)
+    jvm = None if conf is None else spark._jvm
+    local_dir = None if conf is None or jvm is None else spark_local_dir(conf.get, jvm.java.lang.System.getProperty)
     try:
         yield
     except ReprocessError:
