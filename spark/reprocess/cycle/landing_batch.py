@@ -169,6 +169,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
 def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
                      max_line_bytes: int) -> tuple[DataFrame, int, int]:
+    if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
+        return rec, 0, 0
     try:
         stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
                                                F.sum("line_bytes").alias("bytes"),
