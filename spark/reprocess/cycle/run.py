@@ -499,8 +499,8 @@ def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[st
 def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[str, ManifestEntry],
                       corrupt: list[tuple[str, str]], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when nothing is left)."""
-    pending_files = {
-        r.source_file for r in rec.filter(F.col("deferred")).select("source_file").distinct().collect()}
+    deferred = rec.filter(F.col("deferred")).select("source_file").distinct()
+    pending_files = {r.source_file for r in deferred.collect()} if files else set()
     entries = dict(manifest)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
@@ -539,16 +539,18 @@ def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFra
     left_due = due_count - a["redriven"]
     states_written = {st: a[f"state_{st}"] for st in STATES}
     reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
+    # A run without landing files has no records and nothing to quarantine, one without due messages no lateness:
+    # their jobs are not run.
     c = _ints(rec.agg(
         F.sum(F.col("in_window").cast("int")).alias("fresh"),
         F.count(F.lit(1)).alias("records"),
         F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
         F.sum(F.col("deferred").cast("int")).alias("deferred"),
         F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
-    ).first())
+    ).first()) if files else dict.fromkeys(("fresh", "records", "bad", "deferred", "payload_bytes"), 0)
     fresh_n = c["fresh"]
-    quarantined = quarantine.count()
-    lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first()
+    quarantined = quarantine.count() if files else 0
+    lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first() if due_count else None
     p50, p99 = (lat.p[0], lat.p[1]) if lat is not None and lat.p else (None, None)
     prev_states = _prev_states(snap)
     removed_states = _states_in(spark, touched)
