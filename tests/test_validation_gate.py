@@ -68,6 +68,20 @@ def test_quarantined_rows_name_the_expectations_they_broke(spark, tmp_path):
     assert sum(p.stat().st_size for p in docs.rglob("*") if p.is_file()) < 1 << 20
 
 
+
+def test_the_static_files_a_site_links_to_are_made_again_when_something_removed_them():
+    """A long-lived driver keeps its copy of the linked static files in a temporary folder, which a cleaner of old
+    temporary files may remove: the next site is built from a new copy, not failed."""
+    from reprocess.validation import suites
+
+    first = Path(suites._linked_static())
+    assert sorted(str(p.relative_to(first)) for p in first.rglob("*") if p.is_file()) == list(suites.LINKED_STATIC)
+    assert suites._linked_static() == str(first)  # once per process
+    shutil.rmtree(first.parent)
+    again = Path(suites._linked_static())
+    assert again != first
+    assert all((again / name).is_file() for name in suites.LINKED_STATIC)
+
 def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_collected(spark, tmp_path,
                                                                                             monkeypatch):
     """GX's pandas engine collects a frame into the driver, which spares small frames a dozen Spark jobs; a landing

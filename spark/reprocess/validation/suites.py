@@ -131,20 +131,26 @@ def load_suite(name: str) -> dict[str, Any]:
 LINKED_STATIC = ("images/favicon.ico",)
 
 
-@functools.cache
+_static_folder: Path | None = None
+
+
 def _linked_static() -> str:
     """A folder named ``static`` (GX keys each file it copies from that name on) holding :data:`LINKED_STATIC` from
-    GX's own static folder; made once per process, removed at its exit."""
-    import great_expectations
+    GX's own static folder; made once per process and removed at its exit, or made again if something removed it
+    meanwhile (a long-lived driver's temporary folder outlives a cleaner of old files)."""
+    global _static_folder
+    if _static_folder is None or not all((_static_folder / name).is_file() for name in LINKED_STATIC):
+        import great_expectations
 
-    source = Path(great_expectations.__file__).parent / "render" / "view" / "static"
-    top = tempfile.mkdtemp(prefix="reprocess-gx-")
-    atexit.register(shutil.rmtree, top, ignore_errors=True)
-    folder = Path(top) / "static"
-    for name in LINKED_STATIC:
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / name, folder / name)
-    return str(folder)
+        source = Path(great_expectations.__file__).parent / "render" / "view" / "static"
+        top = tempfile.mkdtemp(prefix="reprocess-gx-")
+        atexit.register(shutil.rmtree, top, ignore_errors=True)
+        folder = Path(top) / "static"
+        for name in LINKED_STATIC:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / name, folder / name)
+        _static_folder = folder
+    return str(_static_folder)
 
 
 @functools.cache
