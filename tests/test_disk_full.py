@@ -18,7 +18,7 @@ import pytest
 
 from reprocess.errors import DiskFullError
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.sparkutil import no_space_advice, no_space_evidence, spark_local_dir
+from reprocess.sparkutil import local_dir_source, no_space_advice, no_space_evidence, spark_local_dir
 from reprocess.storage.commit import Warehouse
 from warehouse_state import assert_committed_cleanly, assert_only_live_files, cli_run, cycle_at, warehouse_state
 
@@ -27,29 +27,30 @@ RUN = "run-20261121T030000Z"
 
 
 def test_the_advice_names_where_spark_writes_and_over_connect_the_servers_disks():
-    settings = {"spark.local.dir": "/data/spark"}
-    tmpdir = {"java.io.tmpdir": "/var/tmp"}
-    where = spark_local_dir(settings.get, tmpdir.get, env={})
-    assert where == "/data/spark (spark.local.dir)"
-    local = no_space_advice("java.io.IOException: No space left on device", where)
+    local = no_space_advice("java.io.IOException: No space left on device", "/data/spark (spark.local.dir)")
     assert local.startswith("a disk is full (java.io.IOException: No space left on device). Nothing is lost")
     assert "Spark's local directory, /data/spark (spark.local.dir), where Spark spills" in local
     assert "the Spark Connect server's disks" in no_space_advice("x", None)
-    # Spark's order: the executor's and the local directories of the environment before the setting, then the JVM's
-    assert spark_local_dir(settings.get, tmpdir.get, env={"SPARK_LOCAL_DIRS": "/ssd1,/ssd2"}) == \
-        "/ssd1,/ssd2 ($SPARK_LOCAL_DIRS)"
-    assert spark_local_dir(settings.get, tmpdir.get, env={"SPARK_EXECUTOR_DIRS": "/w", "SPARK_LOCAL_DIRS": "/l"}) == \
-        "/w ($SPARK_EXECUTOR_DIRS)"
-    assert spark_local_dir({}.get, tmpdir.get, env={}).startswith("/var/tmp (java.io.tmpdir: neither")
+    # what set the directories, in Spark's order: a YARN container's, the environment's, the setting, the JVM's
+    env = {"CONTAINER_ID": "c1", "SPARK_EXECUTOR_DIRS": "/w", "SPARK_LOCAL_DIRS": "/l"}
+    assert local_dir_source(env.get, lambda key: True) == "YARN's directories of the container"
+    del env["CONTAINER_ID"]
+    assert local_dir_source(env.get, lambda key: True) == "$SPARK_EXECUTOR_DIRS"
+    del env["SPARK_EXECUTOR_DIRS"]
+    assert local_dir_source(env.get, lambda key: True) == "$SPARK_LOCAL_DIRS"
+    assert local_dir_source({}.get, {"spark.local.dir"}.__contains__) == "spark.local.dir"
+    assert local_dir_source({}.get, set().__contains__).startswith("java.io.tmpdir: neither")
 
 
 @pytest.mark.spark
-def test_the_sessions_local_directory_is_the_one_spark_itself_picks(spark):
-    """What the advice names for the tests' own session is what Spark's own rule gives its driver."""
-    conf = spark.sparkContext.getConf()
-    where = spark_local_dir(conf.get, spark._jvm.java.lang.System.getProperty)
-    spark_says = spark._jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(spark.sparkContext._jsc.sc().getConf())
-    assert where.split(" (")[0] == ",".join(spark_says), (where, list(spark_says))
+def test_the_advice_names_the_local_directories_of_the_tests_own_driver(spark):
+    """The tests' session sets no local directory: Spark's is the JVM's temporary directory, or the environment's."""
+    dirs, source = spark_local_dir(spark).split(" (", 1)
+    if os.environ.get("SPARK_LOCAL_DIRS"):
+        assert (dirs, source) == (os.environ["SPARK_LOCAL_DIRS"], "$SPARK_LOCAL_DIRS)")
+    else:
+        assert dirs == spark._jvm.java.lang.System.getProperty("java.io.tmpdir")
+        assert source.startswith("java.io.tmpdir: neither")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -450,8 +450,7 @@ def explaining_exhausted_resources(spark: SparkSession) -> Iterator[None]:
     conf = None if is_remote(spark) else spark.sparkContext.getConf()
     heap = None if conf is None else conf.get("spark.driver.memory", "1g")
     master = None if conf is None else spark.sparkContext.master
-    jvm = None if conf is None else spark._jvm
-    local_dir = None if conf is None or jvm is None else spark_local_dir(conf.get, jvm.java.lang.System.getProperty)
+    local_dir = None if conf is None else spark_local_dir(spark)
     try:
         yield
     except ReprocessError:
@@ -489,19 +488,28 @@ def no_space_evidence(exc: BaseException) -> str | None:
     return None
 
 
-def spark_local_dir(conf: Callable[[str], str | None], jvm_property: Callable[[str], str | None],
-                    env: Mapping[str, str] = os.environ) -> str:
-    """Where this driver's Spark spills and shuffles, and what set it, as Spark picks its local directories
-    (``Utils.getConfiguredLocalDirs`` outside YARN): ``$SPARK_EXECUTOR_DIRS``, else ``$SPARK_LOCAL_DIRS``, else
-    ``spark.local.dir``, else the JVM's ``java.io.tmpdir``. ``conf`` reads the SparkContext's settings,
-    ``jvm_property`` the driver JVM's system properties; ``env`` is the environment the JVM inherited."""
+def spark_local_dir(spark: SparkSession) -> str:
+    """Where this driver's Spark spills and shuffles, as Spark itself picks its local directories
+    (``Utils.getConfiguredLocalDirs``), and what set them (:func:`local_dir_source`)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    conf = spark.sparkContext._jsc.sc().getConf()
+    dirs = ",".join(jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(conf))
+    return f"{dirs} ({local_dir_source(jvm.java.lang.System.getenv, conf.contains)})"
+
+
+def local_dir_source(getenv: Callable[[str], str | None], is_set: Callable[[str], bool]) -> str:
+    """What set Spark's local directories, in the order Spark reads them: a YARN container's own directories
+    (``$CONTAINER_ID`` set), ``$SPARK_EXECUTOR_DIRS``, ``$SPARK_LOCAL_DIRS``, ``spark.local.dir``, else the JVM's
+    ``java.io.tmpdir``. ``getenv`` reads the driver JVM's environment, ``is_set`` whether a Spark setting is set."""
+    if getenv("CONTAINER_ID"):
+        return "YARN's directories of the container"
     for name in ("SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS"):
-        if env.get(name):
-            return f"{env[name]} (${name})"
-    if value := conf("spark.local.dir"):
-        return f"{value} (spark.local.dir)"
-    tmpdir = jvm_property("java.io.tmpdir") or "/tmp"
-    return f"{tmpdir} (java.io.tmpdir: neither spark.local.dir nor $SPARK_LOCAL_DIRS is set)"
+        if getenv(name):
+            return f"${name}"
+    if is_set("spark.local.dir"):
+        return "spark.local.dir"
+    return "java.io.tmpdir: neither spark.local.dir nor $SPARK_LOCAL_DIRS is set"
 
 
 def no_space_advice(evidence: str, local_dir: str | None) -> str:
