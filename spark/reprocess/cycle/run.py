@@ -499,8 +499,10 @@ def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[st
 def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[str, ManifestEntry],
                       corrupt: list[tuple[str, str]], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when nothing is left)."""
-    deferred = rec.filter(F.col("deferred")).select("source_file").distinct()
-    pending_files = {r.source_file for r in deferred.collect()} if files else set()
+    pending_files: set[str] = set()
+    if files:  # no landing file: nothing deferred, and no frame to build for it
+        deferred = rec.filter(F.col("deferred")).select("source_file").distinct()
+        pending_files = {r.source_file for r in deferred.collect()}
     entries = dict(manifest)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
