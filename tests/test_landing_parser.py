@@ -221,3 +221,63 @@ def test_a_line_too_long_for_the_strict_parse_is_record_too_large_not_malformed(
     assert reference[0].problem_detail == (
         f"the line is {len(huge)} bytes and does not parse: a JSON string of more than 20000000 characters is refused "
         "(or the line is not valid JSON); payloads may be at most 1048576 bytes")
+
+
+# -- expressions made once per driver ---------------------------------------------------------------------------------
+def test_a_builders_columns_are_made_once_per_arguments_and_serve_any_dataframe(spark, monkeypatch):
+    from reprocess import sparkutil
+
+    made = []
+
+    @sparkutil.columns_once
+    def plus(n: int):
+        made.append(n)
+        return F.col("x") + F.lit(n)
+
+    three = plus(3)
+    assert plus(3) is three
+    assert plus(4) is not three
+    assert made == [3, 4]
+    # one Column, two DataFrames (and plans) of different data
+    assert spark.createDataFrame([(1,)], "x long").select(three).first()[0] == 4
+    assert spark.createDataFrame([(10,), (20,)], "x long").select(three.alias("y")).orderBy("y").collect() == \
+        [(13,), (23,)]
+    # the builder runs again for another kind of session: a Spark Connect client makes its columns in Python
+    classic = sparkutil._column_factory()
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    assert sparkutil._column_factory() == "connect" != classic
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
+    assert sparkutil._column_factory() is classic
+
+    # the least recently used arguments go first, past the cache's size
+    seen = []
+
+    @sparkutil.columns_once
+    def ident(n: int) -> int:
+        seen.append(n)
+        return n
+
+    for n in range(sparkutil.COLUMN_CACHE_ENTRIES + 1):
+        ident(n)
+    ident(sparkutil.COLUMN_CACHE_ENTRIES)
+    assert len(seen) == sparkutil.COLUMN_CACHE_ENTRIES + 1
+    ident(0)
+    assert seen[-1] == 0
+    assert len(seen) == sparkutil.COLUMN_CACHE_ENTRIES + 2
+
+
+@pytest.mark.parametrize("codegen", ["interpreted", "codegen"])
+def test_the_contracts_shared_checks_read_each_calls_own_as_of(spark, codegen):
+    """The checks are built once, the as-of is each run's: a failure 30 h after one as-of is in the future there (more
+    than the 24 h allowed) and fine at an as-of 10 h later, in the same driver, with the as-of as a literal or as the
+    column of `with_as_of`."""
+    from reprocess.sparkutil import with_as_of
+
+    line = json.dumps({"message_id": "m", "address": "a.b", "payload": "p", "failed_at": "2026-11-22T10:00:00Z"})
+    raw = spark.createDataFrame([("f", 1, line, len(line))], "source_file string, record_no long, raw string, "
+                                                             "line_bytes long")
+    problems = []
+    for as_of in (AS_OF_MS, AS_OF_MS + 10 * 3600_000):  # 2026-11-21T04:00Z (30 h before), then 14:00Z (20 h)
+        df, at = with_as_of(raw, as_of, codegen)
+        problems.append(contract.parse_records(df, at).select("problem").first()[0])
+    assert problems == [contract.FUTURE_TIMESTAMP, None]

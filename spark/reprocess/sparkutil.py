@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 CODEGEN_CACHE_ENTRIES = "1000"  # static: it only takes effect when the session (its JVM) is created
 REMOTE_ENV = "REPROCESS_SPARK_REMOTE"
@@ -386,6 +388,48 @@ def sql_lambda(text: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.expr(text)
+
+
+COLUMN_CACHE_ENTRIES = 64  # per builder: the distinct arguments a process sees are a few (limits, parser, policies)
+
+
+def columns_once(builder: Callable[P, T]) -> Callable[P, T]:
+    """``builder``, a function of hashable arguments that returns column expressions (and nothing tied to a
+    DataFrame), called once per process and kind of session for the same arguments; later calls return the same
+    ``Column`` objects.
+
+    PySpark classic makes every expression node in the driver JVM through py4j, and releases it through py4j again
+    once Python drops it: a small cycle made about 8,700 calls, most of them expressions that are the same at every
+    cycle (bench/RESULTS.md, forty-fifth run). A ``Column`` is an unresolved expression, bound to no plan: it can be
+    used in any number of DataFrames. The cache is keyed by the JVM gateway PySpark classic talks to (or Spark
+    Connect's client, whose columns live in Python), so a process that starts another JVM builds them afresh.
+    """
+    import functools
+    from collections import OrderedDict
+
+    cache: OrderedDict[tuple[object, ...], T] = OrderedDict()
+
+    @functools.wraps(builder)
+    def cached(*args: P.args, **kwargs: P.kwargs) -> T:
+        key = (_column_factory(), args, tuple(sorted(kwargs.items())))
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        value = cache[key] = builder(*args, **kwargs)
+        if len(cache) > COLUMN_CACHE_ENTRIES:
+            cache.popitem(last=False)
+        return value
+
+    cached.cache_clear = cache.clear  # type: ignore[attr-defined]
+    return cached
+
+
+def _column_factory() -> object:
+    """What makes this process's columns now: Spark Connect's client, or the JVM gateway of PySpark classic."""
+    from pyspark import SparkContext
+    from pyspark.sql.utils import is_remote
+
+    return "connect" if is_remote() else SparkContext._gateway
 
 
 AS_OF_COLUMN = "_as_of_ms"

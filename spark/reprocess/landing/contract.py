@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES, READER_OPTION
-from reprocess.sparkutil import as_of_column, sql_lambda
+from reprocess.sparkutil import as_of_column, columns_once, sql_lambda
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -72,6 +72,7 @@ _TS_FORMATS = (
 _HAS_OFFSET = r"(Z|[+-]\d{2}(:?\d{2})?)$"
 # (?U): Unicode whitespace (NBSP, NEL...) as Python's \s and GX's pandas engine see it, not ASCII only.
 _ADDRESS_OK = r"(?U)^[^.\s/\\]+(\.[^.\s/\\]+)*$"
+_AS_OF_FIELD = "_contract_as_of"  # the as-of, a column of its own while the checks read it (parse_records)
 _NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
 # The general path's strict parse refuses a JSON string of more than this many characters (Jackson's
 # StreamReadConstraints default; the JVM parser leaves every line above 16M characters to that path): a 40 MB payload
@@ -205,38 +206,53 @@ def _fields(records: DataFrame, jvm: bool = False) -> DataFrame:
     With ``jvm`` (:func:`use_jvm_parser`), ``_fast`` holds the values of the lines the JVM parser found
     well-formed, and both parses run only on the other lines (``_m`` and the types are null on the first).
     """
-    # Not blank: some character besides space, tab, CR and form feed. The regex stops at the first such character,
-    # the line's first for every record; btrim(raw) != '' walked each whole line (2.6% of a JFR profile's samples).
-    df = records.filter(F.col("raw").rlike(_NOT_BLANK))
+    c = _field_columns(jvm)
+    df = records.filter(c["not_blank"])
     if jvm:
-        df = df.withColumn("_fast", F.call_function(JVM_PARSER_FUNCTION, F.col("raw")))
-    df = df.withColumn("_w", _general(_json_array_of_the_line(F.col("raw")), jvm))
-    df = df.withColumn("_m", F.call_function("try_variant_get", F.col("_w"), F.lit("$[0]"),
-                                             F.lit("map<string,variant>")))
+        df = df.withColumn("_fast", c["fast"])
+    df = df.withColumn("_w", c["w"]).withColumn("_m", c["m"]).withColumn("_v", c["values"])
+    return df.select(
+        "source_file", "record_no", "raw", *_carried(records), "_m", "_w", *(["_fast"] if jvm else []),
+        *c["fields"],
+    ).withColumn("failed_at", c["failed_at"]).withColumn("failed_ms", c["failed_ms"])
+
+
+@columns_once
+def _field_columns(jvm: bool) -> dict[str, Any]:
+    """The expressions of :func:`_fields`, the same at every run (:func:`reprocess.sparkutil.columns_once`)."""
     mcol = F.col("_m")
     v = F.from_json(F.col("raw"), _VALUES_SCHEMA)
-    ts_raw = F.coalesce(*[F.call_function("try_to_timestamp", F.col("_failed_at_s"), F.lit(fmt))
-                          for fmt in _TS_FORMATS])
     known = F.array(*[F.lit(k) for k in KNOWN_FIELDS])
     known_sql = ", ".join(f"'{k}'" for k in KNOWN_FIELDS)
     unknown = sql_lambda(f"map_filter(_m, (k, v) -> NOT array_contains(array({known_sql}), k))")
-    valid = mcol.isNotNull()
-    values = F.when(valid, v)
+    values = F.when(mcol.isNotNull(), v)
     if jvm:
         values = F.when(F.col("_fast").isNotNull(), F.col("_fast")).otherwise(values)
-    return df.withColumn("_v", values).select(
-        "source_file", "record_no", "raw", *_carried(records), "_m", "_w", *(["_fast"] if jvm else []),
-        *[F.call_function("schema_of_variant", mcol.getItem(name)).alias(f"_t_{name}") for name in KNOWN_FIELDS],
-        F.col("_v.message_id").alias("message_id"),
-        F.col("_v.address").alias("address"),
-        F.col("_v.payload").alias("payload"),
-        F.col("_v.failed_at").alias("_failed_at_s"),
-        F.col("_v.headers").alias("_headers"),
-        F.coalesce(F.col("_v.delivery_count"), F.lit(1).cast("long")).alias("delivery_count"),
-        *[F.col(f"_v.{name}").alias(name) for name in OPTIONAL_STRINGS],
-        # Unknown keys are rare: the lambda that keeps them runs only where there are some.
-        F.when(F.size(F.array_except(F.map_keys(mcol), known)) > 0, F.to_json(unknown)).alias("extra"),
-    ).withColumn("failed_at", ts_raw).withColumn("failed_ms", F.unix_millis(F.col("failed_at")))
+    return {
+        # Not blank: some character besides space, tab, CR and form feed. The regex stops at the first such
+        # character, the line's first for every record; btrim(raw) != '' walked each whole line (2.6% of a JFR
+        # profile's samples).
+        "not_blank": F.col("raw").rlike(_NOT_BLANK),
+        "fast": F.call_function(JVM_PARSER_FUNCTION, F.col("raw")),
+        "w": _general(_json_array_of_the_line(F.col("raw")), jvm),
+        "m": F.call_function("try_variant_get", F.col("_w"), F.lit("$[0]"), F.lit("map<string,variant>")),
+        "values": values,
+        "fields": [
+            *[F.call_function("schema_of_variant", mcol.getItem(name)).alias(f"_t_{name}") for name in KNOWN_FIELDS],
+            F.col("_v.message_id").alias("message_id"),
+            F.col("_v.address").alias("address"),
+            F.col("_v.payload").alias("payload"),
+            F.col("_v.failed_at").alias("_failed_at_s"),
+            F.col("_v.headers").alias("_headers"),
+            F.coalesce(F.col("_v.delivery_count"), F.lit(1).cast("long")).alias("delivery_count"),
+            *[F.col(f"_v.{name}").alias(name) for name in OPTIONAL_STRINGS],
+            # Unknown keys are rare: the lambda that keeps them runs only where there are some.
+            F.when(F.size(F.array_except(F.map_keys(mcol), known)) > 0, F.to_json(unknown)).alias("extra"),
+        ],
+        "failed_at": F.coalesce(*[F.call_function("try_to_timestamp", F.col("_failed_at_s"), F.lit(fmt))
+                                  for fmt in _TS_FORMATS]),
+        "failed_ms": F.unix_millis(F.col("failed_at")),
+    }
 
 
 def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
@@ -325,24 +341,35 @@ def parse_records(records: DataFrame, as_of: int | Column, max_payload_bytes: in
     ``jvm``: the structural checks of well-formed lines in one pass of the JVM parser (:func:`use_jvm_parser`,
     registered in the session); the result is the same, only cheaper.
     """
-    fields = _fields(records, jvm)
-    checks = _checks(as_of_column(as_of), max_payload_bytes, max_future_ms, jvm)
+    fields = _fields(records, jvm).withColumn(_AS_OF_FIELD, as_of_column(as_of))
+    c = _check_columns(max_payload_bytes, max_future_ms, jvm)
+    return fields.withColumn("_first", c["first"]).select(
+        "source_file", "record_no", "raw", c["problem"], c["problem_detail"],
+        "message_id", "address", "payload", "failed_at", "failed_ms", c["headers"],
+        "delivery_count", *OPTIONAL_STRINGS, "extra", *_carried(records),
+    )
+
+
+@columns_once
+def _check_columns(max_payload_bytes: int, max_future_ms: int, jvm: bool) -> dict[str, Column]:
+    """The expressions of :func:`parse_records` over :func:`_fields`: the index of the first failing check
+    (``first``, null when all pass), then ``problem`` and ``problem_detail`` from it, and the headers; the same at
+    every run, the as-of being read from the column ``_AS_OF_FIELD`` (:func:`reprocess.sparkutil.columns_once`)."""
+    checks = _checks(F.col(_AS_OF_FIELD), max_payload_bytes, max_future_ms, jvm)
     first: Column | None = None  # the index of the first failing check, null when all pass
     for i, (cond, _code, _text) in enumerate(checks):
         c = F.coalesce(cond, F.lit(False))
         first = F.when(c, F.lit(i)) if first is None else first.when(c, F.lit(i))
     assert first is not None
-    checked = fields.withColumn("_first", first)
     idx = F.col("_first")
     detail: Column | None = None
     for i, (_cond, _code, text) in enumerate(checks):
         detail = F.when(idx == i, text) if detail is None else detail.when(idx == i, text)
     assert detail is not None
     codes = F.array(*[F.lit(code) for _c, code, _t in checks])
-    return checked.select(
-        "source_file", "record_no", "raw",
-        F.when(idx.isNotNull(), F.element_at(codes, idx + 1)).alias("problem"), detail.alias("problem_detail"),
-        "message_id", "address", "payload", "failed_at", "failed_ms",
-        F.coalesce(F.col("_headers"), F.create_map().cast("map<string,string>")).alias("headers"),
-        "delivery_count", *OPTIONAL_STRINGS, "extra", *_carried(records),
-    )
+    return {
+        "first": first,
+        "problem": F.when(idx.isNotNull(), F.element_at(codes, idx + 1)).alias("problem"),
+        "problem_detail": detail.alias("problem_detail"),
+        "headers": F.coalesce(F.col("_headers"), F.create_map().cast("map<string,string>")).alias("headers"),
+    }

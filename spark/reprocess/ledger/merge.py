@@ -9,7 +9,7 @@ message in one batch count one delivery each, in ``failed_at`` order.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -28,10 +28,11 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
 from reprocess.policy.durations import LONG_MAX
-from reprocess.sparkutil import AS_OF_COLUMN, sort_aggregated, sql_lambda, with_as_of
+from reprocess.sparkutil import AS_OF_COLUMN, columns_once, sort_aggregated, sql_lambda, with_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
     from reprocess.policy.config import NonRetryableRule, Policy, PolicySet
 
@@ -153,20 +154,44 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     ``new_failures``, ``cross_batch_duplicates`` and ``batch_duplicates``. ``codegen`` is the cycle's code
     generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
-    kept = [c for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")]
+    c = _merge_columns(policies)
     a = failures.alias("a")
     if existing is None:  # nothing to join with: every message is new
-        joined = a.select("message_id", *[F.lit(None).cast(LEDGER_SCHEMA[c].dataType).alias(f"e_{c}") for c in kept],
-                          F.col("new_failures").alias("nf_all"), F.col("recent").alias("rf_all"), "batch_duplicates")
+        joined = a.select(*c["fresh"])
     else:
-        e = existing.alias("e")
-        joined = e.join(a, F.col("e.message_id") == F.col("a.message_id"), "full_outer").select(
+        joined = existing.alias("e").join(a, c["on"], "full_outer").select(*c["joined"])
+    joined, at = with_as_of(joined, as_of_ms, codegen)
+    df = joined.withColumn(_MERGE_AS_OF, at)
+    for name in _MERGE_STEPS:
+        df = df.withColumn(name, c[name])
+    updated_run = F.when(c["has_new"], F.lit(run_id)).otherwise(F.col("e_updated_run")).alias("updated_run")
+    return df.select(*c["out"], updated_run, *c["out_end"])
+
+
+_MERGE_AS_OF = "_merge_as_of"  # the as-of, a column of its own for the merge's columns (merge_failures)
+# The columns merge_failures adds, in order, before its last projection (each reads those before it)
+_MERGE_STEPS = ("_single", "nf", "rf", "n", "cross_batch_duplicates", "_t", "_cm", "_before", "_tail", "ks", "pidx")
+
+
+@columns_once
+def _merge_columns(policies: PolicySet) -> dict[str, Any]:
+    """The expressions of :func:`merge_failures`, the same at every run for the same policies
+    (:func:`reprocess.sparkutil.columns_once`): the join's and its projection's (``on``, ``joined``; ``fresh``
+    without a ledger side), each of :data:`_MERGE_STEPS`, and the last projection around ``updated_run``
+    (``out``, ``out_end``)."""
+    kept = [c for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")]
+    c: dict[str, Any] = {
+        "fresh": ["message_id", *[F.lit(None).cast(LEDGER_SCHEMA[c].dataType).alias(f"e_{c}") for c in kept],
+                  F.col("new_failures").alias("nf_all"), F.col("recent").alias("rf_all"), "batch_duplicates"],
+        "on": F.col("e.message_id") == F.col("a.message_id"),
+        "joined": [
             F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
             *[F.col(f"e.{c}").alias(f"e_{c}") for c in kept],
             F.col("a.new_failures").alias("nf_all"),
             F.col("a.recent").alias("rf_all"),
             F.coalesce(F.col("a.batch_duplicates"), F.lit(0).cast("long")).alias("batch_duplicates"),
-        )
+        ],
+    }
     # Most rows are a new message failing once: that case is computed without the lambdas (higher-order
     # functions run interpreted, row by row) the general case needs.
     single = F.coalesce((F.size("nf_all") == 1) & F.col("e_state").isNull(), F.lit(False))
@@ -179,33 +204,30 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
             f"filter({name}, x -> NOT coalesce(array_contains("
             "transform(coalesce(e_error_history, array()), h -> h.fp), x.fp), false))"))
 
-    joined, at = with_as_of(joined, as_of_ms, codegen)
     # nf: every new failure (a few fields each); rf: the whole records of its last ones (RECENT before dropping)
-    df = joined.withColumn("_single", single).withColumn("nf", recorded_dropped("nf_all")) \
-        .withColumn("rf", recorded_dropped("rf_all")).withColumn("n", F.coalesce(F.size("nf"), F.lit(0)))
+    c |= {"_single": single, "nf": recorded_dropped("nf_all"), "rf": recorded_dropped("rf_all"),
+          "n": F.coalesce(F.size("nf"), F.lit(0))}
     single = F.col("_single")
-    df = df.withColumn("cross_batch_duplicates", F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n"))
-    has_new = F.col("n") > 0
+    c["cross_batch_duplicates"] = F.coalesce(F.size("nf_all"), F.lit(0)) - F.col("n")
+    has_new = c["has_new"] = F.col("n") > 0
     base = "coalesce(e_deliveries, 0L)"
     inc = f"CASE WHEN e_state = '{DELIVERED}' THEN 0L ELSE 1L END"
     # k_i = max(base + inc + (i-1), max_{j<=i}(c_j - j) + i), 1-based i, j; a single new failure: max(1, c_1).
     # Only the last HISTORY_LIMIT failures' k_i are computed (the history keeps no more, and the last one is the
     # count), each from _before, the maximum of c_j - j over the failures before them, and the few between: a
     # message's n failures in one batch cost n, not n squared (bench/RESULTS.md, thirty-third run).
-    df = df.withColumn("_t", F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0)))
-    df = df.withColumn("_cm", F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))")))
-    df = df.withColumn("_before", F.array_max(F.slice("_cm", F.lit(1), F.col("_t"))))
+    c["_t"] = F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0))
+    c["_cm"] = F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))"))
+    c["_before"] = F.array_max(F.slice("_cm", F.lit(1), F.col("_t")))
     # nf's last HISTORY_LIMIT (from _t + 1) are rf's last ones (RECENT)
-    df = df.withColumn("_tail", F.when(~single, F.slice(
-        "rf", F.greatest(F.size("rf") - HISTORY_LIMIT, F.lit(0)) + 1, F.lit(HISTORY_LIMIT))))
-    ks = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
+    c["_tail"] = F.when(~single, F.slice("rf", F.greatest(F.size("rf") - HISTORY_LIMIT, F.lit(0)) + 1,
+                                         F.lit(HISTORY_LIMIT)))
+    c["ks"] = F.when(single, F.array(F.greatest(F.lit(1).cast("long"), one["delivery_count"]))).otherwise(sql_lambda(
         f"transform(_tail, (x, i) -> greatest({base} + {inc} + _t + i, "
         "greatest(_before, array_max(slice(_cm, _t + 1, i + 1))) + _t + i + 1))"))
-    df = df.withColumn("ks", ks)
     last = F.element_at(F.col("rf"), -1)
     k_last = F.element_at(F.col("ks"), -1)
-    pidx = last["policy_idx"]
-    df = df.withColumn("pidx", F.when(has_new, pidx))
+    c["pidx"] = F.when(has_new, last["policy_idx"])
     exhausted, delay = decision_columns(policies, F.col("pidx"), k_last, F.col("message_id"))
     any_nr = F.when(single, one["non_retryable"]).otherwise(sql_lambda("exists(nf, x -> x.non_retryable)"))
     new_state = F.when(any_nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
@@ -224,7 +246,7 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
 
     state_col = F.when(has_new, new_state).otherwise(F.col("e_state"))
     next_ms = F.when(new_state == WAITING, sat_add(last["failed_ms"], delay))
-    out = df.select(
+    c["out"] = [
         "message_id",
         pick("address", last["address"]),
         pick("payload", last["payload"]),
@@ -246,8 +268,9 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
         pick("reason_code", reason),
         pick("dead_letter_address", F.when(new_state == DEAD_LETTERED,
                                            dead_letter_address_column(policies, F.col("pidx"), last["address"]))),
-        pick("terminal_ms", F.when(new_state == DEAD_LETTERED, at)),
-        pick("updated_run", F.lit(run_id)),
+        pick("terminal_ms", F.when(new_state == DEAD_LETTERED, F.col(_MERGE_AS_OF))),
+    ]
+    c["out_end"] = [
         F.col("e_released_deliveries").alias("released_deliveries"),
         has_new.alias("changed"),
         (has_new & (new_state == DEAD_LETTERED)).alias("dlq_event"),
@@ -255,8 +278,8 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
         F.col("n").alias("new_failures"),
         F.col("cross_batch_duplicates"),
         F.col("batch_duplicates"),
-    )
-    return out
+    ]
+    return c
 
 
 def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, run_id: str,
@@ -267,12 +290,26 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
     or dead-lettered when exhausted or non-retryable. Rows without an outcome are unchanged. ``codegen`` is the
     cycle's code generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
-    o = outcomes.select(
-        F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"), F.col("ok").alias("o_ok"),
-        F.col("error_class").alias("o_class"), F.col("error_message").alias("o_message"))
+    c = _outcome_columns(policies, ledger.schema["error_history"].dataType)
+    o = outcomes.select(*c["outcome"])
     # only rows with an outcome use the as-of, and those have the outcome's side of the join
     o, at = with_as_of(o, as_of_ms, codegen)
+    o = o.withColumn(_OUTCOME_AS_OF, at)
     df = ledger.join(o, ledger["message_id"] == o["o_id"], "left")
+    updated_run = F.when(c["redriven"], F.lit(run_id)).otherwise(F.col("updated_run"))
+    out = df.withColumns({**c["columns"], "updated_run": updated_run})
+    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message", AS_OF_COLUMN, _OUTCOME_AS_OF)
+
+
+_OUTCOME_AS_OF = "_outcome_as_of"  # the as-of, a column of its own for the outcomes' columns (apply_outcomes)
+
+
+@columns_once
+def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, Any]:
+    """The expressions of :func:`apply_outcomes`, the same at every run for the same policies and ledger history
+    type (:func:`reprocess.sparkutil.columns_once`): the outcomes' projection (``outcome``), ``redriven``, and
+    the ledger columns it sets (``columns``; ``updated_run`` aside)."""
+    at = F.col(_OUTCOME_AS_OF)
     redriven = F.col("o_id").isNotNull()
     ok = redriven & F.col("o_ok")
     failed = redriven & ~F.col("o_ok")
@@ -284,33 +321,37 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
     entry = F.struct(at.alias("failed_ms"), F.col("o_delivery").alias("delivery"),
                      F.col("o_class").alias("error_class"), F.col("o_message").alias("error_message"),
                      F.lit(None).cast("long").alias("fp"))
-    hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(ledger.schema["error_history"].dataType)),
-                    F.array(entry))
+    hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(history_type)), F.array(entry))
     hist = F.slice(hist, F.greatest(F.size(hist) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
     becomes_dead = failed & (fail_state == DEAD_LETTERED)
-    out = df.withColumns({
-        "state": state,
-        "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
-        "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
-        .when(redriven, F.lit(None).cast("long")).otherwise(F.col("next_attempt_ms")),
-        "last_failed_ms": F.when(failed, at).otherwise(F.col("last_failed_ms")),
-        "last_error_class": F.when(failed, F.col("o_class")).otherwise(F.col("last_error_class")),
-        "last_error_message": F.when(failed, F.col("o_message")).otherwise(F.col("last_error_message")),
-        "error_history": F.when(failed, hist).otherwise(F.col("error_history")),
-        "reason_code": F.when(becomes_dead, F.when(nr, F.lit(NON_RETRYABLE))
-                              .otherwise(exhausted_reason_column(policies, pidx)))
-        .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
-        "dead_letter_address": F.when(becomes_dead, dead_letter_address_column(policies, pidx, F.col("address")))
-        .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
-        "terminal_ms": F.when(ok | becomes_dead, at)
-        .when(redriven, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
-        "updated_run": F.when(redriven, F.lit(run_id)).otherwise(F.col("updated_run")),
-        "changed": F.col("changed") | redriven,
-        "dlq_event": F.col("dlq_event") | becomes_dead,
+    return {
+        "outcome": [F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"),
+                    F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
+                    F.col("error_message").alias("o_message")],
         "redriven": redriven,
-        "delivered_now": ok,
-    })
-    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message", AS_OF_COLUMN)
+        "columns": {
+            "state": state,
+            "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
+            "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
+            .when(redriven, F.lit(None).cast("long")).otherwise(F.col("next_attempt_ms")),
+            "last_failed_ms": F.when(failed, at).otherwise(F.col("last_failed_ms")),
+            "last_error_class": F.when(failed, F.col("o_class")).otherwise(F.col("last_error_class")),
+            "last_error_message": F.when(failed, F.col("o_message")).otherwise(F.col("last_error_message")),
+            "error_history": F.when(failed, hist).otherwise(F.col("error_history")),
+            "reason_code": F.when(becomes_dead, F.when(nr, F.lit(NON_RETRYABLE))
+                                  .otherwise(exhausted_reason_column(policies, pidx)))
+            .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
+            "dead_letter_address": F.when(becomes_dead,
+                                          dead_letter_address_column(policies, pidx, F.col("address")))
+            .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
+            "terminal_ms": F.when(ok | becomes_dead, at)
+            .when(redriven, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),
+            "changed": F.col("changed") | redriven,
+            "dlq_event": F.col("dlq_event") | becomes_dead,
+            "redriven": redriven,
+            "delivered_now": ok,
+        },
+    }
 
 
 def with_bucket(df: DataFrame) -> DataFrame:
