@@ -7,6 +7,7 @@ return DataFrames.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import re
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -404,23 +405,16 @@ def columns_once(builder: Callable[P, T]) -> Callable[P, T]:
     used in any number of DataFrames. The cache is keyed by the JVM gateway PySpark classic talks to (or Spark
     Connect's client, whose columns live in Python), so a process that starts another JVM builds them afresh.
     """
-    import functools
-    from collections import OrderedDict
 
-    cache: OrderedDict[tuple[object, ...], T] = OrderedDict()
+    def build(factory: object, *args: P.args, **kwargs: P.kwargs) -> T:
+        return builder(*args, **kwargs)
+
+    built = cast("Callable[..., T]", functools.lru_cache(maxsize=COLUMN_CACHE_ENTRIES)(build))
 
     @functools.wraps(builder)
     def cached(*args: P.args, **kwargs: P.kwargs) -> T:
-        key = (_column_factory(), args, tuple(sorted(kwargs.items())))
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-        value = cache[key] = builder(*args, **kwargs)
-        if len(cache) > COLUMN_CACHE_ENTRIES:
-            cache.popitem(last=False)
-        return value
+        return built(_column_factory(), *args, **kwargs)
 
-    cached.cache_clear = cache.clear  # type: ignore[attr-defined]
     return cached
 
 
