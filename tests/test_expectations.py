@@ -17,6 +17,7 @@ from reprocess.validation.suites import (
     ledger_frame,
     load_suite,
     run_frame,
+    run_table,
     validate,
 )
 
@@ -141,6 +142,7 @@ def test_landing_suite_rejects_what_rows_cannot_honour(spark):
 @pytest.mark.parametrize("engine", ["spark", "pandas"])
 def test_run_suite_catches_every_broken_balance(spark, engine):
     assert validate(run_frame(spark, RUN_GOOD), "run", engine=engine).success
+    assert validate(run_table(RUN_GOOD), "run", engine=engine).success
     assert all(conservation(RUN_GOOD).values())
     _every_expectation_is_covered("run", {0: None, **RUN_BROKEN})
     suite = load_suite("run")
@@ -149,6 +151,9 @@ def test_run_suite_catches_every_broken_balance(spark, engine):
         result = validate(run_frame(spark, broken), "run", engine=engine)
         assert len(result.failed) == 1, index
         assert result.failed[0]["expectation"] == suite["expectations"][index]["type"]
+        # the cycle's own frame of the row, made in the driver with pandas, fails the same way on either engine
+        table = validate(run_table(broken), "run", engine=engine)
+        assert (table.engine, [f["expectation"] for f in table.failed]) == (engine, [result.failed[0]["expectation"]])
         assert not all(conservation(broken).values()), index  # the cycle's own check agrees
         others = [i for i in range(len(suite["expectations"])) if i != index]
         assert validate(run_frame(spark, broken), "run", only=others, engine=engine).success, index

@@ -343,7 +343,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     steps.done("summary")
     _check_conservation(summary)
     if opts.validate:
-        summary["validation"] = _validate(spark, wh, run_id, as_of, fresh, final, dlq, summary, policies,
+        summary["validation"] = _validate(wh, run_id, as_of, fresh, final, dlq, summary, policies,
                                           suites.landing_params(opts.max_payload_bytes, opts.max_future_ms))
         steps.done("validate", data_docs=summary["validation"]["data_docs"])
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
@@ -616,9 +616,8 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
     }
 
 
-def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame,
-              dlq: DataFrame, summary: dict[str, Any], policies: PolicySet,
-              landing_params: dict[str, Any]) -> dict[str, Any]:
+def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame, dlq: DataFrame,
+              summary: dict[str, Any], policies: PolicySet, landing_params: dict[str, Any]) -> dict[str, Any]:
     """The GX gate before the commit: the accepted landing batch, the ledger rows and dead letters this run
     writes, and its balance. Data Docs go to ``runs/<run_id>/data_docs``; a failed suite fails the run."""
     rel_docs = f"runs/{run_id}/data_docs"
@@ -633,7 +632,7 @@ def _validate(spark: SparkSession, wh: AnyWarehouse, run_id: str, as_of: int, fr
                        rows=b["ingested"] - b["bad_records"], data_bytes=summary["accepted_payload_bytes"])
             v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
             v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
-            v.validate(suites.run_frame(spark, b), "run", rows=1)
+            v.validate(suites.run_table(b), "run", rows=1)
         finally:
             v.build_docs()
             log.info("data docs run_id=%s path=%s", run_id, index)

@@ -29,6 +29,7 @@ from reprocess.policy.reference import max_deliveries
 from reprocess.sparkutil import as_of_column
 
 if TYPE_CHECKING:
+    import pandas
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from reprocess.policy.config import Policy, PolicySet
@@ -213,7 +214,7 @@ class Validator:
         self.run_id = RunIdentifier(run_name=run_name, run_time=datetime.fromtimestamp(run_time_ms / 1000, tz=UTC))
         self.results: list[SuiteResult] = []
 
-    def validate(self, df: DataFrame, suite: str | dict[str, Any], only: list[int] | None = None,
+    def validate(self, df: DataFrame | pandas.DataFrame, suite: str | dict[str, Any], only: list[int] | None = None,
                  params: dict[str, Any] | None = None, cached: bool = False, rows: int | None = None,
                  engine: str | None = None, data_bytes: int | None = None) -> SuiteResult:
         """Run a suite (a name under expectations/, or its JSON) on ``df``; ``only`` keeps some expectations.
@@ -224,6 +225,7 @@ class Validator:
         engine runs per suite; larger ones stay on Spark. ``data_bytes``: the bytes of the frame's strings when
         they may be many (payloads): above ``SMALL_BYTES`` the frame stays on Spark however few its rows, since
         collecting it holds it whole in the driver, several times over. ``engine`` ("spark" | "pandas") forces one.
+        ``df`` may be a pandas DataFrame (made in the driver): it goes to Spark only for the Spark engine.
         """
         import great_expectations as gx
 
@@ -242,10 +244,15 @@ class Validator:
         gx_suite = self.ctx.suites.add(gx.ExpectationSuite(**{**doc, "name": key}))
         definition = self.ctx.validation_definitions.add(gx.ValidationDefinition(name=key, data=batch,
                                                                                   suite=gx_suite))
+        local = not hasattr(df, "sparkSession")  # a pandas frame
         if engine == "pandas":
             return self._finish(name, engine, definition.run(
-                batch_parameters={"dataframe": df.toPandas()}, expectation_parameters=params or {},
+                batch_parameters={"dataframe": df if local else df.toPandas()}, expectation_parameters=params or {},
                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}, run_id=self.run_id))
+        if local:
+            from pyspark.sql import SparkSession
+
+            df = SparkSession.active().createDataFrame(df)
         data = df if cached else df.persist()
         try:
             result = definition.run(batch_parameters={"dataframe": data}, expectation_parameters=params or {},
@@ -357,10 +364,10 @@ def landing_frame(records: DataFrame) -> DataFrame:
     return records.select(*[c.alias(n) for n, c in landing_columns().items()])
 
 
-def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
-    """One row: the run's balance counts and the totals the run suite expects them to equal."""
+def run_row(balance: dict[str, int]) -> dict[str, int | bool]:
+    """The run's balance counts and the totals the run suite expects them to equal, as one row."""
     b = balance
-    row = {
+    return {
         "messages_after": b["messages_after"], "messages_before_plus_new": b["messages_before"] + b["new_messages"],
         "ingested": b["ingested"], "new_plus_repeat_plus_duplicates_plus_quarantined":
             b["new_message_failures"] + b["repeat_failures"] + b["duplicates"] + b["bad_records"],
@@ -368,12 +375,25 @@ def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
         "ledger_rows": b["ledger_rows"], "ledger_distinct_ids": b["ledger_distinct_ids"],
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
             b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
+        "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
     }
-    ok = b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0
-    schema = ", ".join(f"{k} bigint" for k in row) + ", left_due_only_when_target_failed boolean"
-    return spark.createDataFrame([(*row.values(), ok)], schema)
+
+
+def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
+    """:func:`run_row` as a Spark DataFrame."""
+    row = run_row(balance)
+    schema = ", ".join(f"{k} {'boolean' if isinstance(v, bool) else 'bigint'}" for k, v in row.items())
+    return spark.createDataFrame([tuple(row.values())], schema)
+
+
+def run_table(balance: dict[str, int]) -> pandas.DataFrame:
+    """:func:`run_row` as a pandas DataFrame: GX's pandas engine validates it with no Spark job (a Spark frame of it
+    was made in the JVM and collected back at every run)."""
+    import pandas as pd
+
+    return pd.DataFrame([run_row(balance)])
 
 
 __all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
            "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame", "load_suite",
-           "run_frame", "validate"]
+           "run_frame", "run_row", "run_table", "validate"]
