@@ -30,7 +30,7 @@ from reprocess.sparkutil import as_of_column
 
 if TYPE_CHECKING:
     import pandas
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from reprocess.policy.config import Policy, PolicySet
 
@@ -364,10 +364,14 @@ def landing_frame(records: DataFrame) -> DataFrame:
     return records.select(*[c.alias(n) for n, c in landing_columns().items()])
 
 
-def run_row(balance: dict[str, int]) -> dict[str, int | bool]:
-    """The run's balance counts and the totals the run suite expects them to equal, as one row."""
+def run_table(balance: dict[str, int]) -> pandas.DataFrame:
+    """One row: the run's balance counts and the totals the run suite expects them to equal. A pandas frame made in
+    the driver: GX's pandas engine validates it with no Spark job (:meth:`Validator.validate` makes a Spark frame of
+    it for the Spark engine)."""
+    import pandas as pd
+
     b = balance
-    return {
+    return pd.DataFrame([{
         "messages_after": b["messages_after"], "messages_before_plus_new": b["messages_before"] + b["new_messages"],
         "ingested": b["ingested"], "new_plus_repeat_plus_duplicates_plus_quarantined":
             b["new_message_failures"] + b["repeat_failures"] + b["duplicates"] + b["bad_records"],
@@ -376,24 +380,9 @@ def run_row(balance: dict[str, int]) -> dict[str, int | bool]:
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
             b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
         "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
-    }
-
-
-def run_frame(spark: SparkSession, balance: dict[str, int]) -> DataFrame:
-    """:func:`run_row` as a Spark DataFrame."""
-    row = run_row(balance)
-    schema = ", ".join(f"{k} {'boolean' if isinstance(v, bool) else 'bigint'}" for k, v in row.items())
-    return spark.createDataFrame([tuple(row.values())], schema)
-
-
-def run_table(balance: dict[str, int]) -> pandas.DataFrame:
-    """:func:`run_row` as a pandas DataFrame: GX's pandas engine validates it with no Spark job (a Spark frame of it
-    was made in the JVM and collected back at every run)."""
-    import pandas as pd
-
-    return pd.DataFrame([run_row(balance)])
+    }])
 
 
 __all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
            "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame", "load_suite",
-           "run_frame", "run_row", "run_table", "validate"]
+           "run_table", "validate"]
