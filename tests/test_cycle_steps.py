@@ -497,12 +497,15 @@ def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark,
         rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),
         rec("k-second", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="k"),
         rec("other", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="z"),
+        # failed at the same instant: the least id goes first
+        rec("tie-b", "2026-11-21T10:00:10Z", address="fifo.q", ordering_key="t"),
+        rec("tie-a", "2026-11-21T10:00:10Z", address="fifo.q", ordering_key="t"),
     ])
     s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
-    assert s["due"] == 2  # k-first and other; k-second is held back
+    assert s["due"] == 3  # k-first, other and tie-a; k-second and tie-b are held back
     rows = ledger(spark, tmp_path)
-    assert rows["k-second"]["deliveries"] == 1
-    assert rows["k-first"]["deliveries"] == 2
+    assert {m: rows[m]["deliveries"] for m in ("k-first", "k-second", "other", "tie-a", "tie-b")} == {
+        "k-first": 2, "k-second": 1, "other": 2, "tie-a": 2, "tie-b": 1}
 
 
 @pytest.mark.parametrize("many_waiting", [False, True])

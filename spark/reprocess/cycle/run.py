@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris, with_long_lines
 from reprocess.errors import (
@@ -455,26 +454,28 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
 
 def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: AnyWarehouse,
                        snap: Snapshot, touched: list[str]) -> DataFrame:
-    """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits."""
+    """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits.
+
+    A key's head is its waiting message that failed first (then the least id): one aggregation over the waiting
+    rows of the keys due, and a semi-join keeps the due messages that are their key's head. Every DataFrame made
+    here is analysed in the JVM at once, though the step runs no job (bench/RESULTS.md, forty-seventh run): as few
+    as the logic needs."""
     ordered = [p.match for p in policies.policies if p.ordered]
     if not ordered:
         return due
     is_ordered = F.coalesce(F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull(), F.lit(False))
-    keys = due.filter(is_ordered).select("ordering_key").distinct()
+    keyed = due.filter(is_ordered)
     cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
     waiting = merged.select(*cols)
     skip = set(touched)  # the delivered and dead-lettered history is not read: it holds no WAITING row
     others = [f for f in wh.live_files("ledger", snap) if f not in skip and waiting_bucket_of(f) is not None]
     if others:
         waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
-    waiting = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keys, "ordering_key", "left_semi")
-    w = Window.partitionBy("ordering_key").orderBy("first_failed_ms", "message_id")
-    heads = waiting.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") == 1) \
-        .select("ordering_key", F.col("message_id").alias("_head"))
+    first = F.min(F.struct("first_failed_ms", "message_id"))["message_id"].alias("message_id")
+    heads = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keyed, "ordering_key", "left_semi") \
+        .groupBy("ordering_key").agg(first)
     # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
-    held = due.filter(is_ordered).join(heads, "ordering_key", "left") \
-        .filter(F.col("_head") == F.col("message_id")).drop("_head")
-    return due.filter(~is_ordered).unionByName(held)
+    return due.filter(~is_ordered).unionByName(keyed.join(heads, ["ordering_key", "message_id"], "left_semi"))
 
 
 def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[str, str]], run_id: str,
