@@ -329,13 +329,14 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
     parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ("raw",)) \
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
-    entries = _manifest_entries(rec, files, manifest, batch.corrupt, as_of, run_id)
+    landing_counts, deferred_files = _landing_counts(rec, files)
+    entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
-    summary = _summary(spark, rec, final, due, quarantine, run_id, as_of, files, changed, batch.corrupt,
+    summary = _summary(spark, landing_counts, final, due, quarantine, run_id, as_of, files, changed, batch.corrupt,
                        redact(opts.target), snap, touched, due_count, target_down)
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
@@ -497,13 +498,29 @@ def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[st
     }).drop(AS_OF_COLUMN)
 
 
-def _manifest_entries(rec: DataFrame, files: list[LandingFile], manifest: dict[str, ManifestEntry],
-                      corrupt: list[tuple[str, str]], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
-    """The full manifest after this run: old entries, plus this run's files (done when nothing is left)."""
-    pending_files: set[str] = set()
-    if files:  # no landing file: nothing deferred, and no frame to build for it
-        deferred = rec.filter(F.col("deferred")).select("source_file").distinct()
-        pending_files = {r.source_file for r in deferred.collect()}
+def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str, int], set[str]]:
+    """The landing batch's counts for the summary, and the files holding records for a later as-of (the manifest
+    keeps them pending), in one job over the cached records. A run without landing files has no records: no frame
+    is built and no job run for them."""
+    if not files:
+        return dict.fromkeys(("fresh", "records", "bad", "deferred", "payload_bytes"), 0), set()
+    (row,) = rec.agg(  # a global aggregate: one row
+        F.sum(F.col("in_window").cast("int")).alias("fresh"),
+        F.count(F.lit(1)).alias("records"),
+        F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
+        F.sum(F.col("deferred").cast("int")).alias("deferred"),
+        F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
+        F.collect_set(F.when(F.col("deferred"), F.col("source_file"))).alias("deferred_files"),
+    ).collect()
+    counts = row.asDict()
+    deferred_files = set(counts.pop("deferred_files") or ())
+    return {k: int(v or 0) for k, v in counts.items()}, deferred_files
+
+
+def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntry], corrupt: list[tuple[str, str]],
+                      pending_files: set[str], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
+    """The full manifest after this run: old entries, plus this run's files (done when no record of theirs is left
+    for a later as-of: ``pending_files``)."""
     entries = dict(manifest)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
@@ -517,7 +534,7 @@ def _ints(row: Any) -> dict[str, int]:
     return {k: int(v or 0) for k, v in (row.asDict() if row is not None else {}).items()}
 
 
-def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFrame, quarantine: DataFrame,
+def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, due: DataFrame, quarantine: DataFrame,
              run_id: str, as_of: int, files: list[LandingFile], changed: list[str], corrupt: list[tuple[str, str]],
              target: str, snap: Snapshot, touched: list[str], due_count: int,
              target_down: dict[str, Any] | None) -> dict[str, Any]:
@@ -542,15 +559,8 @@ def _summary(spark: SparkSession, rec: DataFrame, final: DataFrame, due: DataFra
     left_due = due_count - a["redriven"]
     states_written = {st: a[f"state_{st}"] for st in STATES}
     reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
-    # A run without landing files has no records and nothing to quarantine, one without due messages no lateness:
-    # their jobs are not run.
-    c = _ints(rec.agg(
-        F.sum(F.col("in_window").cast("int")).alias("fresh"),
-        F.count(F.lit(1)).alias("records"),
-        F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
-        F.sum(F.col("deferred").cast("int")).alias("deferred"),
-        F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
-    ).first()) if files else dict.fromkeys(("fresh", "records", "bad", "deferred", "payload_bytes"), 0)
+    # ``c``: the landing batch's counts (_landing_counts). A run without landing files has nothing to quarantine,
+    # one without due messages no lateness: their jobs are not run.
     fresh_n = c["fresh"]
     quarantined = quarantine.count() if files else 0
     lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first() if due_count else None
