@@ -277,7 +277,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
     due = due.persist(level)
-    due_count = due.count()
+    due_count, lateness = _due_stats(due)
     steps.done("select_due", due=due_count)
 
     if opts.dry_run:
@@ -336,7 +336,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     steps.done("stage_quarantine_and_manifest")
     _crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
-    summary = _summary(spark, landing_counts, final, due, quarantine, run_id, as_of, files, changed, batch.corrupt,
+    summary = _summary(spark, landing_counts, final, lateness, quarantine, run_id, as_of, files, changed, batch.corrupt,
                        redact(opts.target), snap, touched, due_count, target_down)
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
@@ -427,6 +427,15 @@ def due_at(merged: DataFrame, as_of: int, codegen: str) -> DataFrame:
     due, at = with_as_of(merged, as_of, codegen)
     return due.filter((F.col("state") == WAITING) & (F.col("next_attempt_ms") <= at)).withColumns({
         "delivery": F.col("deliveries") + F.lit(1), "lateness_ms": at - F.col("next_attempt_ms")}).drop(AS_OF_COLUMN)
+
+
+def _due_stats(due: DataFrame) -> tuple[int, list[int] | None]:
+    """The due messages' count and the median and 99th percentile of their lateness (None without due messages), in
+    the one job that fills the due set's cache: a job is about a quarter of a second of a small cycle's driver time,
+    whatever it computes (bench/RESULTS.md, forty-eighth run)."""
+    (row,) = due.agg(F.count(F.lit(1)).alias("n"),
+                     F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).collect()
+    return int(row.n), row.p
 
 
 def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int,
@@ -534,9 +543,9 @@ def _ints(row: Any) -> dict[str, int]:
     return {k: int(v or 0) for k, v in (row.asDict() if row is not None else {}).items()}
 
 
-def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, due: DataFrame, quarantine: DataFrame,
-             run_id: str, as_of: int, files: list[LandingFile], changed: list[str], corrupt: list[tuple[str, str]],
-             target: str, snap: Snapshot, touched: list[str], due_count: int,
+def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, lateness: list[int] | None,
+             quarantine: DataFrame, run_id: str, as_of: int, files: list[LandingFile], changed: list[str],
+             corrupt: list[tuple[str, str]], target: str, snap: Snapshot, touched: list[str], due_count: int,
              target_down: dict[str, Any] | None) -> dict[str, Any]:
     a = _ints(final.agg(
         *[F.sum((F.col("state") == st).cast("int")).alias(f"state_{st}") for st in STATES],
@@ -559,12 +568,11 @@ def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, due: Data
     left_due = due_count - a["redriven"]
     states_written = {st: a[f"state_{st}"] for st in STATES}
     reasons = {r: a[f"reason_{r}"] for r in REASON_CODES}
-    # ``c``: the landing batch's counts (_landing_counts). A run without landing files has nothing to quarantine,
-    # one without due messages no lateness: their jobs are not run.
+    # ``c``: the landing batch's counts (_landing_counts); ``lateness``: the due messages' (_due_stats). A run
+    # without landing files has nothing to quarantine: that job is not run.
     fresh_n = c["fresh"]
     quarantined = quarantine.count() if files else 0
-    lat = due.agg(F.percentile_approx("lateness_ms", [0.5, 0.99], 10000).alias("p")).first() if due_count else None
-    p50, p99 = (lat.p[0], lat.p[1]) if lat is not None and lat.p else (None, None)
+    p50, p99 = (lateness[0], lateness[1]) if lateness else (None, None)
     prev_states = _prev_states(snap)
     removed_states = _states_in(spark, touched)
     states_after = {s: prev_states.get(s, 0) - removed_states.get(s, 0) + states_written.get(s, 0) for s in STATES}
