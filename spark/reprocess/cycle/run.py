@@ -281,7 +281,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     steps.done("select_due", due=due_count)
 
     if opts.dry_run:
-        summary = _dry_summary(rec, bad, fresh, merged, due_count, run_id, as_of, files)
+        summary = _dry_summary(_landing_counts(rec, files)[0], merged, due_count, run_id, as_of, files)
         for df in (cached, merged, due):
             df.unpersist()
         return summary
@@ -698,13 +698,14 @@ def _check_conservation(summary: dict[str, Any]) -> None:
                                                   'repeat_failures', 'messages_before', 'messages_after')}))
 
 
-def _dry_summary(rec: DataFrame, bad: DataFrame, fresh: DataFrame, merged: DataFrame, due_count: int, run_id: str,
-                 as_of: int, files: list[LandingFile]) -> dict[str, Any]:
+def _dry_summary(landing: dict[str, int], merged: DataFrame, due_count: int, run_id: str, as_of: int,
+                 files: list[LandingFile]) -> dict[str, Any]:
+    """A dry run's report; ``landing``: the batch's counts (:func:`_landing_counts`, the committing run's own)."""
     m = _ints(merged.agg(F.sum("batch_duplicates").alias("duplicates"),
                          F.sum(F.col("dlq_event").cast("int")).alias("dead")).first())
     return {
         "run_id": run_id, "as_of": iso(as_of), "dry_run": True, "landing_files": len(files),
-        "records_read": rec.count(), "would_quarantine": bad.count(), "would_ingest": fresh.count(),
+        "records_read": landing["records"], "would_quarantine": landing["bad"], "would_ingest": landing["fresh"],
         "duplicates": m["duplicates"], "would_dead_letter_on_ingest": m["dead"], "due": due_count,
     }
 
