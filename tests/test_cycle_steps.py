@@ -549,6 +549,30 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
     assert read_dataset(spark, str(tmp_path / "wh"), "ledger") is None
 
 
+def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summaries_stay(spark, tmp_path):
+    """A committing cycle removes the Data Docs of cycles whose as-of is more than ``data_docs_days`` before its own
+    (logical time: the wall clock plays no part), marks them gone in the run log, and keeps their summaries; with
+    no retention (None) it removes none."""
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
+    wh = Warehouse(tmp_path / "wh")
+
+    def docs(run_id: str) -> bool:
+        return (wh.root / "runs" / run_id / "data_docs" / "index.html").is_file()
+
+    a = cycle(spark, tmp_path, "2026-11-21T10:05:00Z", data_docs_days=1)["run_id"]
+    b = cycle(spark, tmp_path, "2026-11-22T10:05:00Z", data_docs_days=1)["run_id"]
+    assert (docs(a), docs(b)) == (True, True)  # a is exactly one day older than b: not more, so kept
+    c = cycle(spark, tmp_path, "2026-11-22T12:00:00Z", data_docs_days=1)["run_id"]
+    assert (docs(a), docs(b), docs(c)) == (False, True, True)
+    assert (wh.root / "runs" / a / "summary.json").is_file()
+    assert [r.get("data_docs") for r in wh.latest().runs] == [False, True, True]
+    d = cycle(spark, tmp_path, "2026-11-24T12:00:00Z", data_docs_days=None)["run_id"]  # None: all kept
+    assert (docs(b), docs(c), docs(d)) == (True, True, True)
+    assert [r.get("data_docs") for r in wh.latest().runs] == [False, True, True, True]
+
+
 def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_commits_nothing(spark, tmp_path):
     """A ledger file the snapshot lists, cut short or deleted by something other than reprocess: the next run and a
     DLQ re-drive fail with a WarehouseDamagedError naming it (not Spark's stack trace), commit nothing and leave the

@@ -174,13 +174,13 @@ def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, 
 
 def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_path):
     """Three cycles (new failures, re-drives, dead letters) into a ``cfile:`` warehouse commit what the same cycles
-    commit into a local one."""
+    commit into a local one, and remove the same expired Data Docs (a retention of 0.2 days: 4.8 hours)."""
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=300, hours=2, seed=11, malformed=3))
     uri, local = _uri(tmp_path / "wh-uri"), tmp_path / "wh-local"
     for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:00:00Z", "2026-11-21T06:00:00Z"):
-        remote_summary = cycle_at(spark, landing, uri, as_of)
-        local_summary = cycle_at(spark, landing, local, as_of)
+        remote_summary = cycle_at(spark, landing, uri, as_of, data_docs_days=0.2)
+        local_summary = cycle_at(spark, landing, local, as_of, data_docs_days=0.2)
         for key in ("balance", "dead_lettered", "due", "delivered", "rescheduled", "states"):
             assert remote_summary[key] == local_summary[key], (as_of, key)
         assert all(remote_summary["conservation"].values())
@@ -202,6 +202,13 @@ def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_pat
     assert last["summary"]["validation"]["data_docs"] == docs
     assert (root / "runs" / last["run_id"] / "data_docs" / "index.html").is_file()
     assert json.loads((root / "runs" / last["run_id"] / "summary.json").read_text())["due"] == last["summary"]["due"]
+    # the first run's Data Docs expired at the last one (5 h later), on both; its summary stays
+    first = snap.runs[0]["run_id"]
+    for wh_root in (root, local):
+        assert not (wh_root / "runs" / first / "data_docs").exists()
+        assert (wh_root / "runs" / snap.runs[1]["run_id"] / "data_docs" / "index.html").is_file()
+        assert (wh_root / "runs" / first / "summary.json").is_file()
+    assert [r["data_docs"] for r in snap.runs] == [r["data_docs"] for r in local_snap.runs] == [False, True, True]
     # a re-run of a committed as-of does nothing, as on a local warehouse
     assert cycle_at(spark, landing, uri, "2026-11-21T06:00:00Z")["already_committed"]
 

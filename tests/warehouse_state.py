@@ -41,10 +41,11 @@ def assert_only_live_files(root: Path, folders: bool = True) -> None:
     assert left == {root / Path(f).parts[0] / Path(f).parts[1] for f in live if IN_PLACE.match(f)}
 
 
-def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY) -> dict[str, Any]:
-    """One cycle in this process as of ``as_of`` (ISO 8601) with the embedded policies; its summary."""
+def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY, **options: Any) -> dict[str, Any]:
+    """One cycle in this process as of ``as_of`` (ISO 8601) with the embedded policies and any other
+    :class:`CycleOptions` given; its summary."""
     return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
-                                         as_of_ms=parse_instant(as_of), target=target))
+                                         as_of_ms=parse_instant(as_of), target=target, **options))
 
 
 def cli_run(landing: Path, wh: Path, as_of: str, *args: str, memory: str | None = None,

@@ -59,7 +59,25 @@ def _line_cap(text: str) -> int:
     return value
 
 
+def _retention_days(text: str) -> float | None:
+    """``--keep-data-docs``: days (a fraction is fine), or ``all`` for no removal (None)."""
+    from reprocess.storage.commit import KEEP_DATA_DOCS_ENV
+
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        source = f" (from ${KEEP_DATA_DOCS_ENV})" if os.environ.get(KEEP_DATA_DOCS_ENV) == text else ""
+        raise argparse.ArgumentTypeError(f"expected a number of days above 0 or 'all', got {text!r}{source}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from reprocess.storage.commit import DATA_DOCS_DAYS, KEEP_DATA_DOCS_ENV
+
     parser = argparse.ArgumentParser(
         prog="reprocess",
         description="Give failed messages a second life: broker-exact retry schedules, a retry ledger on Spark, "
@@ -114,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a landing line of N bytes or more (its line end included) is quarantined as "
                         "RECORD_TOO_LARGE without being read into memory; its file and byte offset are in the "
                         "reason (default: 33554432, 32 MiB)")
+    r.add_argument("--keep-data-docs", metavar="DAYS|all", type=_retention_days,
+                   default=os.environ.get(KEEP_DATA_DOCS_ENV) or f"{DATA_DOCS_DAYS:g}",
+                   help="remove the GX Data Docs (runs/<run_id>/data_docs, about 300 KB a run) of runs whose as-of "
+                        "is more than DAYS before this run's; their summaries stay; 'all' keeps every run's "
+                        f"(default: ${KEEP_DATA_DOCS_ENV}, else {DATA_DOCS_DAYS:g}; the DAGs' runs take the variable)")
     _add_writer_options(r)
     _add_spark_options(r)
     r.add_argument("--format", choices=("text", "json"), default="text", help="summary format (default: text)")
@@ -574,7 +597,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
                         target=args.target, dry_run=args.dry_run, address_filter=args.address_filter,
                         max_payload_bytes=args.max_payload_bytes, max_line_bytes=args.max_line_bytes,
-                        lock_wait_seconds=args.lock_wait,
+                        lock_wait_seconds=args.lock_wait, data_docs_days=args.keep_data_docs,
                         private_files=args.private_files)
     with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, args.private_files,
                       skip=args.dry_run):

@@ -69,7 +69,14 @@ from reprocess.sparkutil import (
     with_as_of,
 )
 from reprocess.steps import StepLog
-from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, run_summary
+from reprocess.storage.commit import (
+    DATA_DOCS_DAYS,
+    AnyWarehouse,
+    Snapshot,
+    expired_data_docs,
+    open_warehouse,
+    run_summary,
+)
 from reprocess.storage.read import naming_damaged_files
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
 from reprocess.targets.broker import TARGET_DOWN, redact
@@ -105,6 +112,8 @@ class CycleOptions:
     lock_wait_seconds: float = 0.0
     private_files: bool | None = None  # owner-only files (0600/0700); None: $REPROCESS_PRIVATE_FILES
     validate: bool = True  # GX suites gate the commit; Data Docs under runs/<run_id>/data_docs
+    # the Data Docs of cycles with an as-of more than this many days earlier are removed at the commit; None: kept
+    data_docs_days: float | None = DATA_DOCS_DAYS
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -362,7 +371,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     _crash_point("after_publish")
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary})
+    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, "data_docs": opts.validate})
+    _expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
     for df in (cached, merged, due, final):
         df.unpersist()
@@ -633,6 +643,20 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
         # a due message goes without an outcome only when the target failed
         "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
     }
+
+
+def _expire_data_docs(wh: AnyWarehouse, new: Snapshot, as_of: int, days: float | None) -> None:
+    """Remove the Data Docs that expire as of this run (:func:`reprocess.storage.commit.expired_data_docs`) and say
+    so in the run log ``new`` commits. Before the commit: if it never comes, the next run finds them unmarked, and
+    removing what is gone already is a no-op; after it, a crash in between would leave them for good."""
+    expired = expired_data_docs(new.runs, as_of, days)
+    if not expired:
+        return
+    wh.remove_data_docs([new.runs[i]["run_id"] for i in expired])
+    for i in expired:  # copies: the entries are shared with the base snapshot's log
+        new.runs[i] = {**new.runs[i], "data_docs": False}
+    log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(expired), days,
+             new.runs[expired[0]]["run_id"], new.runs[expired[-1]]["run_id"])
 
 
 def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame, dlq: DataFrame,

@@ -9,6 +9,7 @@ Layout of a warehouse::
                                  them in place instead: <dataset>/<run_id>.<attempt>/, storage.hadoop)
     ledger/ dlq/ outbox/ quarantine/ manifest/    published Parquet files (live only if a snapshot lists them)
     runs/<run_id>/summary.json   run summaries
+    runs/<run_id>/data_docs/     the run's GX Data Docs, removed once older than the retention (DATA_DOCS_DAYS)
 
 Readers read the files listed by the latest snapshot, never a directory listing, so a half-written
 run is never seen. A run publishes by moving its staged files into place and then creating the next
@@ -49,6 +50,10 @@ FULL_RUNS = 100
 # Snapshot files kept by the vacuum after a commit: the newest and the ones before it, for a reader that listed
 # _snapshots/ just before a commit. Unbounded, the folder grew with the square of the runs (4.5 GB after 2000).
 KEEP_SNAPSHOTS = 10
+# Days of as-of time a cycle's Data Docs are kept (about 300 KB a run: 10 GB a year at a run every 15 minutes). A
+# committing cycle removes those of cycles whose as-of is older than its own by more than this; their summaries stay.
+DATA_DOCS_DAYS = 30.0
+KEEP_DATA_DOCS_ENV = "REPROCESS_KEEP_DATA_DOCS"  # `reprocess run --keep-data-docs`'s default, for the DAGs' runs
 _HELD: dict[tuple[str, int], int] = {}  # writer locks this process holds: (lock path, thread) -> depth
 _SNAPSHOT_DIGITS = 8
 
@@ -91,7 +96,7 @@ class Snapshot:
     def to_json(self) -> str:
         """The snapshot file's content; runs before the newest :data:`FULL_RUNS` without their summaries."""
         first_full = len(self.runs) - FULL_RUNS
-        runs = [r if i >= first_full else {k: r[k] for k in ("run_id", "as_of_ms", "kind") if k in r}
+        runs = [r if i >= first_full else {k: r[k] for k in ("run_id", "as_of_ms", "kind", "data_docs") if k in r}
                 for i, r in enumerate(self.runs)]
         return json.dumps({"version": self.version, "as_of_ms": self.as_of_ms, "files": self.files,
                            "runs": runs}, indent=1, sort_keys=True)
@@ -145,6 +150,18 @@ def expired_snapshots(names: Iterable[str], version: int) -> list[str]:
     """The snapshot file names the vacuum deletes once ``version`` is committed: all but the newest
     :data:`KEEP_SNAPSHOTS`."""
     return [n for n in names if (v := snapshot_version(n)) is not None and v <= version - KEEP_SNAPSHOTS]
+
+
+def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | None) -> list[int]:
+    """The positions in the run log ``runs`` of the cycles whose Data Docs expire at a commit as of ``as_of_ms``:
+    those with an as-of more than ``days`` earlier (logical time: a backfill removes what the scheduled runs would)
+    whose entry does not say they are gone (``"data_docs": false``: removed, or never rendered). A cycle committed
+    before entries said so counts as having them. ``days`` None: every run's are kept."""
+    if days is None:
+        return []
+    cutoff = as_of_ms - round(days * 86_400_000)
+    return [i for i, r in enumerate(runs) if r.get("kind", "cycle") == "cycle" and r.get("data_docs", True)
+            and r["as_of_ms"] < cutoff]
 
 
 def redrive_audit_path(wh: Any, request_id: str) -> str:
@@ -356,6 +373,11 @@ class Warehouse:
 
     def clear_run(self, run_id: str) -> None:
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+    def remove_data_docs(self, run_ids: list[str]) -> None:
+        """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any; summaries stay."""
+        for run_id in run_ids:
+            shutil.rmtree(self.path("runs", run_id, "data_docs"), ignore_errors=True)
 
     # -- prepared runs -------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:

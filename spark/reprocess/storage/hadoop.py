@@ -265,6 +265,13 @@ class HadoopWarehouse:
     def clear_run(self, run_id: str) -> None:
         self._fs.delete([self.run_dir(run_id)], True)
 
+    def remove_data_docs(self, run_ids: list[str]) -> None:
+        """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any, in one call to the
+        server's driver; summaries stay."""
+        if run_ids:
+            self.check_lease()
+            self._fs.delete([self.path("runs", run_id, "data_docs") for run_id in run_ids], True)
+
     # -- prepared runs ---------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:
         found = self._fs.glob(self.root / "_runs" / "*" / "prepared.json")
