@@ -242,29 +242,28 @@ def test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries(tmp_pat
     assert run_summary(wh, runs[0]) is None  # a summary removed by hand: named as missing, not invented
 
 
-def test_the_data_docs_that_expire_at_a_commit_are_the_cycles_older_than_the_retention_not_yet_removed(monkeypatch):
-    """Which Data Docs a commit removes: cycles (a re-drive renders none) more than the retention before the
-    committing as-of, whose entry does not say they are gone; an entry from before entries said so counts as having
-    them. ``None`` keeps all. A snapshot keeps the mark on the entries it trims (else every commit would try
-    again)."""
+def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_the_retention(monkeypatch):
+    """Which Data Docs a commit removes: those of the entries marked as having them (a re-drive renders none, a
+    cycle without the GX gate neither, and the mark goes once they are removed) more than the retention before the
+    committing as-of. ``None`` keeps all. A snapshot keeps the mark on the entries it trims (else the docs of a run
+    older than the newest FULL_RUNS would stay for good)."""
     from reprocess.storage import commit
     from reprocess.storage.commit import Snapshot, expired_data_docs
 
     day = 86_400_000
-    runs = [{"run_id": "old-legacy", "as_of_ms": 0},  # committed before entries said whether they had Data Docs
-            {"run_id": "old-gone", "as_of_ms": 0, "data_docs": False},
+    runs = [{"run_id": "old-unmarked", "as_of_ms": 0},  # removed already, or never rendered
             {"run_id": "old-redrive", "as_of_ms": 0, "kind": "redrive"},
             {"run_id": "old", "as_of_ms": day // 2, "data_docs": True},
             {"run_id": "edge", "as_of_ms": day, "data_docs": True},  # exactly the retention before: kept
             {"run_id": "new", "as_of_ms": 2 * day, "data_docs": True}]
-    assert expired_data_docs(runs, 2 * day, 1) == [0, 3]
-    assert expired_data_docs(runs, 2 * day, 0.5) == [0, 3, 4]
+    assert expired_data_docs(runs, 2 * day, 1) == [2]
+    assert expired_data_docs(runs, 2 * day, 0.5) == [2, 3]
     assert expired_data_docs(runs, 2 * day, None) == []
     assert expired_data_docs(runs, day, 1) == []  # as of a day earlier, none is old enough yet
     monkeypatch.setattr(commit, "FULL_RUNS", 1)
     trimmed = json.loads(Snapshot(runs=[{**r, "summary": {"due": 1}} for r in runs]).to_json())["runs"]
-    assert ["summary" in r for r in trimmed] == [False] * 5 + [True]
-    assert [r.get("data_docs") for r in trimmed] == [None, False, None, True, True, True]
+    assert ["summary" in r for r in trimmed] == [False] * 4 + [True]
+    assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True]
 
 
 def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the_gate_still_passes(

@@ -551,7 +551,7 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
 
 def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summaries_stay(spark, tmp_path):
     """A committing cycle removes the Data Docs of cycles whose as-of is more than ``data_docs_days`` before its own
-    (logical time: the wall clock plays no part), marks them gone in the run log, and keeps their summaries; with
+    (logical time: the wall clock plays no part), takes their mark off the run log, and keeps their summaries; with
     no retention (None) it removes none."""
     from reprocess.storage.commit import Warehouse
 
@@ -567,10 +567,10 @@ def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summa
     c = cycle(spark, tmp_path, "2026-11-22T12:00:00Z", data_docs_days=1)["run_id"]
     assert (docs(a), docs(b), docs(c)) == (False, True, True)
     assert (wh.root / "runs" / a / "summary.json").is_file()
-    assert [r.get("data_docs") for r in wh.latest().runs] == [False, True, True]
+    assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True]
     d = cycle(spark, tmp_path, "2026-11-24T12:00:00Z", data_docs_days=None)["run_id"]  # None: all kept
     assert (docs(b), docs(c), docs(d)) == (True, True, True)
-    assert [r.get("data_docs") for r in wh.latest().runs] == [False, True, True, True]
+    assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True, True]
 
 
 def test_a_ledger_file_damaged_outside_reprocess_stops_the_run_naming_it_and_commits_nothing(spark, tmp_path):

@@ -371,7 +371,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     _crash_point("after_publish")
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, "data_docs": opts.validate})
+    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **({"data_docs": True} if opts.validate
+                                                                                   else {})})
     _expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
     for df in (cached, merged, due, final):
@@ -646,15 +647,15 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
 
 
 def _expire_data_docs(wh: AnyWarehouse, new: Snapshot, as_of: int, days: float | None) -> None:
-    """Remove the Data Docs that expire as of this run (:func:`reprocess.storage.commit.expired_data_docs`) and say
-    so in the run log ``new`` commits. Before the commit: if it never comes, the next run finds them unmarked, and
-    removing what is gone already is a no-op; after it, a crash in between would leave them for good."""
+    """Remove the Data Docs that expire as of this run (:func:`reprocess.storage.commit.expired_data_docs`) and take
+    their mark off the run log ``new`` commits. Before the commit: if it never comes, the next run finds them still
+    marked, and removing what is gone already is a no-op; after it, a crash in between would leave them for good."""
     expired = expired_data_docs(new.runs, as_of, days)
     if not expired:
         return
     wh.remove_data_docs([new.runs[i]["run_id"] for i in expired])
     for i in expired:  # copies: the entries are shared with the base snapshot's log
-        new.runs[i] = {**new.runs[i], "data_docs": False}
+        new.runs[i] = {k: v for k, v in new.runs[i].items() if k != "data_docs"}
     log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(expired), days,
              new.runs[expired[0]]["run_id"], new.runs[expired[-1]]["run_id"])
 

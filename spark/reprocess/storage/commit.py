@@ -155,13 +155,12 @@ def expired_snapshots(names: Iterable[str], version: int) -> list[str]:
 def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | None) -> list[int]:
     """The positions in the run log ``runs`` of the cycles whose Data Docs expire at a commit as of ``as_of_ms``:
     those with an as-of more than ``days`` earlier (logical time: a backfill removes what the scheduled runs would)
-    whose entry does not say they are gone (``"data_docs": false``: removed, or never rendered). A cycle committed
-    before entries said so counts as having them. ``days`` None: every run's are kept."""
+    whose entry says they are there (``"data_docs": true``). The mark goes once they are removed, so the log carries
+    it for the runs of the retention window only, however long the history. ``days`` None: every run's are kept."""
     if days is None:
         return []
     cutoff = as_of_ms - round(days * 86_400_000)
-    return [i for i, r in enumerate(runs) if r.get("kind", "cycle") == "cycle" and r.get("data_docs", True)
-            and r["as_of_ms"] < cutoff]
+    return [i for i, r in enumerate(runs) if r.get("data_docs") and r["as_of_ms"] < cutoff]
 
 
 def redrive_audit_path(wh: Any, request_id: str) -> str:
