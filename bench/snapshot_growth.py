@@ -3,8 +3,9 @@
 summaries for the newest ``FULL_RUNS`` runs, the newest ``KEEP_SNAPSHOTS`` files) and unbounded (as before).
 
 No Spark: the commits are the local warehouse's own (``Warehouse.latest``, ``commit``, ``vacuum``) with a run
-summary of ``--summary-bytes`` (1,800 bytes is a real cycle's summary). A DAG every 15 minutes makes 96 runs a
-day, 2,880 a month, 35,000 a year.
+summary of ``--summary-bytes`` (1,800 bytes is a real cycle's summary), each run marked as having Data Docs and
+the marks of runs past the retention (``DATA_DOCS_DAYS``) taken off as a cycle takes them. A DAG every 15 minutes
+makes 96 runs a day, 2,880 a month, 35,000 a year.
 
     .venv/bin/python bench/snapshot_growth.py --runs 3000 [--results bench/results.jsonl]
 """
@@ -44,7 +45,9 @@ def measure(runs: int, summary_bytes: int, bounded: bool, marks: list[int]) -> l
             snap = wh.latest()
             new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
                            as_of_ms=1_795_000_000_000 + i * 900_000)
-            new.runs.append({"run_id": f"run-{i:06d}", "as_of_ms": new.as_of_ms, "summary": summary})
+            new.runs.append({"run_id": f"run-{i:06d}", "as_of_ms": new.as_of_ms, "summary": summary,
+                             "data_docs": True})
+            commit.expire_data_docs(wh, new, new.as_of_ms, commit.DATA_DOCS_DAYS)  # as a cycle does
             wh.commit(snap, new)
             wh.vacuum(new, keep_previous=snap)
             seconds = time.perf_counter() - t

@@ -73,7 +73,7 @@ from reprocess.storage.commit import (
     DATA_DOCS_DAYS,
     AnyWarehouse,
     Snapshot,
-    expired_data_docs,
+    expire_data_docs,
     open_warehouse,
     run_summary,
 )
@@ -373,7 +373,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **({"data_docs": True} if opts.validate
                                                                                    else {})})
-    _expire_data_docs(wh, new, as_of, opts.data_docs_days)
+    expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
     for df in (cached, merged, due, final):
         df.unpersist()
@@ -644,20 +644,6 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
         # a due message goes without an outcome only when the target failed
         "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
     }
-
-
-def _expire_data_docs(wh: AnyWarehouse, new: Snapshot, as_of: int, days: float | None) -> None:
-    """Remove the Data Docs that expire as of this run (:func:`reprocess.storage.commit.expired_data_docs`) and take
-    their mark off the run log ``new`` commits. Before the commit: if it never comes, the next run finds them still
-    marked, and removing what is gone already is a no-op; after it, a crash in between would leave them for good."""
-    expired = expired_data_docs(new.runs, as_of, days)
-    if not expired:
-        return
-    wh.remove_data_docs([new.runs[i]["run_id"] for i in expired])
-    for i in expired:  # copies: the entries are shared with the base snapshot's log
-        new.runs[i] = {k: v for k, v in new.runs[i].items() if k != "data_docs"}
-    log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(expired), days,
-             new.runs[expired[0]]["run_id"], new.runs[expired[-1]]["run_id"])
 
 
 def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame, dlq: DataFrame,

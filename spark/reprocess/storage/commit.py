@@ -163,6 +163,22 @@ def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | N
     return [i for i, r in enumerate(runs) if r.get("data_docs") and r["as_of_ms"] < cutoff]
 
 
+def expire_data_docs(wh: Any, new: Snapshot, as_of_ms: int, days: float | None) -> int:
+    """Remove the Data Docs that expire as of ``as_of_ms`` (:func:`expired_data_docs`) from warehouse ``wh`` and take
+    their mark off the run log ``new`` is about to commit; how many runs' were removed. Called before the commit: if
+    it never comes, the next run finds them still marked, and removing what is gone already is a no-op; after it, a
+    crash in between would leave them for good."""
+    expired = expired_data_docs(new.runs, as_of_ms, days)
+    if not expired:
+        return 0
+    wh.remove_data_docs([new.runs[i]["run_id"] for i in expired])
+    for i in expired:  # copies: the entries are shared with the base snapshot's log
+        new.runs[i] = {k: v for k, v in new.runs[i].items() if k != "data_docs"}
+    log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(expired), days,
+             new.runs[expired[0]]["run_id"], new.runs[expired[-1]]["run_id"])
+    return len(expired)
+
+
 def redrive_audit_path(wh: Any, request_id: str) -> str:
     """Where a DLQ re-drive request's audit record is, in any warehouse (``wh.path``)."""
     return str(wh.path("redrive_audit", f"{request_id}.json"))
