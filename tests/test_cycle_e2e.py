@@ -266,6 +266,57 @@ def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_
     assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True]
 
 
+def test_data_docs_that_cannot_be_removed_keep_their_mark_and_the_run_goes_on_unless_its_lease_is_lost(
+        tmp_path, monkeypatch, caplog):
+    """The removal comes after the re-drive, before the commit: a store that will not delete must not fail a run
+    that delivered. What is not gone keeps its mark, for a later run; a lost lease still stops the run. Out-of-range
+    retentions are refused when the options are made, not at the commit."""
+    from reprocess.errors import CommitConflictError, ConfigError
+    from reprocess.orchestration import cycle_args
+    from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, Snapshot, Warehouse, expire_data_docs, expired_data_docs
+
+    day = 86_400_000
+    wh = Warehouse(tmp_path / "wh")
+    for run_id in ("a", "b"):
+        wh.write_bytes(str(wh.path("runs", run_id, "data_docs", "index.html")), b"<html/>")
+    (wh.root / "runs" / "c").mkdir()
+    (wh.root / "runs" / "c" / "data_docs").write_bytes(b"not a folder")  # rmtree cannot remove it
+    runs = [{"run_id": r, "as_of_ms": day, "data_docs": True} for r in ("a", "b", "c")]
+    new = Snapshot(runs=list(runs))
+    assert expire_data_docs(wh, new, 3 * day, 1) == 2
+    assert [r.get("data_docs") for r in new.runs] == [None, None, True]
+    assert [r.get("data_docs") for r in runs] == [True, True, True]  # the base snapshot's entries are not changed
+    assert not (wh.root / "runs" / "a" / "data_docs").exists()
+    assert "not removed runs=1" in caplog.text
+
+    class Refusing(Warehouse):
+        def __init__(self, root, error):
+            super().__init__(root)
+            self.error = error
+
+        def remove_data_docs(self, run_ids):
+            raise self.error
+
+    new = Snapshot(runs=list(runs))
+    assert expire_data_docs(Refusing(tmp_path / "wh", OSError("AccessDenied")), new, 3 * day, 1) == 0
+    assert [r.get("data_docs") for r in new.runs] == [True, True, True]
+    with pytest.raises(CommitConflictError):
+        expire_data_docs(Refusing(tmp_path / "wh", CommitConflictError("lease lost")), new, 3 * day, 1)
+
+    assert expired_data_docs(runs, 3 * day, 1e305) == []  # no overflow: longer than any as-of's age
+    for days in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ConfigError):
+            CycleOptions(landing="l", warehouse="w", policies=load_config(None), as_of_ms=3 * day,
+                         data_docs_days=days)
+
+    # a DAG run passes the variable as an argument: a driver in cluster mode has only those
+    monkeypatch.delenv(KEEP_DATA_DOCS_ENV, raising=False)
+    assert "--keep-data-docs" not in cycle_args("l", "w", AS_OFS[0], None, None, None, False)
+    monkeypatch.setenv(KEEP_DATA_DOCS_ENV, "7.5")
+    args = cycle_args("l", "w", AS_OFS[0], None, None, None, False)
+    assert args[args.index("--keep-data-docs") + 1] == "7.5"
+
+
 def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the_gate_still_passes(
         spark, landing, tmp_path):
     """A DLQ re-drive without --reset-deliveries (the default) keeps each message's count: the next cycle gives it

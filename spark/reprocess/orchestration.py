@@ -18,7 +18,7 @@ from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
-from reprocess.storage.commit import run_summary
+from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, run_summary
 from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,9 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
     """The arguments of ``reprocess run`` for this DAG run."""
     args = ["--landing", landing, "--warehouse", warehouse, "--as-of", as_of, "--format", "json",
             "--lock-wait", lock_wait_seconds()]
+    keep = os.environ.get(KEEP_DATA_DOCS_ENV, "").strip()
+    if keep:  # as an argument: a driver in cluster mode gets only the arguments, not the worker's environment
+        args += ["--keep-data-docs", keep]
     if config:
         args += ["--config", config]
     if target:

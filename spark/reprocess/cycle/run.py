@@ -116,6 +116,12 @@ class CycleOptions:
     data_docs_days: float | None = DATA_DOCS_DAYS
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        days = self.data_docs_days
+        if days is not None and not 0 < days < float("inf"):  # 0 or less would remove this very run's docs
+            raise ConfigError(f"Data Docs retention must be a number of days above 0, or None to keep all; got {days}",
+                              key="data_docs_days")
+
 
 CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
 # The steps a cycle logs (``step=<name> ... seconds=``), in order; validate only when the GX gate is on.

@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 
 DATASETS = ("ledger", "dlq", "outbox", "quarantine", "manifest")
 # The run log in a snapshot keeps the summaries of its newest FULL_RUNS runs only; older entries keep their run id,
-# as-of and kind (what a re-run of an old as-of checks), and their summaries stay in runs/<run_id>/summary.json (a
-# re-drive's in redrive_audit/<id>.json): see run_summary. Unbounded, every commit rewrote and every reader parsed
-# every summary ever written, about 1.8 KB a run (bench/snapshot_growth.py).
+# as-of, kind (what a re-run of an old as-of checks) and Data Docs mark (expire_data_docs), and their summaries stay
+# in runs/<run_id>/summary.json (a re-drive's in redrive_audit/<id>.json): see run_summary. Unbounded, every commit
+# rewrote and every reader parsed every summary ever written, about 1.8 KB a run (bench/snapshot_growth.py).
 FULL_RUNS = 100
 # Snapshot files kept by the vacuum after a commit: the newest and the ones before it, for a reader that listed
 # _snapshots/ just before a commit. Unbounded, the folder grew with the square of the runs (4.5 GB after 2000).
@@ -159,24 +159,43 @@ def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | N
     it for the runs of the retention window only, however long the history. ``days`` None: every run's are kept."""
     if days is None:
         return []
-    cutoff = as_of_ms - round(days * 86_400_000)
+    span = days * 86_400_000
+    if span >= as_of_ms:  # a retention longer than the epoch's age (a float too large to round, even)
+        return []
+    cutoff = as_of_ms - round(span)
     return [i for i, r in enumerate(runs) if r.get("data_docs") and r["as_of_ms"] < cutoff]
 
 
 def expire_data_docs(wh: Any, new: Snapshot, as_of_ms: int, days: float | None) -> int:
     """Remove the Data Docs that expire as of ``as_of_ms`` (:func:`expired_data_docs`) from warehouse ``wh`` and take
-    their mark off the run log ``new`` is about to commit; how many runs' were removed. Called before the commit: if
-    it never comes, the next run finds them still marked, and removing what is gone already is a no-op; after it, a
-    crash in between would leave them for good."""
+    the mark off the entries of the run log ``new`` is about to commit whose docs are gone; how many those are.
+
+    Called before the commit: if it never comes, the next run finds them still marked, and removing what is gone
+    already is a no-op; after it, a crash in between would leave them for good. Docs are not worth a run: a removal
+    that fails (a store refusing deletes under ``runs/``, a throttled request) is logged, the entries keep their
+    mark and a later run tries again. Only a lost lease stops the run (:class:`CommitConflictError`), as before any
+    write."""
     expired = expired_data_docs(new.runs, as_of_ms, days)
     if not expired:
         return 0
-    wh.remove_data_docs([new.runs[i]["run_id"] for i in expired])
-    for i in expired:  # copies: the entries are shared with the base snapshot's log
+    try:
+        gone = set(wh.remove_data_docs([new.runs[i]["run_id"] for i in expired]))
+    except CommitConflictError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the store raised, the run goes on and commits
+        log.warning("data docs not removed runs=%s error=%s: they stay marked, a later run tries again",
+                    len(expired), exc)
+        return 0
+    removed = [i for i in expired if new.runs[i]["run_id"] in gone]
+    for i in removed:  # copies: the entries are shared with the base snapshot's log
         new.runs[i] = {k: v for k, v in new.runs[i].items() if k != "data_docs"}
-    log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(expired), days,
-             new.runs[expired[0]]["run_id"], new.runs[expired[-1]]["run_id"])
-    return len(expired)
+    if len(removed) < len(expired):
+        log.warning("data docs not removed runs=%s: they stay marked, a later run tries again",
+                    len(expired) - len(removed))
+    if removed:
+        log.info("data docs removed runs=%s older_than_days=%s oldest=%s newest=%s", len(removed), days,
+                 new.runs[removed[0]]["run_id"], new.runs[removed[-1]]["run_id"])
+    return len(removed)
 
 
 def redrive_audit_path(wh: Any, request_id: str) -> str:
@@ -389,10 +408,12 @@ class Warehouse:
     def clear_run(self, run_id: str) -> None:
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
-    def remove_data_docs(self, run_ids: list[str]) -> None:
-        """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any; summaries stay."""
+    def remove_data_docs(self, run_ids: list[str]) -> list[str]:
+        """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any; the runs whose docs
+        are gone now (a folder a file of which could not be deleted is not). Summaries stay."""
         for run_id in run_ids:
             shutil.rmtree(self.path("runs", run_id, "data_docs"), ignore_errors=True)
+        return [run_id for run_id in run_ids if not self.path("runs", run_id, "data_docs").exists()]
 
     # -- prepared runs -------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:

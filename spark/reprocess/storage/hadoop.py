@@ -265,12 +265,13 @@ class HadoopWarehouse:
     def clear_run(self, run_id: str) -> None:
         self._fs.delete([self.run_dir(run_id)], True)
 
-    def remove_data_docs(self, run_ids: list[str]) -> None:
+    def remove_data_docs(self, run_ids: list[str]) -> list[str]:
         """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any, in one call to the
-        server's driver; summaries stay."""
+        driver's store; the runs whose docs are gone now (all of them, or an error). Summaries stay."""
         if run_ids:
             self.check_lease()
             self._fs.delete([self.path("runs", run_id, "data_docs") for run_id in run_ids], True)
+        return list(run_ids)
 
     # -- prepared runs ---------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:
