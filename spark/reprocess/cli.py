@@ -61,17 +61,16 @@ def _line_cap(text: str) -> int:
 
 def _retention_days(text: str) -> float | None:
     """``--keep-data-docs``: days (a fraction is fine), or ``all`` for no removal (None)."""
-    from reprocess.storage.commit import KEEP_DATA_DOCS_ENV
+    from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, check_data_docs_days
 
     if text.strip().lower() == "all":
         return None
     try:
         value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        source = f" (from ${KEEP_DATA_DOCS_ENV})" if os.environ.get(KEEP_DATA_DOCS_ENV) == text else ""
-        raise argparse.ArgumentTypeError(f"expected a number of days above 0 or 'all', got {text!r}{source}")
+        check_data_docs_days(value)
+    except (ValueError, ConfigError):
+        source = f" (from ${KEEP_DATA_DOCS_ENV})" if os.environ.get(KEEP_DATA_DOCS_ENV, "").strip() == text else ""
+        raise argparse.ArgumentTypeError(f"expected a number of days above 0 or 'all', got {text!r}{source}") from None
     return value
 
 
@@ -133,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "RECORD_TOO_LARGE without being read into memory; its file and byte offset are in the "
                         "reason (default: 33554432, 32 MiB)")
     r.add_argument("--keep-data-docs", metavar="DAYS|all", type=_retention_days,
-                   default=os.environ.get(KEEP_DATA_DOCS_ENV) or f"{DATA_DOCS_DAYS:g}",
+                   default=os.environ.get(KEEP_DATA_DOCS_ENV, "").strip() or f"{DATA_DOCS_DAYS:g}",
                    help="remove the GX Data Docs (runs/<run_id>/data_docs, about 300 KB a run) of runs whose as-of "
                         "is more than DAYS before this run's; their summaries stay; 'all' keeps every run's "
                         f"(default: ${KEEP_DATA_DOCS_ENV}, else {DATA_DOCS_DAYS:g}; the DAGs' runs take the variable)")

@@ -73,6 +73,7 @@ from reprocess.storage.commit import (
     DATA_DOCS_DAYS,
     AnyWarehouse,
     Snapshot,
+    check_data_docs_days,
     expire_data_docs,
     open_warehouse,
     run_summary,
@@ -117,10 +118,7 @@ class CycleOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        days = self.data_docs_days
-        if days is not None and not 0 < days < float("inf"):  # 0 or less would remove this very run's docs
-            raise ConfigError(f"Data Docs retention must be a number of days above 0, or None to keep all; got {days}",
-                              key="data_docs_days")
+        check_data_docs_days(self.data_docs_days)
 
 
 CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
@@ -377,8 +375,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     _crash_point("after_publish")
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **({"data_docs": True} if opts.validate
-                                                                                   else {})})
+    docs = {"data_docs": True} if opts.validate else {}  # until expire_data_docs removes them, past the retention
+    new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **docs})
     expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
     for df in (cached, merged, due, final):

@@ -152,6 +152,14 @@ def expired_snapshots(names: Iterable[str], version: int) -> list[str]:
     return [n for n in names if (v := snapshot_version(n)) is not None and v <= version - KEEP_SNAPSHOTS]
 
 
+def check_data_docs_days(days: float | None) -> None:
+    """A :class:`ConfigError` unless ``days`` is None (keep all) or a finite number of days above 0: 0 or less would
+    remove the committing run's own Data Docs."""
+    if days is not None and not 0 < days < float("inf"):
+        raise ConfigError(f"Data Docs retention must be a number of days above 0, or None to keep all; got {days}",
+                          key="data_docs_days")
+
+
 def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | None) -> list[int]:
     """The positions in the run log ``runs`` of the cycles whose Data Docs expire at a commit as of ``as_of_ms``:
     those with an as-of more than ``days`` earlier (logical time: a backfill removes what the scheduled runs would)
