@@ -82,6 +82,9 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=3, help="passes, each into a fresh warehouse (default 3)")
     parser.add_argument("--workdir", default="/tmp/reprocess-bench-small", help="scratch directory")
     parser.add_argument("--top", type=int, default=8, help="modules to list by py4j calls (default 8)")
+    parser.add_argument("--alternate-cache", action="store_true",
+                        help="even passes cache the frames a small run checkpoints (sparkutil.truncates_plans), to "
+                             "compare the two in one JVM")
     parser.add_argument("--results", default=None, help="append the JSON figures to this file (JSON lines)")
     args = parser.parse_args()
 
@@ -89,9 +92,10 @@ def main() -> int:
     from datetime import UTC, datetime
 
     from reprocess.cli import load_config
+    from reprocess.cycle import run as run_module
     from reprocess.cycle.run import CycleOptions, run_cycle
     from reprocess.landing.generate import GenerateOptions, write_landing
-    from reprocess.sparkutil import build_session
+    from reprocess.sparkutil import build_session, truncates_plans
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.workdir)
@@ -109,9 +113,12 @@ def main() -> int:
     print(f"{args.messages} messages over {args.cycles} hours; {args.passes} passes of {args.cycles} cycles, "
           f"master {spark.sparkContext.master}")
     print(f"{'pass':>4} {'cycle':>5} {'seconds':>8} {'ingested':>8} {'due':>5} {'py4j calls':>10} "
-          f"{'round trips s':>12}")
+          f"{'round trips s':>12} {'frames':>10} {'kept':>4}")
     for p in range(1, args.passes + 1):
         wh = work / f"wh-{p}"
+        if args.alternate_cache:
+            # even passes cache the run's frames as a large run does, odd ones do what the platform chooses
+            run_module.truncates_plans = truncates_plans if p % 2 else (lambda spark, small: False)
         for c in range(1, args.cycles + 1):
             calls.take()
             t0 = time.perf_counter()
@@ -119,11 +126,14 @@ def main() -> int:
                                               as_of_ms=t0_ms + c * HOUR_MS, target="outbox"))
             seconds = time.perf_counter() - t0
             by_module, quick = calls.take()
-            rows.append({"pass": p, "cycle": c, "seconds": round(seconds, 2), "ingested": s["ingested"],
-                         "due": s["due"], "py4j_calls": sum(by_module.values()), "py4j_quick_s": round(quick, 2),
+            kept = len(spark.sparkContext._jsc.sc().getRDDStorageInfo())  # cached or checkpointed, not freed
+            checkpoint = run_module.truncates_plans is truncates_plans
+            rows.append({"pass": p, "cycle": c, "checkpoint": checkpoint, "seconds": round(seconds, 2),
+                         "ingested": s["ingested"], "due": s["due"], "kept_rdds": kept,
+                         "py4j_calls": sum(by_module.values()), "py4j_quick_s": round(quick, 2),
                          "by_module": dict(by_module)})
             print(f"{p:>4} {c:>5} {seconds:>8.2f} {s['ingested']:>8} {s['due']:>5} {sum(by_module.values()):>10} "
-                  f"{quick:>12.2f}")
+                  f"{quick:>12.2f} {'checkpoint' if checkpoint else 'cache':>10} {kept:>4}")
     spark.stop()
 
     warm = [r for r in rows if r["pass"] > 1] or rows
@@ -132,6 +142,12 @@ def main() -> int:
     print(f"\nwarm passes: median {statistics.median(seconds):.2f} s per cycle, min {min(seconds):.2f}, "
           f"max {max(seconds):.2f}; median {statistics.median(r['py4j_calls'] for r in warm):.0f} py4j calls per "
           f"cycle, of which the quick ones (< {Py4jCalls.QUICK_S * 1000:.0f} ms) took {quick:.2f} s")
+    if args.alternate_cache:
+        for label, kept in (("checkpointed", True), ("cached", False)):
+            mode = [r["seconds"] for r in warm if r["checkpoint"] is kept]
+            if mode:
+                print(f"  frames {label}: median {statistics.median(mode):.2f} s per cycle, min {min(mode):.2f}, "
+                      f"max {max(mode):.2f} ({len(mode)} cycles)")
     total: collections.Counter[str] = collections.Counter()
     for r in warm:
         total.update(r["by_module"])

@@ -609,3 +609,41 @@ def error_text(exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exc}"
     except Exception:  # noqa: BLE001 - the JVM behind the error may be gone
         return f"{type(exc).__name__}: " + " ".join(arg for arg in exc.args if isinstance(arg, str))
+
+
+def truncates_plans(spark: SparkSession, small: bool) -> bool:
+    """Whether :func:`pin` cuts the plans of a run's cached frames (a local checkpoint) instead of caching them:
+    for a small input (:func:`is_small`) in a local-mode driver.
+
+    Spark plans every DataFrame made from a cached one over that frame's whole plan, and matches it against every
+    cached plan: the due selection, the ordered hold-back's self-joins and the outcomes' projection each did so over
+    the merge's dozens of operators. On a few hundred messages that was most of those steps' time; a checkpointed
+    frame is a leaf (a warm cycle of 400 messages a median 5.5 s against 12.0 s, select_due 1.2-1.4 s against
+    8.6-9.1 s a round of four cycles; bench/RESULTS.md, fiftieth run). A large input keeps the cache: its columns
+    are compressed and read only as far as a query needs them, and a checkpoint's rows are not (at 1M messages
+    stage_ledger took 33 s against 25 s and the summary 8.5 s against 4.4 s, the cycle no faster). Local mode only:
+    a checkpoint's blocks are kept by the executors that computed them, with no plan to compute them again, so on a
+    cluster a lost executor would fail the run; in local mode the executor is the driver. Over Spark Connect the
+    frames are cached as before."""
+    return small and not is_remote(spark) and str(spark.sparkContext.master).startswith("local")
+
+
+def pin(df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
+    """``df`` kept at ``level`` for its later uses, computed once, by the first action on it: cached, or with
+    ``truncate`` (:func:`truncates_plans`) checkpointed locally, a frame whose plan starts at the kept rows. Free
+    it with :func:`unpin`."""
+    if truncate:
+        return df.localCheckpoint(eager=False, storageLevel=level)
+    return df.persist(level)
+
+
+def unpin(df: DataFrame) -> None:
+    """Free what :func:`pin` kept. A checkpoint's blocks are not in the cache ``unpersist`` empties: its RDD's are
+    removed (else they stay until the driver's garbage collector has collected that RDD), as ``RDD.unpersist`` does
+    without its warning that a checkpointed RDD cannot be computed again."""
+    if not is_remote(df.sparkSession):
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
+            return
+    df.unpersist()

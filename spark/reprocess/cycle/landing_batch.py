@@ -32,7 +32,7 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.landing.manifest import partition_problem
-from reprocess.sparkutil import error_text, with_as_of
+from reprocess.sparkutil import error_text, unpin, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
 
@@ -163,7 +163,7 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     try:
         return _with_long_lines(spark, rec, batch, manifest, max_line_bytes)
     except BaseException:
-        rec.unpersist()
+        unpin(rec)
         raise
 
 

@@ -64,8 +64,11 @@ from reprocess.sparkutil import (
     is_small,
     owner_only_writes,
     parquet_options,
+    pin,
     restoring_conf,
     sized_codegen,
+    truncates_plans,
+    unpin,
     with_as_of,
 )
 from reprocess.steps import StepLog
@@ -232,7 +235,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         # what the cache holds is about the landing's bytes as read (a .gz file's decoded, where known)
         read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
         level, cache = cache_level(cache_budget, read_bytes)
-        cached = rec.persist(level)
+        # a small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans)
+        cached = pin(rec, level, truncates_plans(spark, codegen == "interpreted"))
         # parses the batch into the cache once, for every use below, and adds up each file's lines
         rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
@@ -275,9 +279,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     partitions = fit_shuffles(spark, input_bytes, shuffles, small=small, record_bytes=record_bytes)
     # the merged ledger rows, the due ones and the outcomes carry the landing's payloads and those of the files read
     level, cache = cache_level(cache_budget, read_bytes + touched_bytes)
+    truncate = truncates_plans(spark, small)  # a small local run checkpoints the frames below (sparkutil.pin)
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
-               codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache)
-    merged = merge_failures(existing, failures, policies, run_id, as_of, codegen).persist(level)
+               codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache,
+               checkpoint=truncate)
+    merged = pin(merge_failures(existing, failures, policies, run_id, as_of, codegen), level, truncate)
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
@@ -289,14 +295,14 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
-    due = due.persist(level)
+    due = pin(due, level, truncate)
     due_count, lateness = _due_stats(due)
     steps.done("select_due", due=due_count)
 
     if opts.dry_run:
         summary = _dry_summary(_landing_counts(rec, files)[0], merged, due_count, run_id, as_of, files)
         for df in (cached, merged, due):
-            df.unpersist()
+            unpin(df)
         return summary
 
     # -- 4. persist deliveries before re-driving them --------------------------------------------
@@ -316,7 +322,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     outcomes, target_down = _redrive(spark, opts, due, due_count, ctx)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
-    final = with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)).persist(level)
+    final = pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     # Written by as many tasks as the session's own count, however many partitions a large input got: each task
@@ -380,7 +386,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
     for df in (cached, merged, due, final):
-        df.unpersist()
+        unpin(df)
     wh.vacuum(new, keep_previous=snap)
     wh.clear_run(run_id)
     log.info("cycle committed run_id=%s due=%s delivered=%s rescheduled=%s dead_lettered=%s elapsed_s=%s", run_id,
