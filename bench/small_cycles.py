@@ -127,7 +127,7 @@ def main() -> int:
             seconds = time.perf_counter() - t0
             by_module, quick = calls.take()
             kept = len(spark.sparkContext._jsc.sc().getRDDStorageInfo())  # cached or checkpointed, not freed
-            checkpoint = run_module.truncates_plans is truncates_plans
+            checkpoint = run_module.truncates_plans(spark, True)  # what a small run of this driver did
             rows.append({"pass": p, "cycle": c, "checkpoint": checkpoint, "seconds": round(seconds, 2),
                          "ingested": s["ingested"], "due": s["due"], "kept_rdds": kept,
                          "py4j_calls": sum(by_module.values()), "py4j_quick_s": round(quick, 2),

@@ -11,7 +11,7 @@ from tests.warehouse_state import cycle_at, warehouse_state
 
 from reprocess.cycle import run as run_module
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.sparkutil import truncates_plans
+from reprocess.sparkutil import tasks_in_driver, truncates_plans
 
 pytestmark = pytest.mark.spark
 
@@ -21,6 +21,12 @@ AS_OFS = ("2026-11-21T02:00:00Z", "2026-11-21T04:00:00Z")
 def _plan(df: Any) -> str:
     """The leaf a query over ``df`` starts from while ``df`` is kept."""
     return str(df._jdf.queryExecution().withCachedData().getClass().getSimpleName())
+
+
+def _kept(jsc: Any) -> set[int]:
+    """The ids of the RDDs the session keeps blocks of (cached frames' and checkpoints')."""
+    return {int(i) for i in jsc.getPersistentRDDs().keySet()} | {
+        int(info.id()) for info in jsc.sc().getRDDStorageInfo()}
 
 
 def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothing_kept(spark, tmp_path, monkeypatch):
@@ -33,12 +39,16 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
                                   start=datetime(2026, 11, 21, tzinfo=UTC)))
     assert truncates_plans(spark, small=True)
     assert not truncates_plans(spark, small=False)
+    assert spark.sparkContext.master == "local[2]"
     pinned: list[str] = []
+    checkpoints: list[int] = []  # the RDD ids whose blocks the checkpoints keep
     pin = run_module.pin
 
     def recording(df: Any, level: Any, truncate: bool) -> Any:
         kept = pin(df, level, truncate)
         pinned.append(_plan(kept))
+        if truncate:
+            checkpoints.append(int(kept._jdf.queryExecution().analyzed().rdd().id()))
         return kept
 
     monkeypatch.setattr(run_module, "pin", recording)
@@ -51,17 +61,27 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
         wh = tmp_path / f"wh-{mode}"
         summaries = []
         for as_of in AS_OFS:
-            before = jsc.getPersistentRDDs().size()
+            # ids, not a count: what an earlier test left may be collected meanwhile
+            before = _kept(jsc)
             summaries.append(cycle_at(spark, tmp_path / "landing", wh, as_of))
-            assert jsc.getPersistentRDDs().size() == before, f"{mode}: a kept frame outlived its run as of {as_of}"
+            assert _kept(jsc) <= before, f"{mode}: a kept frame outlived its run as of {as_of}"
+            assert not _kept(jsc) & set(checkpoints)
         assert len(pinned) == 4 * len(AS_OFS)
         plans[mode] = set(pinned)
         states[mode] = warehouse_state(spark, wh)
         dead_lettered[mode] = [s["dead_lettered"]["total"] for s in summaries]
         assert summaries[1]["due"] > 0, "the second cycle re-drives what the first rescheduled"
         assert summaries[1]["rescheduled"] > 0, "and the flaky target fails some of them again"
+    assert len(checkpoints) == 4 * len(AS_OFS), "only the first mode checkpoints"
     assert plans == {"checkpoint": {"LogicalRDD"}, "cache": {"InMemoryRelation"}}
     assert states["checkpoint"] == states["cache"]
     assert dead_lettered["checkpoint"] == dead_lettered["cache"]
     assert any(dead_lettered["cache"]), "the landing has poison messages"
     assert states["cache"]["quarantine"], "and malformed records"
+
+
+@pytest.mark.unit
+def test_only_a_driver_that_runs_its_tasks_itself_checkpoints():
+    assert [m for m in ("local", "local[2]", "local[*]", "local[4,3]", "local-cluster[2,1,1024]",
+                        "spark://127.0.0.1:7077", "yarn", "k8s://https://10.0.0.1:443") if tasks_in_driver(m)] == [
+        "local", "local[2]", "local[*]", "local[4,3]"]

@@ -625,7 +625,13 @@ def truncates_plans(spark: SparkSession, small: bool) -> bool:
     a checkpoint's blocks are kept by the executors that computed them, with no plan to compute them again, so on a
     cluster a lost executor would fail the run; in local mode the executor is the driver. Over Spark Connect the
     frames are cached as before."""
-    return small and not is_remote(spark) and str(spark.sparkContext.master).startswith("local")
+    return small and not is_remote(spark) and tasks_in_driver(str(spark.sparkContext.master))
+
+
+def tasks_in_driver(master: str) -> bool:
+    """Whether a driver of ``master`` runs its tasks itself: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``;
+    not ``local-cluster[...]`` (executors of their own, as on a cluster) nor a cluster's master URL."""
+    return master == "local" or master.startswith("local[")
 
 
 def pin(df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
@@ -640,10 +646,11 @@ def pin(df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
 def unpin(df: DataFrame) -> None:
     """Free what :func:`pin` kept. A checkpoint's blocks are not in the cache ``unpersist`` empties: its RDD's are
     removed (else they stay until the driver's garbage collector has collected that RDD), as ``RDD.unpersist`` does
-    without its warning that a checkpointed RDD cannot be computed again."""
-    if not is_remote(df.sparkSession):
-        plan = df._jdf.queryExecution().analyzed()
-        if plan.getClass().getSimpleName() == "LogicalRDD":
-            df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
-            return
-    df.unpersist()
+    without its warning that a checkpointed RDD cannot be computed again. A cached frame (``persist`` marks it) is
+    unpersisted, whatever its plan."""
+    if is_remote(df.sparkSession) or df.is_cached:
+        df.unpersist()
+        return
+    plan = df._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)

@@ -236,7 +236,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
         level, cache = cache_level(cache_budget, read_bytes)
         # a small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans)
-        cached = pin(rec, level, truncates_plans(spark, codegen == "interpreted"))
+        landing_checkpoint = truncates_plans(spark, codegen == "interpreted")
+        cached = pin(rec, level, landing_checkpoint)
         # parses the batch into the cache once, for every use below, and adds up each file's lines
         rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
@@ -246,7 +247,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                                               F.col("error_message")))
     failures = aggregate_failures(fresh)
 
-    steps.done("landing", files=len(files), records=records_read, codegen=codegen, cache=cache)
+    steps.done("landing", files=len(files), records=records_read, codegen=codegen, cache=cache,
+               checkpoint=landing_checkpoint)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
