@@ -267,6 +267,8 @@ def test_the_cache_level_follows_the_memory_the_settings_give(spark, monkeypatch
     assert memory_of_settings(cluster.get) == 3 * int((4096 - 300) * 2**20 * 0.6)
     assert memory_of_settings({**cluster, "spark.dynamicAllocation.enabled": "true"}.get) is None
     assert memory_of_settings({"spark.master": "yarn"}.get) is None
+    # a local-cluster master's tasks run in executors of their own, not in the driver's heap
+    assert memory_of_settings({**local, "spark.master": "local-cluster[2,1,1024]"}.get) is None
 
     monkeypatch.setenv(CACHE_MEMORY_ENV, "1000")
     assert cache_memory_bytes(spark) == 1000

@@ -11,7 +11,8 @@ from tests.warehouse_state import cycle_at, warehouse_state
 
 from reprocess.cycle import run as run_module
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.sparkutil import tasks_in_driver, truncates_plans
+from reprocess.spark_env import tasks_in_driver
+from reprocess.sparkutil import truncates_plans
 
 pytestmark = pytest.mark.spark
 

@@ -74,13 +74,20 @@ def driver_memory_conf() -> dict[str, str]:
     return {"spark.driver.memory": value}
 
 
+def tasks_in_driver(master: str) -> bool:
+    """Whether a driver of ``master`` runs its tasks itself: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``;
+    not ``local-cluster[...]`` (executors of their own, as on a cluster) nor a cluster's master URL."""
+    return master == "local" or master.startswith("local[")
+
+
 def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) -> str:
     """What to tell the operator of a run that ran out of heap: the evidence, the heap it had, what to raise.
 
     ``heap`` is the driver's ``spark.driver.memory`` (``None``: not known here, as for a Spark Connect client);
-    ``master`` the Spark master (``local...`` runs the tasks in the driver's heap, anything else in executors).
+    ``master`` the Spark master (:func:`tasks_in_driver`: ``local``, ``local[N]`` runs the tasks in the driver's heap,
+    anything else, ``local-cluster[...]`` too, in executors).
     """
-    local = master is None or master.startswith("local")
+    local = master is None or tasks_in_driver(master)
     if heap is None:
         had = "The driver runs in the Spark Connect server, whose heap is set where it starts."
         more = "Restart the server with more (reprocess connect-server --driver-memory) and run again"

@@ -226,12 +226,15 @@ def cache_memory_bytes(spark: SparkSession) -> int | None:
 
 
 def memory_of_settings(get: Callable[[str], str | None]) -> int | None:
-    """The bytes a cache can hold in memory by the settings ``get`` returns: in local mode the driver's heap less
+    """The bytes a cache can hold in memory by the settings ``get`` returns: in local mode (:func:`tasks_in_driver`;
+    not ``local-cluster[...]``, whose executors have heaps of their own) the driver's heap less
     Spark's reserve, times ``spark.memory.fraction``; on a cluster the same of each executor, times
     ``spark.executor.instances`` when that is set and executors are not added on demand. None when it cannot be
     told."""
+    from reprocess.spark_env import tasks_in_driver
+
     fraction = float(get("spark.memory.fraction") or 0.6)
-    if (get("spark.master") or "local").startswith("local"):
+    if tasks_in_driver(get("spark.master") or "local"):
         heap = jvm_size_bytes(get("spark.driver.memory") or "1g")
         return max(0, int((heap - RESERVED_HEAP_BYTES) * fraction))
     instances = get("spark.executor.instances")
@@ -625,13 +628,9 @@ def truncates_plans(spark: SparkSession, small: bool) -> bool:
     a checkpoint's blocks are kept by the executors that computed them, with no plan to compute them again, so on a
     cluster a lost executor would fail the run; in local mode the executor is the driver. Over Spark Connect the
     frames are cached as before."""
+    from reprocess.spark_env import tasks_in_driver
+
     return small and not is_remote(spark) and tasks_in_driver(str(spark.sparkContext.master))
-
-
-def tasks_in_driver(master: str) -> bool:
-    """Whether a driver of ``master`` runs its tasks itself: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``;
-    not ``local-cluster[...]`` (executors of their own, as on a cluster) nor a cluster's master URL."""
-    return master == "local" or master.startswith("local[")
 
 
 def pin(df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
