@@ -3,12 +3,15 @@ them: the same warehouse as caching them, and nothing kept after the run."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.warehouse_state import cycle_at, warehouse_state
+from pyspark import StorageLevel
+from tests.warehouse_state import cycle_at, kept_rdds, warehouse_state
 
+from reprocess import sparkutil
 from reprocess.cycle import run as run_module
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.spark_env import tasks_in_driver
@@ -24,12 +27,6 @@ def _plan(df: Any) -> str:
     return str(df._jdf.queryExecution().withCachedData().getClass().getSimpleName())
 
 
-def _kept(jsc: Any) -> set[int]:
-    """The ids of the RDDs the session keeps blocks of (cached frames' and checkpoints')."""
-    return {int(i) for i in jsc.getPersistentRDDs().keySet()} | {
-        int(info.id()) for info in jsc.sc().getRDDStorageInfo()}
-
-
 def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothing_kept(spark, tmp_path, monkeypatch):
     """Generated failures (poison messages, repeats, an ordered policy's hold-back, the flaky target's second
     failures) through two cycles, once as a small local run does and once with the frames cached as a large run
@@ -43,7 +40,7 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
     assert spark.sparkContext.master == "local[2]"
     pinned: list[str] = []
     checkpoints: list[int] = []  # the RDD ids whose blocks the checkpoints keep
-    pin = run_module.pin
+    pin = sparkutil.pin
 
     def recording(df: Any, level: Any, truncate: bool) -> Any:
         kept = pin(df, level, truncate)
@@ -52,8 +49,7 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
             checkpoints.append(int(kept._jdf.queryExecution().analyzed().rdd().id()))
         return kept
 
-    monkeypatch.setattr(run_module, "pin", recording)
-    jsc = spark.sparkContext._jsc
+    monkeypatch.setattr(sparkutil, "pin", recording)
     states, plans, dead_lettered = {}, {}, {}
     for mode in ("checkpoint", "cache"):
         if mode == "cache":
@@ -63,10 +59,10 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
         summaries = []
         for as_of in AS_OFS:
             # ids, not a count: what an earlier test left may be collected meanwhile
-            before = _kept(jsc)
+            before = kept_rdds(spark)
             summaries.append(cycle_at(spark, tmp_path / "landing", wh, as_of))
-            assert _kept(jsc) <= before, f"{mode}: a kept frame outlived its run as of {as_of}"
-            assert not _kept(jsc) & set(checkpoints)
+            assert kept_rdds(spark) <= before, f"{mode}: a kept frame outlived its run as of {as_of}"
+            assert not kept_rdds(spark) & set(checkpoints)
         assert len(pinned) == 4 * len(AS_OFS)
         plans[mode] = set(pinned)
         states[mode] = warehouse_state(spark, wh)
@@ -79,6 +75,42 @@ def test_checkpointed_and_cached_frames_give_the_same_warehouse_and_leave_nothin
     assert dead_lettered["checkpoint"] == dead_lettered["cache"]
     assert any(dead_lettered["cache"]), "the landing has poison messages"
     assert states["cache"]["quarantine"], "and malformed records"
+
+
+def test_a_failed_run_frees_what_it_kept_and_a_free_that_fails_in_turn_does_not_hide_its_error(spark, monkeypatch,
+                                                                                             caplog):
+    """sparkutil.pinning frees a run's kept frames, cached and checkpointed, when the run raises; a long-lived
+    driver would keep them otherwise. If freeing fails too (the error took the JVM with it), that is logged and the
+    run's own error is the one raised."""
+    df = spark.range(50)
+    before = kept_rdds(spark)
+    kept: list[Any] = []
+
+    def failing_run() -> None:
+        with sparkutil.pinning() as pins:
+            kept.append(pins.pin(df, StorageLevel.MEMORY_AND_DISK, False))
+            kept.append(pins.pin(df.selectExpr("id * 2 AS x"), StorageLevel.MEMORY_AND_DISK, True))
+            assert [k.count() for k in kept] == [50, 50]
+            assert len(kept_rdds(spark) - before) == 2, "both frames keep blocks while the run runs"
+            raise RuntimeError("the run's own error")
+
+    with pytest.raises(RuntimeError, match="the run's own error"):
+        failing_run()
+    assert kept_rdds(spark) <= before
+    assert not kept[0].is_cached
+
+    def gone(df: Any) -> None:
+        raise ConnectionError("the JVM is gone")
+
+    monkeypatch.setattr(sparkutil, "unpin", gone)
+    kept.clear()
+    with caplog.at_level(logging.WARNING, logger="reprocess.sparkutil"), \
+            pytest.raises(RuntimeError, match="the run's own error"):
+        failing_run()
+    assert "could not free a run's kept frames: ConnectionError: the JVM is gone" in caplog.text
+    monkeypatch.undo()
+    for k in kept:
+        sparkutil.unpin(k)
 
 
 @pytest.mark.unit

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.test_cycle_steps import cycle, land, ledger, rec
+from tests.warehouse_state import kept_rdds
 
 from reprocess.errors import ValidationFailedError
 from reprocess.storage.commit import Warehouse
@@ -160,8 +161,10 @@ def test_a_failing_output_suite_commits_nothing_and_the_fixed_run_then_commits(s
     suites = _suites(tmp_path, "ledger", {"type": "expect_column_values_to_be_between",
                                           "kwargs": {"column": "deliveries", "max_value": 1}})
     monkeypatch.setenv("REPROCESS_EXPECTATIONS", str(suites))
+    kept = kept_rdds(spark)
     with pytest.raises(ValidationFailedError) as err:
         cycle(spark, tmp_path, "2026-11-21T10:15:00Z")  # m1 is due and fails again: deliveries 2
+    assert kept_rdds(spark) <= kept, "the failed run freed the frames it kept (sparkutil.pinning)"
     message = str(err.value)
     assert "suite ledger" in message
     assert "expect_column_values_to_be_between(deliveries) unexpected=1" in message

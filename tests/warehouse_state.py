@@ -41,6 +41,14 @@ def assert_only_live_files(root: Path, folders: bool = True) -> None:
     assert left == {root / Path(f).parts[0] / Path(f).parts[1] for f in live if IN_PLACE.match(f)}
 
 
+def kept_rdds(spark: Any) -> set[int]:
+    """The ids of the RDDs the session keeps blocks of (cached frames' and local checkpoints'). Compare ids, not a
+    count: what an earlier test left may be collected meanwhile."""
+    jsc = spark.sparkContext._jsc
+    return {int(i) for i in jsc.getPersistentRDDs().keySet()} | {
+        int(info.id()) for info in jsc.sc().getRDDStorageInfo()}
+
+
 def cycle_at(spark: Any, landing: Path, wh: Path, as_of: str, target: str = FLAKY, **options: Any) -> dict[str, Any]:
     """One cycle in this process as of ``as_of`` (ISO 8601) with the embedded policies and any other
     :class:`CycleOptions` given; its summary."""

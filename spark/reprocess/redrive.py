@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -29,10 +30,12 @@ from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import (
     SHUFFLE_KEYS,
+    Pinned,
     fit_codegen,
     fit_shuffles,
     owner_only_writes,
     parquet_options,
+    pinning,
     restoring_conf,
     sized_codegen,
 )
@@ -113,8 +116,8 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
-        with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req):
-            return _redrive_on(spark, wh, snap, req, now_ms, requested_by)
+        with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
+            return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
 
 
 @contextmanager
@@ -136,8 +139,9 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
 
 
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
-                requested_by: str) -> dict[str, Any]:
-    """The request applied to ``snap``, under the warehouse's lock. Each step is logged with its duration (progress
+                requested_by: str, pins: Pinned) -> dict[str, Any]:
+    """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
+    by sparkutil.pinning if it fails). Each step is logged with its duration (progress
     on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
     steps = StepLog(log, STEPS, "request_id", req.request_id, prefix="re-drive ")
     previous = _find_audit(wh, snap, req.request_id)
@@ -164,12 +168,12 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     ordered = latest.orderBy("dead_lettered_at", "message_id")
     if req.max_messages:
         ordered = ordered.limit(req.max_messages)
-    chosen = ordered.select("message_id").withColumn(
-        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1).persist()
+    chosen = pins.pin(ordered.select("message_id").withColumn(
+        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1), StorageLevel.MEMORY_AND_DISK_DESER, False)
     moved = chosen.count()
     steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
-        chosen.unpersist()
+        pins.free()
         return _commit_audit(wh, snap, snap, audit)
     ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
     # rewrite the ledger files holding the chosen messages: they become due again
@@ -207,7 +211,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     parquet_options(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(req.request_id, stage, "dlq")))
     steps.done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
-    chosen.unpersist()
+    pins.free()
     audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
     drop = {wh.relative(f) for f in touched + dlq_touched}

@@ -653,3 +653,41 @@ def unpin(df: DataFrame) -> None:
     plan = df._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() == "LogicalRDD":
         df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
+
+
+class Pinned:
+    """The frames one run keeps (:func:`pin`), freed together by :meth:`free`; :func:`pinning` frees what is left
+    however the run ends."""
+
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
+
+    def pin(self, df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
+        kept = pin(df, level, truncate)
+        self._frames.append(kept)
+        return kept
+
+    def free(self) -> None:
+        frames, self._frames = self._frames, []
+        for df in frames:
+            unpin(df)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+
+@contextmanager
+def pinning() -> Iterator[Pinned]:
+    """A run's kept frames (:class:`Pinned`), freed when it ends, by an error too: a long-lived driver (a Connect
+    server, a test worker, a notebook) would otherwise keep a failed run's cached frames until it stops. A run that
+    commits frees them itself, as soon as it no longer reads them. Freeing after an error that took the JVM or the
+    server with it fails in turn: that is logged, and the run's own error is the one raised."""
+    pins = Pinned()
+    try:
+        yield pins
+    finally:
+        if len(pins):
+            try:
+                pins.free()
+            except Exception as exc:  # noqa: BLE001 - the run's own error, if any, is the one to report
+                log.warning("could not free a run's kept frames: %s", error_text(exc))

@@ -32,7 +32,7 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.landing.manifest import partition_problem
-from reprocess.sparkutil import error_text, unpin, with_as_of
+from reprocess.sparkutil import error_text, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
 
@@ -158,17 +158,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
-    fails, ``rec`` is unpersisted (a long-lived driver, a Connect server, would keep it).
+    fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning).
     """
-    try:
-        return _with_long_lines(spark, rec, batch, manifest, max_line_bytes)
-    except BaseException:
-        unpin(rec)
-        raise
-
-
-def _with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
-                     max_line_bytes: int) -> tuple[DataFrame, int, int]:
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
     try:

@@ -56,6 +56,7 @@ from reprocess.sparkutil import (
     ADAPTIVE_KEY,
     AS_OF_COLUMN,
     SHUFFLE_KEYS,
+    Pinned,
     base_partitions,
     cache_level,
     cache_memory_bytes,
@@ -64,11 +65,10 @@ from reprocess.sparkutil import (
     is_small,
     owner_only_writes,
     parquet_options,
-    pin,
+    pinning,
     restoring_conf,
     sized_codegen,
     truncates_plans,
-    unpin,
     with_as_of,
 )
 from reprocess.steps import StepLog
@@ -201,14 +201,14 @@ def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleO
              prepared: dict[str, Any] | None) -> dict[str, Any]:
     """One run on ``snap``. A file ``snap`` lists that Spark cannot read (deleted or overwritten outside reprocess)
     stops it as a :class:`WarehouseDamagedError` naming the file, not a Java stack trace; nothing is committed."""
-    with naming_damaged_files(wh.uri, snap), restoring_conf(spark, *SHUFFLE_KEYS) as entry:
-        return _execute_run(spark, wh, snap, opts, run_id, prepared, entry)
+    with naming_damaged_files(wh.uri, snap), restoring_conf(spark, *SHUFFLE_KEYS) as entry, pinning() as pins:
+        return _execute_run(spark, wh, snap, opts, run_id, prepared, entry, pins)
 
 
 def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,
-                 prepared: dict[str, Any] | None, shuffles: dict[str, str | None]) -> dict[str, Any]:
+                 prepared: dict[str, Any] | None, shuffles: dict[str, str | None], pins: Pinned) -> dict[str, Any]:
     """The run; ``shuffles``: the session's shuffle settings (sparkutil.fit_shuffles), sized to the input for this
-    run."""
+    run; ``pins``: where it keeps its frames (sparkutil.pinning frees them if it fails)."""
     t0 = time.monotonic()
     steps = StepLog(log, STEPS, "run_id", run_id)
     policies = opts.policies
@@ -237,9 +237,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         level, cache = cache_level(cache_budget, read_bytes)
         # a small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans)
         landing_checkpoint = truncates_plans(spark, codegen == "interpreted")
-        cached = pin(rec, level, landing_checkpoint)
+        kept = pins.pin(rec, level, landing_checkpoint)
         # parses the batch into the cache once, for every use below, and adds up each file's lines
-        rec, records_read, payload_bytes = with_long_lines(spark, cached, batch, manifest, opts.max_line_bytes)
+        rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -285,7 +285,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     steps.done("locate", ledger_files=len(ledger_files), touched=len(touched), scan_codegen=scan_codegen,
                codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache,
                checkpoint=truncate)
-    merged = pin(merge_failures(existing, failures, policies, run_id, as_of, codegen), level, truncate)
+    merged = pins.pin(merge_failures(existing, failures, policies, run_id, as_of, codegen), level, truncate)
     steps.done("merge", ledger_rows=merged.count())
 
     # -- 3. due selection ------------------------------------------------------------------------
@@ -297,14 +297,13 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
         due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
             .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
-    due = pin(due, level, truncate)
+    due = pins.pin(due, level, truncate)
     due_count, lateness = _due_stats(due)
     steps.done("select_due", due=due_count)
 
     if opts.dry_run:
         summary = _dry_summary(_landing_counts(rec, files)[0], merged, due_count, run_id, as_of, files)
-        for df in (cached, merged, due):
-            unpin(df)
+        pins.free()
         return summary
 
     # -- 4. persist deliveries before re-driving them --------------------------------------------
@@ -324,7 +323,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     outcomes, target_down = _redrive(spark, opts, due, due_count, ctx)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
-    final = pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
+    final = pins.pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
 
     # -- 6. stage outputs ------------------------------------------------------------------------
     # Written by as many tasks as the session's own count, however many partitions a large input got: each task
@@ -387,8 +386,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **docs})
     expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
-    for df in (cached, merged, due, final):
-        unpin(df)
+    pins.free()
     wh.vacuum(new, keep_previous=snap)
     wh.clear_run(run_id)
     log.info("cycle committed run_id=%s due=%s delivered=%s rescheduled=%s dead_lettered=%s elapsed_s=%s", run_id,
