@@ -642,9 +642,9 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
     during = {}
     original = redrive._redrive_on
 
-    def recording(spark_, wh, snap, req, now_ms, requested_by):
+    def recording(spark_, wh, *args):
         during[wh.root.parent.name] = {k: spark.conf.get(k, None) for k in keys}
-        return original(spark_, wh, snap, req, now_ms, requested_by)
+        return original(spark_, wh, *args)
 
     monkeypatch.setattr(redrive, "_redrive_on", recording)
     request = redrive.RedriveRequest(address_pattern="orders.#", reset_deliveries=True)

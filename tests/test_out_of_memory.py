@@ -48,7 +48,8 @@ def test_the_advice_on_a_cluster_names_the_executors_and_over_connect_the_server
     assert "give the executors of spark://10.0.0.5:7077 more (spark.executor.memory)" in cluster
     executors = out_of_memory_advice("x", "2g", "local-cluster[2,1,1024]")  # a driver with executors of its own
     assert "in local mode" not in executors
-    assert "give the executors of local-cluster[2,1,1024] more" in executors
+    assert "give the executors of local-cluster[2,1,1024] more (the last number of local-cluster[N,cores,MB])" in \
+        executors
     connect = out_of_memory_advice("x", None, None)
     assert "Spark Connect server" in connect
     assert "reprocess connect-server --driver-memory" in connect

@@ -7,6 +7,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import grpc
 import pytest
 from pyspark import StorageLevel
 from tests.warehouse_state import cycle_at, kept_rdds, warehouse_state
@@ -104,13 +105,55 @@ def test_a_failed_run_frees_what_it_kept_and_a_free_that_fails_in_turn_does_not_
 
     monkeypatch.setattr(sparkutil, "unpin", gone)
     kept.clear()
-    with caplog.at_level(logging.WARNING, logger="reprocess.sparkutil"), \
-            pytest.raises(RuntimeError, match="the run's own error"):
-        failing_run()
-    assert "could not free a run's kept frames: ConnectionError: the JVM is gone" in caplog.text
-    monkeypatch.undo()
-    for k in kept:
-        sparkutil.unpin(k)
+    try:
+        with caplog.at_level(logging.WARNING, logger="reprocess.sparkutil"), \
+                pytest.raises(RuntimeError, match="the run's own error"):
+            failing_run()
+        assert caplog.text.count("could not free a kept frame: ConnectionError: the JVM is gone") == 2, \
+            "each frame is tried"
+    finally:
+        monkeypatch.undo()
+        for k in kept:
+            sparkutil.unpin(k)
+
+
+def test_a_run_whose_jvm_or_server_is_gone_does_not_try_to_free_its_frames(spark, monkeypatch):
+    """After an error that says the JVM (py4j) or the Connect server (gRPC UNAVAILABLE) no longer answers, freeing
+    would fail too, and a Connect client would first retry for minutes: the run's error is raised at once. Any
+    other error, a target's connection refused among them, frees them."""
+    from py4j.protocol import Py4JNetworkError
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    unreachable = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+    assert sparkutil.connection_lost(Py4JNetworkError("Answer from Java side is empty"))
+    assert sparkutil.connection_lost(unreachable)
+    wrapped = RuntimeError("the cycle failed")
+    wrapped.__cause__ = unreachable
+    assert sparkutil.connection_lost(wrapped)
+    assert not sparkutil.connection_lost(SparkConnectGrpcException("bad plan",
+                                                                   grpc_status_code=grpc.StatusCode.INTERNAL))
+    assert not sparkutil.connection_lost(ConnectionRefusedError("amqp://127.0.0.1:5672"))
+    assert not sparkutil.connection_lost(SystemExit(2))  # a code that is not a gRPC status
+
+    freed: list[Any] = []
+    pinned: list[Any] = []
+    monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    try:
+        for error, frees in ((unreachable, False), (ConnectionRefusedError("amqp://127.0.0.1:5672"), True)):
+            freed.clear()
+
+            def run(error: Exception = error) -> None:
+                with sparkutil.pinning() as pins:
+                    pinned.append(pins.pin(spark.range(3), StorageLevel.MEMORY_AND_DISK, False))
+                    raise error
+
+            with pytest.raises(type(error)):
+                run()
+            assert freed == ([pinned[-1]] if frees else []), error
+    finally:
+        monkeypatch.undo()
+        for df in pinned:
+            sparkutil.unpin(df)
 
 
 @pytest.mark.unit

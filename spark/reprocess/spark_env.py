@@ -96,7 +96,10 @@ def out_of_memory_advice(evidence: str, heap: str | None, master: str | None) ->
         twice = _doubled(heap)
         more = (f"Set {DRIVER_MEMORY_ENV}={twice} (twice this run's) and run again" if twice
                 else f"Set {DRIVER_MEMORY_ENV} above {heap} (say, twice it) and run again")
-    if not local:
+    if master is not None and master.startswith("local-cluster["):
+        # its executors get the URL's memory (MB each), and Spark refuses a spark.executor.memory above it
+        more += f", or give the executors of {master} more (the last number of local-cluster[N,cores,MB])"
+    elif not local:
         more += f", or give the executors of {master} more (spark.executor.memory)"
     return (f"Spark ran out of memory ({evidence}). {had} Nothing is lost: a run stopped before its commit is "
             f"resumed or redone by the next run. {more}; the README's \"Sizing and speed\" gives the heap per batch "

@@ -668,9 +668,14 @@ class Pinned:
         return kept
 
     def free(self) -> None:
+        """Free every frame, the last kept first (the outcomes before the merged rows they were made from). One that
+        cannot be freed is logged and the others are freed still: freeing never fails a run, nor hides its error."""
         frames, self._frames = self._frames, []
-        for df in frames:
-            unpin(df)
+        for df in reversed(frames):
+            try:
+                unpin(df)
+            except Exception as exc:  # noqa: BLE001 - a kept frame is memory, not data: never worth a run
+                log.warning("could not free a kept frame: %s", error_text(exc))
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -679,15 +684,33 @@ class Pinned:
 @contextmanager
 def pinning() -> Iterator[Pinned]:
     """A run's kept frames (:class:`Pinned`), freed when it ends, by an error too: a long-lived driver (a Connect
-    server, a test worker, a notebook) would otherwise keep a failed run's cached frames until it stops. A run that
-    commits frees them itself, as soon as it no longer reads them. Freeing after an error that took the JVM or the
-    server with it fails in turn: that is logged, and the run's own error is the one raised."""
+    server, a test worker, a notebook) would otherwise keep a failed run's cached frames until it stops. A committing
+    run frees them itself once it has committed.
+
+    Not freed: after an error that says the JVM or the Connect server no longer answers (:func:`connection_lost`),
+    where every call would fail too and a Connect client retries for minutes first; and after an interrupt or a
+    timeout (not an ``Exception``), which may have cut a py4j call short, whose answer the next call would read."""
     pins = Pinned()
     try:
         yield pins
-    finally:
-        if len(pins):
+    except Exception as exc:
+        if not connection_lost(exc):
+            pins.free()
+        raise
+    pins.free()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it came from, says the driver's JVM (py4j) or the Spark Connect server
+    (gRPC ``UNAVAILABLE``) no longer answers."""
+    for error in _chain(exc):
+        if type(error).__name__ == "Py4JNetworkError":
+            return True
+        status = getattr(error, "getGrpcStatusCode", None) or getattr(error, "code", None)
+        if callable(status):
             try:
-                pins.free()
-            except Exception as exc:  # noqa: BLE001 - the run's own error, if any, is the one to report
-                log.warning("could not free a run's kept frames: %s", error_text(exc))
+                if getattr(status(), "name", None) == "UNAVAILABLE":
+                    return True
+            except Exception:  # noqa: BLE001,S112 - some other error's code(), which takes arguments or fails
+                continue
+    return False
