@@ -677,9 +677,6 @@ class Pinned:
             except Exception as exc:  # noqa: BLE001 - a kept frame is memory, not data: never worth a run
                 log.warning("could not free a kept frame: %s", error_text(exc))
 
-    def __len__(self) -> int:
-        return len(self._frames)
-
 
 @contextmanager
 def pinning() -> Iterator[Pinned]:
