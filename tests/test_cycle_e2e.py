@@ -266,6 +266,36 @@ def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_
     assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True]
 
 
+def test_a_committed_runs_summary_names_its_data_docs_only_while_they_are_there(tmp_path, monkeypatch):
+    """A summary read back later (``reprocess run`` of a committed as-of, a DAG run's note) names the Data Docs path
+    it was written with only while the docs are there: the run log's mark says so without a request; without the
+    mark (removed past the retention, or a run committed before the mark existed) the store is asked, and a removed
+    path becomes None, which people read as removed."""
+    from reprocess.orchestration import summary_markdown
+    from reprocess.storage.commit import Warehouse, with_docs_state
+
+    wh = Warehouse(tmp_path / "wh")
+    index = str(wh.path("runs", "r", "data_docs", "index.html"))
+    summary = {"validation": {"suites": {"run": 1}, "data_docs": index, "seconds": 1.0}, "due": 1}
+    asked: list[str] = []
+    monkeypatch.setattr(wh, "exists", lambda location: asked.append(location) or Warehouse.exists(wh, location))
+    assert with_docs_state(wh, {"run_id": "r", "data_docs": True}, summary) is summary  # the mark: no request
+    assert asked == []
+    gone = with_docs_state(wh, {"run_id": "r"}, summary)
+    assert (gone["validation"]["data_docs"], gone["validation"]["suites"], gone["due"]) == (None, {"run": 1}, 1)
+    assert summary["validation"]["data_docs"] == index  # the summary read is not changed
+    assert asked == [index]
+    wh.write_bytes(index, b"<html/>")  # a run from before the mark, its docs still there
+    assert with_docs_state(wh, {"run_id": "r"}, summary)["validation"]["data_docs"] == index
+    assert with_docs_state(wh, {"run_id": "r"}, {"due": 1}) == {"due": 1}  # no GX gate: nothing to say
+    run = {"run_id": "r", "as_of": "2026-11-21T10:05:00Z", "dead_lettered": {"total": 0}, "conservation": {"ok": True},
+           "ingested": 1, "quarantined": 0, "duplicates": 0, "due": 1, "delivered": 1, "rescheduled": 0, "waiting": 0,
+           "lateness_ms": {"p50": 0, "p99": 0}}
+    assert f"Data Docs: `{index}`." in summary_markdown({**run, **summary}, run["as_of"], dry_run=False)
+    assert "Data Docs: removed (older than the Data Docs retention)." in summary_markdown({**run, **gone},
+                                                                                          run["as_of"], dry_run=False)
+
+
 def test_data_docs_that_cannot_be_removed_keep_their_mark_and_the_run_goes_on_unless_its_lease_is_lost(
         tmp_path, monkeypatch, caplog):
     """The removal comes after the re-drive, before the commit: a store that will not delete must not fail a run

@@ -553,8 +553,10 @@ def test_dry_run_reports_and_commits_nothing(spark, tmp_path):
 
 def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summaries_stay(spark, tmp_path):
     """A committing cycle removes the Data Docs of cycles whose as-of is more than ``data_docs_days`` before its own
-    (logical time: the wall clock plays no part), takes their mark off the run log, and keeps their summaries; with
-    no retention (None) it removes none."""
+    (logical time: the wall clock plays no part), takes their mark off the run log, and keeps their summaries,
+    which then say the docs are gone; with no retention (None) it removes none."""
+    from reprocess.cli import render_summary
+    from reprocess.orchestration import read_summary, summary_markdown
     from reprocess.storage.commit import Warehouse
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z")])
@@ -564,12 +566,25 @@ def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summa
         return (wh.root / "runs" / run_id / "data_docs" / "index.html").is_file()
 
     a = cycle(spark, tmp_path, "2026-11-21T10:05:00Z", data_docs_days=1)["run_id"]
-    b = cycle(spark, tmp_path, "2026-11-22T10:05:00Z", data_docs_days=1)["run_id"]
+    first_b = cycle(spark, tmp_path, "2026-11-22T10:05:00Z", data_docs_days=1)
+    b = first_b["run_id"]
     assert (docs(a), docs(b)) == (True, True)  # a is exactly one day older than b: not more, so kept
     c = cycle(spark, tmp_path, "2026-11-22T12:00:00Z", data_docs_days=1)["run_id"]
     assert (docs(a), docs(b), docs(c)) == (False, True, True)
     assert (wh.root / "runs" / a / "summary.json").is_file()
     assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True]
+    # a run asked again of a committed as-of reports its docs as they are now, from the CLI and from a DAG
+    again_a = cycle(spark, tmp_path, "2026-11-21T10:05:00Z", data_docs_days=1)
+    again_b = cycle(spark, tmp_path, "2026-11-22T10:05:00Z", data_docs_days=1)
+    assert (again_a["already_committed"], again_a["run_id"], again_a["validation"]["data_docs"]) == (True, a, None)
+    assert "Data Docs: removed (older than the Data Docs retention)" in render_summary(again_a)
+    assert again_b["validation"]["data_docs"] == first_b["validation"]["data_docs"]
+    assert f"Data Docs: {first_b['validation']['data_docs']}" in render_summary(again_b)
+    dag_a = read_summary(str(tmp_path / "wh"), "2026-11-21T10:05:00Z")
+    assert dag_a is not None
+    assert dag_a["validation"]["data_docs"] is None
+    assert "Data Docs: removed (older than" in summary_markdown(dag_a, "2026-11-21T10:05:00Z", dry_run=False)
+    assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True]  # asking changed nothing
     d = cycle(spark, tmp_path, "2026-11-24T12:00:00Z", data_docs_days=None)["run_id"]  # None: all kept
     assert (docs(b), docs(c), docs(d)) == (True, True, True)
     assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True, True]

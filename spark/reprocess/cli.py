@@ -619,6 +619,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def render_summary(s: dict[str, Any]) -> str:
     """A short human summary of a run."""
+    from reprocess.storage.commit import docs_text
+
     if s.get("dry_run"):
         return "".join(f"{k:>28}: {v}\n" for k, v in s.items())
     dl = s["dead_lettered"]
@@ -636,7 +638,7 @@ def render_summary(s: dict[str, Any]) -> str:
     ]
     if s.get("validation"):
         v = s["validation"]
-        lines.append(f"  GX suites passed ({', '.join(v['suites'])}) in {v['seconds']}s; Data Docs: {v['data_docs']}")
+        lines.append(f"  GX suites passed ({', '.join(v['suites'])}) in {v['seconds']}s; Data Docs: {docs_text(v)}")
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,7 @@ from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
-from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, run_summary
+from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, docs_text, run_summary, with_docs_state
 from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,10 @@ def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
     """The committed summary of the run as of ``as_of`` (None for a dry run, which commits nothing)."""
     wh = open_reader(warehouse)
     runs = wh.latest().runs_at(as_of_ms(as_of))  # the last: a follow-up after a target outage
-    return run_summary(wh, runs[-1]) if runs else None
+    if not runs:
+        return None
+    summary = run_summary(wh, runs[-1])
+    return None if summary is None else with_docs_state(wh, runs[-1], summary)
 
 
 def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -124,7 +127,7 @@ def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
     if validation is None:
         log.warning("run %s committed without the GX gate (validation turned off)", summary["run_id"])
     else:
-        log.info("GX suites passed: %s; Data Docs: %s", validation["suites"], validation["data_docs"])
+        log.info("GX suites passed: %s; Data Docs: %s", validation["suites"], docs_text(validation))
     return {"checked": True, "conservation": summary["conservation"], "validation": validation}
 
 
@@ -156,7 +159,8 @@ def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) 
         f"p99 {summary['lateness_ms']['p99']} ms. Conservation: "
         + ("OK" if all(summary["conservation"].values()) else "**BROKEN**") + ".",
         *([f"GX suites passed ({', '.join(summary['validation']['suites'])}); Data Docs: "
-           f"`{summary['validation']['data_docs']}`."] if summary.get("validation") else []),
+           + (f"`{summary['validation']['data_docs']}`." if summary["validation"]["data_docs"]
+              else docs_text(summary["validation"]) + ".")] if summary.get("validation") else []),
     ])
 
 

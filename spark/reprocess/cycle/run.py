@@ -80,6 +80,7 @@ from reprocess.storage.commit import (
     expire_data_docs,
     open_warehouse,
     run_summary,
+    with_docs_state,
 )
 from reprocess.storage.read import naming_damaged_files
 from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
@@ -174,7 +175,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
         done = snap.runs_at(opts.as_of_ms)
         if done:
             last = done[-1]
-            summary = run_summary(wh, last) or {"run_id": last["run_id"]}
+            summary = with_docs_state(wh, last, run_summary(wh, last) or {"run_id": last["run_id"]})
             left = summary.get("target_down", {}).get("left_due", 0)
             if left and snap.as_of_ms == opts.as_of_ms:
                 follow_up = f"{run_id}-{len(done) + 1}"

@@ -226,6 +226,24 @@ def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
     return doc
 
 
+def with_docs_state(wh: Any, entry: Mapping[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` of the committed run ``entry`` as it stands now in warehouse ``wh``: the ``validation.data_docs``
+    path it names, written when the run committed, is None once the retention has removed those docs
+    (:func:`expire_data_docs`). The entry's mark says they are there without a request; without it (removed, or a run
+    committed before the mark existed) the store is asked."""
+    validation: dict[str, Any] = summary.get("validation") or {}
+    path = validation.get("data_docs")
+    if not path or entry.get("data_docs") or wh.exists(path):
+        return summary
+    return {**summary, "validation": {**validation, "data_docs": None}}
+
+
+def docs_text(validation: Mapping[str, Any]) -> str:
+    """Where a run's Data Docs are, for people: the path, or that the retention removed them."""
+    path = validation.get("data_docs")
+    return str(path) if path else "removed (older than the Data Docs retention)"
+
+
 def commit_conflict(name: str, base: Snapshot) -> CommitConflictError:
     """What the loser of a commit race gets: snapshot ``name`` was created by another writer after ``base``."""
     return CommitConflictError(f"snapshot {name} already exists: another run committed after version "
