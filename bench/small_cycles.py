@@ -85,8 +85,26 @@ def main() -> int:
     parser.add_argument("--alternate-cache", action="store_true",
                         help="even passes cache the frames a small run checkpoints (sparkutil.truncates_plans), to "
                              "compare the two in one JVM")
+    parser.add_argument("--connect", action="store_true",
+                        help="run the cycles as a client of a Spark Connect server (reprocess connect-server, "
+                             "local[2], started for the bench) instead of in this process's driver: no py4j calls "
+                             "to count")
     parser.add_argument("--results", default=None, help="append the JSON figures to this file (JSON lines)")
     args = parser.parse_args()
+    if args.connect:
+        from reprocess.connect_server import free_port, running_server
+
+        port = free_port()
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
+        log = Path(args.workdir).with_name(Path(args.workdir).name + "-server.log")
+        with running_server(port, log, ["--master", "local[2]", "--driver-memory", "2g"],
+                            {**os.environ, "REPROCESS_SHUFFLE_PARTITIONS": "2"}):
+            return bench(args, f"sc://localhost:{port}")
+    return bench(args, None)
+
+
+def bench(args: argparse.Namespace, remote: str | None) -> int:
+    """The passes of cycles, in this process's driver or (``remote``) as a client of that Connect server."""
 
     import shutil
     from datetime import UTC, datetime
@@ -96,6 +114,7 @@ def main() -> int:
     from reprocess.cycle.run import CycleOptions, run_cycle
     from reprocess.landing.generate import GenerateOptions, write_landing
     from reprocess.sparkutil import build_session, truncates_plans
+    from reprocess.storage.hadoop_fs import plugin_request
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.workdir)
@@ -104,14 +123,17 @@ def main() -> int:
     write_landing(GenerateOptions(out=work / "landing", messages=args.messages, hours=args.cycles, seed=11,
                                   start=start))
     calls = Py4jCalls()
-    spark = build_session("bench-small-cycles", shuffle_partitions=2)
-    spark.sparkContext.setLogLevel("ERROR")
-    calls.install()
+    if remote:
+        spark = build_session("bench-small-cycles", remote=remote)
+    else:
+        spark = build_session("bench-small-cycles", shuffle_partitions=2)
+        spark.sparkContext.setLogLevel("ERROR")
+        calls.install()
     policies = load_config(None)
     t0_ms = int(start.timestamp() * 1000)
     rows: list[dict[str, Any]] = []
     print(f"{args.messages} messages over {args.cycles} hours; {args.passes} passes of {args.cycles} cycles, "
-          f"master {spark.sparkContext.master}")
+          f"{'Connect server ' + remote if remote else 'master ' + str(spark.sparkContext.master)}")
     print(f"{'pass':>4} {'cycle':>5} {'seconds':>8} {'ingested':>8} {'due':>5} {'py4j calls':>10} "
           f"{'round trips s':>12} {'frames':>10} {'kept':>4}")
     for p in range(1, args.passes + 1):
@@ -126,7 +148,9 @@ def main() -> int:
                                               as_of_ms=t0_ms + c * HOUR_MS, target="outbox"))
             seconds = time.perf_counter() - t0
             by_module, quick = calls.take()
-            kept = len(spark.sparkContext._jsc.sc().getRDDStorageInfo())  # cached or checkpointed, not freed
+            # RDDs cached or checkpointed, not freed
+            kept = (len(plugin_request(spark, "kept")) if remote  # type: ignore[arg-type]
+                    else len(spark.sparkContext._jsc.sc().getRDDStorageInfo()))
             checkpoint = run_module.truncates_plans(spark, True)  # what a small run of this driver did
             rows.append({"pass": p, "cycle": c, "checkpoint": checkpoint, "seconds": round(seconds, 2),
                          "ingested": s["ingested"], "due": s["due"], "kept_rdds": kept,
@@ -157,7 +181,7 @@ def main() -> int:
     if args.results:
         with open(args.results, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"bench": "small_cycles", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                                 "messages": args.messages, "cycles": rows}) + "\n")
+                                 "messages": args.messages, "connect": remote is not None, "cycles": rows}) + "\n")
     return 0
 
 

@@ -291,6 +291,60 @@ def test_a_killed_clients_job_is_stopped_before_the_next_run_and_delivers_nothin
     assert_committed_cleanly(wh)
 
 
+_CHECKPOINTING_CLIENT = """
+import json, sys
+from reprocess import sparkutil
+from reprocess.sparkutil import build_session
+from reprocess.storage.hadoop_fs import plugin_request
+from warehouse_state import cycle_at
+
+url, landing, wh, *as_ofs = sys.argv[1:]
+spark = build_session("checkpointing-client", remote=url)
+leaves = []
+pin = sparkutil.Pinned.pin
+
+def recording_pin(self, df, level, truncate):
+    kept = pin(self, df, level, truncate)
+    leaves.append(type(kept._plan).__name__)
+    return kept
+
+sparkutil.Pinned.pin = recording_pin
+
+def kept():
+    return {r.n for r in plugin_request(spark, "kept")}
+
+before, left = kept(), []
+for as_of in as_ofs:
+    cycle_at(spark, landing, wh, as_of)
+    left.append(sorted(kept() - before))
+print(json.dumps({"leaves": leaves, "left": left, "small": sparkutil.truncates_plans(spark, True),
+                  "large": sparkutil.truncates_plans(spark, False)}))
+"""
+
+
+def test_a_small_cycle_over_connect_checkpoints_its_frames_and_the_server_keeps_none_after_it(server, spark,
+                                                                                                tmp_path):
+    """A server in local mode with the store plugin checkpoints a small run's kept frames, as a local driver does
+    (sparkutil.truncates_plans), and frees them on the server when the run is done: after each cycle the server
+    keeps blocks of no RDD it did not keep before. The warehouse is the one a driver of its own commits."""
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=120, hours=2, seed=13, malformed=1))
+    as_ofs = ("2026-11-21T01:00:00Z", "2026-11-21T03:00:00Z")
+    done = subprocess.run([sys.executable, "-c", _CHECKPOINTING_CLIENT, server.url, str(landing),
+                           str(tmp_path / "wh"), *as_ofs], env=server.client_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert (out["small"], out["large"]) == (True, False)
+    # each cycle: the landing's records, the merged rows, the due ones, the outcomes
+    assert out["leaves"] == ["CachedRemoteRelation"] * 8
+    assert out["left"] == [[], []]
+    for as_of in as_ofs:
+        cycle_at(spark, landing, tmp_path / "wh-local", as_of)
+    assert warehouse_state(spark, tmp_path / "wh") == warehouse_state(spark, tmp_path / "wh-local")
+    assert_committed_cleanly(tmp_path / "wh")
+
+
 @pytest.mark.airflow
 def test_the_cycle_dag_runs_as_a_client_of_the_connect_server(server, tmp_path):
     """The DAG with ``REPROCESS_SPARK=connect`` on a warehouse at a URI (``cfile:``): the cycle's store calls go to the

@@ -157,6 +157,37 @@ def test_a_run_whose_jvm_or_server_is_gone_does_not_try_to_free_its_frames(spark
 
 
 @pytest.mark.unit
+def test_a_connect_clients_checkpoints_are_let_go_without_a_call_once_its_server_is_gone(monkeypatch):
+    """Over Spark Connect a checkpoint is a relation the server holds, which pyspark releases when the client's
+    object is collected, through a call that retries for minutes against a server that no longer answers. After a
+    lost connection the run's checkpoints no longer name their relations (nothing to release), and nothing is
+    freed; after any other error they are freed."""
+    from types import SimpleNamespace
+
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+    from pyspark.sql.connect.plan import CachedRemoteRelation
+
+    freed: list[Any] = []
+    monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    monkeypatch.setattr(sparkutil, "pin", lambda df, level, truncate: df)
+    unreachable = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+    for error, frees in ((unreachable, False), (RuntimeError("a failed suite"), True)):
+        freed.clear()
+        relation = CachedRemoteRelation("rel-1", None)  # type: ignore[arg-type]  # no session: its release is a no-op
+        frame, other = SimpleNamespace(_plan=relation), SimpleNamespace(_plan=None)
+
+        def run(error: Exception = error, frames: tuple[Any, ...] = (frame, other)) -> None:
+            with sparkutil.pinning() as pins:
+                for df in frames:
+                    pins.pin(df, StorageLevel.MEMORY_AND_DISK, True)
+                raise error
+
+        with pytest.raises(type(error)):
+            run()
+        assert (freed, relation._relation_id) == (([other, frame], "rel-1") if frees else ([], None)), error
+
+
+@pytest.mark.unit
 def test_only_a_driver_that_runs_its_tasks_itself_checkpoints():
     assert [m for m in ("local", "local[2]", "local[*]", "local[4,3]", "local-cluster[2,1,1024]",
                         "spark://127.0.0.1:7077", "yarn", "k8s://https://10.0.0.1:443") if tasks_in_driver(m)] == [

@@ -313,6 +313,38 @@ class JvmFs:
             fs.delete(path, recursive)
 
 
+def plugin_request(session: ConnectSession, op: str, **args: Any) -> list[Any]:
+    """One request ``op`` with ``args`` to the Connect server's ``reprocess.connect.StorePlugin``: its rows. A
+    :class:`ConfigError` that says how to load the plugin when the server has none."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    # the nonce: the server caches plans by their bytes, and a repeated call (a listing, say) must run again
+    payload = json.dumps({"op": op, "nonce": uuid.uuid4().hex, **args}).encode("utf-8")
+
+    class _Request(LogicalPlan):
+        def __init__(self) -> None:
+            super().__init__(None)
+
+        def plan(self, session: Any) -> Any:
+            rel = self._create_proto_relation()
+            rel.extension.type_url = TYPE_URL
+            rel.extension.value = payload
+            return rel
+
+    try:
+        return DataFrame(_Request(), session).collect()
+    except PySparkException as exc:
+        if "NO_HANDLER_FOR_EXTENSION" in str(exc):
+            raise ConfigError(
+                f"the Spark Connect server cannot make the Hadoop calls of a warehouse at a URI: it has no "
+                f"{PLUGIN_CLASS}. Start it with `reprocess connect-server` (which loads it from the jar `make "
+                f"venv` builds), or set {PLUGIN_CONF}={PLUGIN_CLASS} with that jar on its driver's class path",
+                key="--remote") from None
+        raise
+
+
 class ConnectFs:
     """Through the Spark Connect server's driver JVM (``reprocess.connect.StorePlugin``): one request per call."""
 
@@ -320,33 +352,7 @@ class ConnectFs:
         self._session = session
 
     def _call(self, op: str, **args: Any) -> list[Any]:
-        from pyspark.errors import PySparkException
-        from pyspark.sql.connect.dataframe import DataFrame
-        from pyspark.sql.connect.plan import LogicalPlan
-
-        # the nonce: the server caches plans by their bytes, and a repeated call (a listing, say) must run again
-        payload = json.dumps({"op": op, "nonce": uuid.uuid4().hex, **args}).encode("utf-8")
-
-        class _Request(LogicalPlan):
-            def __init__(self) -> None:
-                super().__init__(None)
-
-            def plan(self, session: Any) -> Any:
-                rel = self._create_proto_relation()
-                rel.extension.type_url = TYPE_URL
-                rel.extension.value = payload
-                return rel
-
-        try:
-            return DataFrame(_Request(), self._session).collect()
-        except PySparkException as exc:
-            if "NO_HANDLER_FOR_EXTENSION" in str(exc):
-                raise ConfigError(
-                    f"the Spark Connect server cannot make the Hadoop calls of a warehouse at a URI: it has no "
-                    f"{PLUGIN_CLASS}. Start it with `reprocess connect-server` (which loads it from the jar `make "
-                    f"venv` builds), or set {PLUGIN_CONF}={PLUGIN_CLASS} with that jar on its driver's class path",
-                    key="--remote") from None
-            raise
+        return plugin_request(self._session, op, **args)
 
     def open(self, uri: str, capabilities: list[str]) -> tuple[str, str, list[str]]:
         from pyspark.errors import PySparkException

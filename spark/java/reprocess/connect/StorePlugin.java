@@ -31,14 +31,18 @@ import org.apache.hadoop.io.compress.CompressionCodec;
 import org.apache.hadoop.io.compress.CompressionCodecFactory;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
 import org.apache.spark.sql.connect.plugin.RelationPlugin;
+import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.storage.RDDInfo;
 
 /**
  * The warehouse's store calls for a Spark Connect client, run in the server's driver JVM: a client has no JVM of
@@ -51,6 +55,10 @@ import org.apache.spark.sql.types.StructType;
  * {@code ...overwrite.etag}), ETags, listings, deletes. A failed condition is an answer ({@code n = 0}), not an
  * error. Each request carries a nonce of the client's, so that the server's plan cache never answers a call with an
  * earlier call's rows.
+ *
+ * <p>Two requests are about the session's kept frames, not the store: {@code free} removes a client's local
+ * checkpoints and their blocks when its run is done, and {@code kept} lists the RDDs the driver keeps blocks of
+ * (see {@link #frames}).
  *
  * <p>Enabled by {@code spark.connect.extensions.relation.classes=reprocess.connect.StorePlugin} with this jar on
  * the driver's class path ({@code reprocess connect-server} sets both).
@@ -80,11 +88,50 @@ public final class StorePlugin implements RelationPlugin {
     SparkSession session = planner.session();
     try {
       JsonNode request = JSON.readTree(any[1]);
-      List<Row> rows = handle(session.sparkContext().hadoopConfiguration(), request);
+      String op = request.path("op").asText();
+      List<Row> rows = "free".equals(op) || "kept".equals(op)
+          ? frames(planner, op, request)
+          : handle(session.sparkContext().hadoopConfiguration(), request);
       return Optional.of(session.createDataFrame(rows, SCHEMA).logicalPlan());
     } catch (IOException e) {
       throw new UncheckedIOException(e.getClass().getName() + ": " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * The session's kept frames. {@code free}: the frames a client checkpointed ({@code localCheckpoint}), by the ids
+   * of their cached relations ({@code ids}): each relation is removed from the session and its checkpoint's blocks
+   * are removed from the executors, at once, where the relation's own release (when the client's object is
+   * collected) only drops the reference, and the blocks stay until this JVM's garbage collector has collected the
+   * RDD. A row per id: {@code freed} with the RDD's id, or {@code absent} (-1) for a relation the session no longer
+   * holds. {@code kept}: a row per RDD the driver keeps blocks for (cached or checkpointed), its id, for a client
+   * to check that nothing is left.
+   */
+  static List<Row> frames(SparkConnectPlanner planner, String op, JsonNode request) {
+    List<Row> rows = new ArrayList<>();
+    SparkContext sc = planner.session().sparkContext();
+    if ("kept".equals(op)) {
+      for (RDDInfo info : sc.getRDDStorageInfo()) {
+        rows.add(row("rdd", info.name(), info.id()));
+      }
+      return rows;
+    }
+    for (JsonNode id : request.path("ids")) {
+      Dataset<Row> df = planner.sessionHolder().removeCachedDataFrame(id.asText());
+      if (df == null) {
+        rows.add(row("absent", id.asText(), -1));
+        continue;
+      }
+      LogicalPlan plan = df.queryExecution().analyzed();
+      if (plan instanceof LogicalRDD) {
+        int rdd = ((LogicalRDD) plan).rdd().id();
+        sc.unpersistRDD(rdd, false);
+        rows.add(row("freed", id.asText(), rdd));
+      } else { // a relation cached some other way: its cache, if any, is the client's to unpersist
+        rows.add(row("released", id.asText(), -1));
+      }
+    }
+    return rows;
   }
 
   static List<Row> handle(Configuration conf, JsonNode request) throws IOException {
