@@ -266,12 +266,14 @@ def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_
     assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True]
 
 
-def test_a_committed_runs_summary_names_its_data_docs_only_while_they_are_there(tmp_path, monkeypatch):
+def test_a_committed_runs_summary_names_its_data_docs_only_while_they_are_there(tmp_path, monkeypatch, caplog):
     """A summary read back later (``reprocess run`` of a committed as-of, a DAG run's note) names the Data Docs path
     it was written with only while the docs are there: the run log's mark says so without a request; without the
-    mark (removed past the retention, or a run committed before the mark existed) the store is asked, and a removed
-    path becomes None, which people read as removed."""
+    mark (removed past the retention or by hand, or a run committed before the mark existed) the reader asks the
+    store where it keeps them, in its own form of path (pyarrow's reader of a warehouse at a URI takes no URI), and
+    a path that is gone becomes None. A store that cannot answer leaves the path: docs never fail a command."""
     from reprocess.orchestration import summary_markdown
+    from reprocess.storage.arrow import open_reader
     from reprocess.storage.commit import Warehouse, with_docs_state
 
     wh = Warehouse(tmp_path / "wh")
@@ -288,12 +290,28 @@ def test_a_committed_runs_summary_names_its_data_docs_only_while_they_are_there(
     wh.write_bytes(index, b"<html/>")  # a run from before the mark, its docs still there
     assert with_docs_state(wh, {"run_id": "r"}, summary)["validation"]["data_docs"] == index
     assert with_docs_state(wh, {"run_id": "r"}, {"due": 1}) == {"due": 1}  # no GX gate: nothing to say
+
+    # the writer of a warehouse at a URI named its docs by URI; the DAG's reader (pyarrow) finds them by its own path
+    at_uri = {"validation": {**summary["validation"], "data_docs": f"cfile://{index}"}}
+    reader = open_reader(f"cfile://{tmp_path / 'wh'}")
+    assert type(reader).__name__ == "ArrowWarehouse"
+    assert with_docs_state(reader, {"run_id": "r"}, at_uri) is at_uri
+    (tmp_path / "wh" / "runs" / "r" / "data_docs" / "index.html").unlink()
+    assert with_docs_state(reader, {"run_id": "r"}, at_uri)["validation"]["data_docs"] is None
+
+    def unreachable(location: str) -> bool:
+        raise OSError(f"endpoint down: {location}")
+
+    monkeypatch.setattr(wh, "exists", unreachable)
+    assert with_docs_state(wh, {"run_id": "r"}, summary) is summary
+    assert "could not tell whether run r's Data Docs are there: endpoint down" in caplog.text
+
     run = {"run_id": "r", "as_of": "2026-11-21T10:05:00Z", "dead_lettered": {"total": 0}, "conservation": {"ok": True},
            "ingested": 1, "quarantined": 0, "duplicates": 0, "due": 1, "delivered": 1, "rescheduled": 0, "waiting": 0,
            "lateness_ms": {"p50": 0, "p99": 0}}
     assert f"Data Docs: `{index}`." in summary_markdown({**run, **summary}, run["as_of"], dry_run=False)
-    assert "Data Docs: removed (older than the Data Docs retention)." in summary_markdown({**run, **gone},
-                                                                                          run["as_of"], dry_run=False)
+    assert "Data Docs: no longer there (removed past the Data Docs retention, or by hand)." in summary_markdown(
+        {**run, **gone}, run["as_of"], dry_run=False)
 
 
 def test_data_docs_that_cannot_be_removed_keep_their_mark_and_the_run_goes_on_unless_its_lease_is_lost(

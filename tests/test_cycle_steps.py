@@ -577,13 +577,13 @@ def test_data_docs_older_than_the_retention_are_removed_by_as_of_and_their_summa
     again_a = cycle(spark, tmp_path, "2026-11-21T10:05:00Z", data_docs_days=1)
     again_b = cycle(spark, tmp_path, "2026-11-22T10:05:00Z", data_docs_days=1)
     assert (again_a["already_committed"], again_a["run_id"], again_a["validation"]["data_docs"]) == (True, a, None)
-    assert "Data Docs: removed (older than the Data Docs retention)" in render_summary(again_a)
+    assert "Data Docs: no longer there (removed past the Data Docs retention, or by hand)" in render_summary(again_a)
     assert again_b["validation"]["data_docs"] == first_b["validation"]["data_docs"]
     assert f"Data Docs: {first_b['validation']['data_docs']}" in render_summary(again_b)
     dag_a = read_summary(str(tmp_path / "wh"), "2026-11-21T10:05:00Z")
     assert dag_a is not None
     assert dag_a["validation"]["data_docs"] is None
-    assert "Data Docs: removed (older than" in summary_markdown(dag_a, "2026-11-21T10:05:00Z", dry_run=False)
+    assert "Data Docs: no longer there" in summary_markdown(dag_a, "2026-11-21T10:05:00Z", dry_run=False)
     assert [r.get("data_docs") for r in wh.latest().runs] == [None, True, True]  # asking changed nothing
     d = cycle(spark, tmp_path, "2026-11-24T12:00:00Z", data_docs_days=None)["run_id"]  # None: all kept
     assert (docs(b), docs(c), docs(d)) == (True, True, True)

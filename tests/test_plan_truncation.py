@@ -168,13 +168,17 @@ def test_a_connect_clients_checkpoints_are_let_go_without_a_call_once_its_server
     from pyspark.sql.connect.plan import CachedRemoteRelation
 
     freed: list[Any] = []
+    requests: list[list[str]] = []
     monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    monkeypatch.setattr(sparkutil, "_free_checkpoints",
+                        lambda spark, relations: requests.append([r._relation_id for r in relations]))
     monkeypatch.setattr(sparkutil, "pin", lambda df, level, truncate: df)
     unreachable = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
     for error, frees in ((unreachable, False), (RuntimeError("a failed suite"), True)):
         freed.clear()
+        requests.clear()
         relation = CachedRemoteRelation("rel-1", None)  # type: ignore[arg-type]  # no session: its release is a no-op
-        frame, other = SimpleNamespace(_plan=relation), SimpleNamespace(_plan=None)
+        frame, other = SimpleNamespace(_plan=relation, sparkSession=None), SimpleNamespace(_plan=None)
 
         def run(error: Exception = error, frames: tuple[Any, ...] = (frame, other)) -> None:
             with sparkutil.pinning() as pins:
@@ -184,7 +188,82 @@ def test_a_connect_clients_checkpoints_are_let_go_without_a_call_once_its_server
 
         with pytest.raises(type(error)):
             run()
-        assert (freed, relation._relation_id) == (([other, frame], "rel-1") if frees else ([], None)), error
+        assert (freed, requests, relation._relation_id) == (
+            ([other], [["rel-1"]], "rel-1") if frees else ([], [], None)), error
+
+
+@pytest.mark.unit
+def test_a_free_that_finds_the_server_gone_lets_the_other_frames_go_without_a_call(monkeypatch, caplog):
+    """A committed run whose server stops answering while it frees: the Connect checkpoints go in one request, and
+    once that says the server is gone, nothing else is tried (each call would retry for minutes) and the
+    checkpoints no longer name their relations."""
+    from types import SimpleNamespace
+
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+    from pyspark.sql.connect.plan import CachedRemoteRelation
+
+    requests: list[list[str]] = []
+
+    def gone(spark: Any, relations: list[Any]) -> None:
+        requests.append([r._relation_id for r in relations])
+        raise SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+
+    freed: list[Any] = []
+    monkeypatch.setattr(sparkutil, "_free_checkpoints", gone)
+    monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    monkeypatch.setattr(sparkutil, "pin", lambda df, level, truncate: df)
+    relations = [CachedRemoteRelation(f"rel-{i}", None) for i in (1, 2)]  # type: ignore[arg-type]
+    with sparkutil.pinning() as pins:
+        for df in (SimpleNamespace(_plan=relations[0], sparkSession=None), SimpleNamespace(_plan=None),
+                   SimpleNamespace(_plan=relations[1], sparkSession=None)):
+            pins.pin(df, StorageLevel.MEMORY_AND_DISK, True)  # type: ignore[arg-type]
+    assert requests == [["rel-1", "rel-2"]]
+    assert freed == []
+    assert [r._relation_id for r in relations] == [None, None]
+    assert "could not free the kept frames, the driver no longer answers" in caplog.text
+
+
+@pytest.mark.unit
+def test_a_connect_server_checkpoints_only_in_local_mode_with_a_plugin_that_frees(monkeypatch, caplog):
+    """Which Connect servers get a small run's checkpoints (sparkutil.server_frees), asked once per session: one in
+    local mode whose store plugin answers the ``kept`` request. A server without the plugin, on a cluster, or with a
+    plugin built before ``free`` (it refuses ``kept``) caches the frames; a server that no longer answers fails the
+    run as any call would."""
+    from types import SimpleNamespace
+
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    from reprocess.storage import hadoop_fs
+
+    requests: list[str] = []
+    answer: list[Exception | None] = [None]
+
+    def request(spark: Any, op: str, **args: Any) -> list[Any]:
+        requests.append(op)
+        if answer[0] is not None:
+            raise answer[0]
+        return []
+
+    monkeypatch.setattr(hadoop_fs, "plugin_request", request)
+    plugin = f"other.Plugin, {hadoop_fs.PLUGIN_CLASS}"
+
+    def server(session: str, master: str, plugins: str | None) -> Any:
+        settings = {"spark.master": master, hadoop_fs.PLUGIN_CONF: plugins}
+        return SimpleNamespace(session_id=session, conf=SimpleNamespace(get=lambda k, d=None: settings.get(k) or d))
+
+    assert sparkutil.server_frees(server("a", "local[2]", plugin))
+    assert sparkutil.server_frees(server("a", "local[2]", plugin))  # the session's answer, not asked again
+    assert requests == ["kept"]
+    assert not sparkutil.server_frees(server("b", "local[2]", None))
+    assert not sparkutil.server_frees(server("c", "spark://127.0.0.1:7077", plugin))
+    assert requests == ["kept"]
+    answer[0] = RuntimeError("IllegalArgumentException: unknown request kept")
+    assert not sparkutil.server_frees(server("d", "local[*]", plugin))
+    assert "cannot free a run's checkpoints" in caplog.text
+    answer[0] = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+    with pytest.raises(SparkConnectGrpcException):
+        sparkutil.server_frees(server("e", "local[*]", plugin))
+    assert not sparkutil.truncates_plans(server("a", "local[2]", plugin), small=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.unit

@@ -628,18 +628,47 @@ def truncates_plans(spark: SparkSession, small: bool) -> bool:
     a checkpoint's blocks are kept by the executors that computed them, with no plan to compute them again, so on a
     cluster a lost executor would fail the run; in local mode the executor is the driver. Over Spark Connect, the
     same for a server in local mode that has the store plugin, which frees a checkpoint's blocks when the run is
-    done (:func:`unpin`; a warm small cycle over Connect a median 2.3 s against 5.2 s, bench/RESULTS.md, fifty-second
-    run); without the plugin the frames are cached."""
+    done (:func:`unpin`; a warm small cycle over Connect a median 2.2 s against 5.2 s, bench/RESULTS.md, fifty-second
+    run; :func:`server_frees`); without the plugin the frames are cached."""
     from reprocess.spark_env import tasks_in_driver
 
     if not small:
         return False
     if is_remote(spark):
-        from reprocess.storage.hadoop_fs import PLUGIN_CLASS, PLUGIN_CONF
-
-        plugins = spark.conf.get(PLUGIN_CONF, "") or ""
-        return PLUGIN_CLASS in plugins.split(",") and tasks_in_driver(spark.conf.get("spark.master", "") or "")
+        return server_frees(spark)
     return tasks_in_driver(str(spark.sparkContext.master))
+
+
+_SERVER_FREES: dict[str, bool] = {}  # a Connect session's id -> server_frees's answer
+
+
+def server_frees(spark: SparkSession) -> bool:
+    """Whether the Spark Connect server of session ``spark`` can keep a run's frames as local checkpoints and free
+    them: it runs in local mode and loads a store plugin that takes the ``kept`` and ``free`` requests (a build from
+    before them takes neither, and its server caches the frames, as before). Asked once per session: two settings
+    and one request."""
+    key = str(spark.session_id)  # type: ignore[attr-defined]
+    if key not in _SERVER_FREES:
+        _SERVER_FREES[key] = _asks_server(spark)
+    return _SERVER_FREES[key]
+
+
+def _asks_server(spark: SparkSession) -> bool:
+    from reprocess.spark_env import tasks_in_driver
+    from reprocess.storage.hadoop_fs import PLUGIN_CLASS, PLUGIN_CONF, plugin_request
+
+    plugins = {name.strip() for name in (spark.conf.get(PLUGIN_CONF, "") or "").split(",")}
+    if PLUGIN_CLASS not in plugins or not tasks_in_driver(spark.conf.get("spark.master", "") or ""):
+        return False
+    try:
+        plugin_request(spark, "kept")  # type: ignore[arg-type]
+    except Exception as exc:
+        if connection_lost(exc):
+            raise
+        log.warning("the Spark Connect server's %s cannot free a run's checkpoints (%s): small runs cache their "
+                    "frames; restart the server from this version's venv", PLUGIN_CLASS, error_text(exc))
+        return False
+    return True
 
 
 def pin(df: DataFrame, level: StorageLevel, truncate: bool) -> DataFrame:
@@ -662,11 +691,8 @@ def unpin(df: DataFrame) -> None:
         relation = _checkpointed_relation(df)
         if relation is None:
             df.unpersist()
-            return
-        from reprocess.storage.hadoop_fs import plugin_request
-
-        plugin_request(df.sparkSession, "free", ids=[relation._relation_id])  # type: ignore[arg-type]
-        relation._relation_id = None
+        else:
+            _free_checkpoints(df.sparkSession, [relation])
         return
     if df.is_cached:
         df.unpersist()
@@ -684,6 +710,16 @@ def _checkpointed_relation(df: DataFrame) -> Any:
     return plan if isinstance(plan, CachedRemoteRelation) and plan._relation_id is not None else None
 
 
+def _free_checkpoints(spark: SparkSession, relations: list[Any]) -> None:
+    """Free these Connect checkpoints (:func:`_checkpointed_relation`) in one request to the store plugin, and take
+    their ids off the client's objects."""
+    from reprocess.storage.hadoop_fs import plugin_request
+
+    plugin_request(spark, "free", ids=[r._relation_id for r in relations])  # type: ignore[arg-type]
+    for relation in relations:
+        relation._relation_id = None
+
+
 class Pinned:
     """The frames one run keeps (:func:`pin`), freed together by :meth:`free`; :func:`pinning` frees what is left
     however the run ends."""
@@ -697,13 +733,25 @@ class Pinned:
         return kept
 
     def free(self) -> None:
-        """Free every frame, the last kept first (the outcomes before the merged rows they were made from). One that
-        cannot be freed is logged and the others are freed still: freeing never fails a run, nor hides its error."""
+        """Free every frame, the last kept first (the outcomes before the merged rows they were made from); a Connect
+        client's checkpoints in one request. One that cannot be freed is logged and the others are freed still:
+        freeing never fails a run, nor hides its error. Once the driver or the server no longer answers, the rest
+        are let go without a call (:meth:`forget`)."""
         frames, self._frames = self._frames, []
-        for df in reversed(frames):
+        remote = [df for df in frames if _checkpointed_relation(df) is not None]
+        frees = [functools.partial(unpin, df) for df in reversed(frames) if _checkpointed_relation(df) is None]
+        if remote:  # a Connect client's checkpoints: one request for all
+            frees.insert(0, functools.partial(_free_checkpoints, remote[0].sparkSession,
+                                              [_checkpointed_relation(df) for df in remote]))
+        for free in frees:
             try:
-                unpin(df)
+                free()
             except Exception as exc:  # noqa: BLE001 - a kept frame is memory, not data: never worth a run
+                if connection_lost(exc):  # every other call would fail too, after minutes of a Connect client's retries
+                    log.warning("could not free the kept frames, the driver no longer answers: %s", error_text(exc))
+                    self._frames = frames
+                    self.forget()
+                    return
                 log.warning("could not free a kept frame: %s", error_text(exc))
 
     def forget(self) -> None:

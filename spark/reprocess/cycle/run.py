@@ -175,7 +175,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
         done = snap.runs_at(opts.as_of_ms)
         if done:
             last = done[-1]
-            summary = with_docs_state(wh, last, run_summary(wh, last) or {"run_id": last["run_id"]})
+            summary = run_summary(wh, last) or {"run_id": last["run_id"]}
             left = summary.get("target_down", {}).get("left_due", 0)
             if left and snap.as_of_ms == opts.as_of_ms:
                 follow_up = f"{run_id}-{len(done) + 1}"
@@ -183,7 +183,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                             last["run_id"], left, follow_up)
                 return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
-            return {**summary, "already_committed": True}
+            return {**with_docs_state(wh, last, summary), "already_committed": True}
         if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
             raise OutOfOrderError(
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "

@@ -227,21 +227,27 @@ def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def with_docs_state(wh: Any, entry: Mapping[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """``summary`` of the committed run ``entry`` as it stands now in warehouse ``wh``: the ``validation.data_docs``
-    path it names, written when the run committed, is None once the retention has removed those docs
-    (:func:`expire_data_docs`). The entry's mark says they are there without a request; without it (removed, or a run
-    committed before the mark existed) the store is asked."""
+    """``summary`` of the committed run ``entry`` as it stands now in warehouse ``wh`` (any warehouse that reads):
+    the ``validation.data_docs`` path it names, written when the run committed, is None once the docs are gone
+    (removed past the retention by :func:`expire_data_docs`, or by hand). The entry's mark says they are there without
+    a request; without it (removed, or a run committed before the mark existed) the store is asked where ``wh``
+    keeps them, in its own form of path (a reader at a URI may not take the writer's). A store that cannot answer
+    leaves the path as it was: docs are information, never worth a failed command."""
     validation: dict[str, Any] = summary.get("validation") or {}
-    path = validation.get("data_docs")
-    if not path or entry.get("data_docs") or wh.exists(path):
+    if not validation.get("data_docs") or entry.get("data_docs"):
         return summary
-    return {**summary, "validation": {**validation, "data_docs": None}}
+    try:
+        there = wh.exists(str(wh.path("runs", entry["run_id"], "data_docs", "index.html")))
+    except Exception as exc:  # noqa: BLE001 - whatever the store raised: the path stays, the command answers
+        log.warning("could not tell whether run %s's Data Docs are there: %s", entry["run_id"], exc)
+        return summary
+    return summary if there else {**summary, "validation": {**validation, "data_docs": None}}
 
 
 def docs_text(validation: Mapping[str, Any]) -> str:
-    """Where a run's Data Docs are, for people: the path, or that the retention removed them."""
+    """Where a run's Data Docs are, for people: the path, or that they are no longer there."""
     path = validation.get("data_docs")
-    return str(path) if path else "removed (older than the Data Docs retention)"
+    return str(path) if path else "no longer there (removed past the Data Docs retention, or by hand)"
 
 
 def commit_conflict(name: str, base: Snapshot) -> CommitConflictError:
