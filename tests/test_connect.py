@@ -294,6 +294,7 @@ def test_a_killed_clients_job_is_stopped_before_the_next_run_and_delivers_nothin
 _CHECKPOINTING_CLIENT = """
 import json, sys
 from reprocess import sparkutil
+from reprocess.cycle import run as run_module
 from reprocess.sparkutil import build_session
 from reprocess.storage.hadoop_fs import plugin_request
 from warehouse_state import cycle_at
@@ -313,8 +314,16 @@ sparkutil.Pinned.pin = recording_pin
 def kept():
     return {r.n for r in plugin_request(spark, "kept")}
 
+def mixed(spark, small, calls=[]):
+    # the last cycle as a small batch on a large ledger runs it: the landing's records checkpointed, the
+    # ledger's frames (made from them) cached
+    calls.append(small)
+    return len(calls) % 2 == 1 and sparkutil.truncates_plans(spark, small)
+
 before, left = kept(), []
-for as_of in as_ofs:
+for i, as_of in enumerate(as_ofs):
+    if i == len(as_ofs) - 1:
+        run_module.truncates_plans = mixed
     cycle_at(spark, landing, wh, as_of)
     left.append(sorted(kept() - before))
 print(json.dumps({"leaves": leaves, "left": left, "small": sparkutil.truncates_plans(spark, True),
@@ -326,19 +335,24 @@ def test_a_small_cycle_over_connect_checkpoints_its_frames_and_the_server_keeps_
                                                                                                 tmp_path):
     """A server in local mode with the store plugin checkpoints a small run's kept frames, as a local driver does
     (sparkutil.truncates_plans), and frees them on the server when the run is done: after each cycle the server
-    keeps blocks of no RDD it did not keep before. The warehouse is the one a driver of its own commits."""
+    keeps blocks of no RDD it did not keep before; so too when a run caches frames made from a checkpoint (a small
+    batch on a large ledger: the checkpoint is freed after them). The warehouse is the one a driver of its own
+    commits."""
     landing = tmp_path / "landing"
-    write_landing(GenerateOptions(out=landing, messages=120, hours=2, seed=13, malformed=1))
-    as_ofs = ("2026-11-21T01:00:00Z", "2026-11-21T03:00:00Z")
+    write_landing(GenerateOptions(out=landing, messages=120, hours=3, seed=13, malformed=1))
+    as_ofs = ("2026-11-21T01:00:00Z", "2026-11-21T02:00:00Z", "2026-11-21T03:00:00Z")
     done = subprocess.run([sys.executable, "-c", _CHECKPOINTING_CLIENT, server.url, str(landing),
                            str(tmp_path / "wh"), *as_ofs], env=server.client_env(), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.splitlines()[-1])
     assert (out["small"], out["large"]) == (True, False)
-    # each cycle: the landing's records, the merged rows, the due ones, the outcomes
-    assert out["leaves"] == ["CachedRemoteRelation"] * 8
-    assert out["left"] == [[], []]
+    # each cycle: the landing's records, the merged rows, the due ones, the outcomes; cached, a frame keeps its plan
+    assert out["leaves"][:8] == ["CachedRemoteRelation"] * 8
+    assert out["leaves"][8] == "CachedRemoteRelation"
+    assert "CachedRemoteRelation" not in out["leaves"][9:]
+    assert len(out["leaves"]) == 12
+    assert out["left"] == [[], [], []]
     for as_of in as_ofs:
         cycle_at(spark, landing, tmp_path / "wh-local", as_of)
     assert warehouse_state(spark, tmp_path / "wh") == warehouse_state(spark, tmp_path / "wh-local")

@@ -4,6 +4,7 @@ them: the same warehouse as caching them, and nothing kept after the run."""
 from __future__ import annotations
 
 import logging
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,20 +168,20 @@ def test_a_connect_clients_checkpoints_are_let_go_without_a_call_once_its_server
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql.connect.plan import CachedRemoteRelation
 
-    freed: list[Any] = []
-    requests: list[list[str]] = []
-    monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    events: list[Any] = []
+    monkeypatch.setattr(sparkutil, "unpin", lambda df: events.append(("unpin", df.name)))
     monkeypatch.setattr(sparkutil, "_free_checkpoints",
-                        lambda spark, relations: requests.append([r._relation_id for r in relations]))
+                        lambda spark, relations: events.append(("free", [r._relation_id for r in relations])))
     monkeypatch.setattr(sparkutil, "pin", lambda df, level, truncate: df)
     unreachable = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
     for error, frees in ((unreachable, False), (RuntimeError("a failed suite"), True)):
-        freed.clear()
-        requests.clear()
+        events.clear()
         relation = CachedRemoteRelation("rel-1", None)  # type: ignore[arg-type]  # no session: its release is a no-op
-        frame, other = SimpleNamespace(_plan=relation, sparkSession=None), SimpleNamespace(_plan=None)
+        # a small landing checkpointed, then frames made from it and cached (a small batch on a large ledger)
+        frames = (SimpleNamespace(_plan=relation, sparkSession=None, name="landing"),
+                  SimpleNamespace(_plan=None, name="merged"), SimpleNamespace(_plan=None, name="final"))
 
-        def run(error: Exception = error, frames: tuple[Any, ...] = (frame, other)) -> None:
+        def run(error: Exception = error, frames: tuple[Any, ...] = frames) -> None:
             with sparkutil.pinning() as pins:
                 for df in frames:
                     pins.pin(df, StorageLevel.MEMORY_AND_DISK, True)
@@ -188,15 +189,21 @@ def test_a_connect_clients_checkpoints_are_let_go_without_a_call_once_its_server
 
         with pytest.raises(type(error)):
             run()
-        assert (freed, requests, relation._relation_id) == (
-            ([other], [["rel-1"]], "rel-1") if frees else ([], [], None)), error
+        # the cached frames, last kept first, while the relation their plans start at is still there; then it
+        assert (events, relation._relation_id) == (
+            ([("unpin", "final"), ("unpin", "merged"), ("free", ["rel-1"])], "rel-1") if frees else ([], None)), error
+
+    class Classic:  # a classic frame takes any missing attribute for a column, and asks its JVM for the schema
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError(f"asked the JVM for {name}")
+
+    assert sparkutil._checkpointed_relation(Classic()) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.unit
 def test_a_free_that_finds_the_server_gone_lets_the_other_frames_go_without_a_call(monkeypatch, caplog):
-    """A committed run whose server stops answering while it frees: the Connect checkpoints go in one request, and
-    once that says the server is gone, nothing else is tried (each call would retry for minutes) and the
-    checkpoints no longer name their relations."""
+    """A committed run whose server stops answering while it frees: once a call says the server is gone, nothing
+    else is tried (each call would retry for minutes) and the checkpoints no longer name their relations."""
     from types import SimpleNamespace
 
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
@@ -208,17 +215,18 @@ def test_a_free_that_finds_the_server_gone_lets_the_other_frames_go_without_a_ca
         requests.append([r._relation_id for r in relations])
         raise SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
 
-    freed: list[Any] = []
+    def unpin(df: Any) -> None:
+        raise SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+
     monkeypatch.setattr(sparkutil, "_free_checkpoints", gone)
-    monkeypatch.setattr(sparkutil, "unpin", freed.append)
+    monkeypatch.setattr(sparkutil, "unpin", unpin)
     monkeypatch.setattr(sparkutil, "pin", lambda df, level, truncate: df)
     relations = [CachedRemoteRelation(f"rel-{i}", None) for i in (1, 2)]  # type: ignore[arg-type]
     with sparkutil.pinning() as pins:
         for df in (SimpleNamespace(_plan=relations[0], sparkSession=None), SimpleNamespace(_plan=None),
                    SimpleNamespace(_plan=relations[1], sparkSession=None)):
             pins.pin(df, StorageLevel.MEMORY_AND_DISK, True)  # type: ignore[arg-type]
-    assert requests == [["rel-1", "rel-2"]]
-    assert freed == []
+    assert requests == []  # the cached frame's unpersist found the server gone: no request after it
     assert [r._relation_id for r in relations] == [None, None]
     assert "could not free the kept frames, the driver no longer answers" in caplog.text
 
@@ -245,25 +253,29 @@ def test_a_connect_server_checkpoints_only_in_local_mode_with_a_plugin_that_free
         return []
 
     monkeypatch.setattr(hadoop_fs, "plugin_request", request)
+    monkeypatch.setattr(sparkutil, "_SERVER_FREES", weakref.WeakKeyDictionary())
     plugin = f"other.Plugin, {hadoop_fs.PLUGIN_CLASS}"
 
-    def server(session: str, master: str, plugins: str | None) -> Any:
-        settings = {"spark.master": master, hadoop_fs.PLUGIN_CONF: plugins}
-        return SimpleNamespace(session_id=session, conf=SimpleNamespace(get=lambda k, d=None: settings.get(k) or d))
+    class Session:  # a client session: its server's settings
+        def __init__(self, master: str, plugins: str | None) -> None:
+            settings = {"spark.master": master, hadoop_fs.PLUGIN_CONF: plugins}
+            self.conf = SimpleNamespace(get=lambda k, d=None: settings.get(k) or d)
 
-    assert sparkutil.server_frees(server("a", "local[2]", plugin))
-    assert sparkutil.server_frees(server("a", "local[2]", plugin))  # the session's answer, not asked again
+    session = Session("local[2]", plugin)
+    assert sparkutil.server_frees(session)  # type: ignore[arg-type]
+    assert sparkutil.server_frees(session)  # type: ignore[arg-type]  # the session's answer, not asked again
     assert requests == ["kept"]
-    assert not sparkutil.server_frees(server("b", "local[2]", None))
-    assert not sparkutil.server_frees(server("c", "spark://127.0.0.1:7077", plugin))
-    assert requests == ["kept"]
+    assert sparkutil.server_frees(Session("local[2]", plugin))  # type: ignore[arg-type]  # another session asks
+    assert requests == ["kept", "kept"]
+    assert not sparkutil.server_frees(Session("local[2]", None))  # type: ignore[arg-type]
+    assert not sparkutil.server_frees(Session("spark://127.0.0.1:7077", plugin))  # type: ignore[arg-type]
+    assert requests == ["kept", "kept"]
     answer[0] = RuntimeError("IllegalArgumentException: unknown request kept")
-    assert not sparkutil.server_frees(server("d", "local[*]", plugin))
+    assert not sparkutil.server_frees(Session("local[*]", plugin))  # type: ignore[arg-type]
     assert "cannot free a run's checkpoints" in caplog.text
     answer[0] = SparkConnectGrpcException("server gone", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
     with pytest.raises(SparkConnectGrpcException):
-        sparkutil.server_frees(server("e", "local[*]", plugin))
-    assert not sparkutil.truncates_plans(server("a", "local[2]", plugin), small=False)  # type: ignore[arg-type]
+        sparkutil.server_frees(Session("local[*]", plugin))  # type: ignore[arg-type]
 
 
 @pytest.mark.unit

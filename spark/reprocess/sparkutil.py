@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -639,7 +640,9 @@ def truncates_plans(spark: SparkSession, small: bool) -> bool:
     return tasks_in_driver(str(spark.sparkContext.master))
 
 
-_SERVER_FREES: dict[str, bool] = {}  # a Connect session's id -> server_frees's answer
+# a Connect session -> server_frees's answer, for as long as the session object lives (not by its id, which a
+# client may fix in its URL and reuse against a restarted server)
+_SERVER_FREES: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def server_frees(spark: SparkSession) -> bool:
@@ -647,10 +650,9 @@ def server_frees(spark: SparkSession) -> bool:
     them: it runs in local mode and loads a store plugin that takes the ``kept`` and ``free`` requests (a build from
     before them takes neither, and its server caches the frames, as before). Asked once per session: two settings
     and one request."""
-    key = str(spark.session_id)  # type: ignore[attr-defined]
-    if key not in _SERVER_FREES:
-        _SERVER_FREES[key] = _asks_server(spark)
-    return _SERVER_FREES[key]
+    if spark not in _SERVER_FREES:
+        _SERVER_FREES[spark] = _asks_server(spark)
+    return _SERVER_FREES[spark]
 
 
 def _asks_server(spark: SparkSession) -> bool:
@@ -706,7 +708,8 @@ def _checkpointed_relation(df: DataFrame) -> Any:
     """The server's relation behind a Spark Connect frame that ``localCheckpoint`` returned, None for any other."""
     from pyspark.sql.connect.plan import CachedRemoteRelation
 
-    plan = getattr(df, "_plan", None)
+    # not getattr: a classic frame's __getattr__ takes a missing attribute for a column and asks its JVM for the schema
+    plan = vars(df).get("_plan") if hasattr(df, "__dict__") else None
     return plan if isinstance(plan, CachedRemoteRelation) and plan._relation_id is not None else None
 
 
@@ -734,15 +737,16 @@ class Pinned:
 
     def free(self) -> None:
         """Free every frame, the last kept first (the outcomes before the merged rows they were made from); a Connect
-        client's checkpoints in one request. One that cannot be freed is logged and the others are freed still:
-        freeing never fails a run, nor hides its error. Once the driver or the server no longer answers, the rest
-        are let go without a call (:meth:`forget`)."""
+        client's checkpoints last, in one request: a cached frame's plan may start at one of them (a small landing
+        checkpointed, the ledger's frames cached), and over Connect unpersisting it names that relation. One that
+        cannot be freed is logged and the others are freed still: freeing never fails a run, nor hides its error.
+        Once the driver or the server no longer answers, the rest are let go without a call (:meth:`forget`)."""
         frames, self._frames = self._frames, []
         remote = [df for df in frames if _checkpointed_relation(df) is not None]
         frees = [functools.partial(unpin, df) for df in reversed(frames) if _checkpointed_relation(df) is None]
-        if remote:  # a Connect client's checkpoints: one request for all
-            frees.insert(0, functools.partial(_free_checkpoints, remote[0].sparkSession,
-                                              [_checkpointed_relation(df) for df in remote]))
+        if remote:  # a Connect client's checkpoints: one request for all, after the frames that may be made of them
+            frees.append(functools.partial(_free_checkpoints, remote[0].sparkSession,
+                                           [_checkpointed_relation(df) for df in remote]))
         for free in frees:
             try:
                 free()
