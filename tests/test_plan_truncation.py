@@ -228,6 +228,15 @@ def test_a_free_that_finds_the_server_gone_lets_the_other_frames_go_without_a_ca
             pins.pin(df, StorageLevel.MEMORY_AND_DISK, True)  # type: ignore[arg-type]
     assert requests == []  # the cached frame's unpersist found the server gone: no request after it
     assert [r._relation_id for r in relations] == [None, None]
+
+    # a small run's frames, all checkpoints: the one request finds the server gone
+    relations = [CachedRemoteRelation(f"rel-{i}", None) for i in (3, 4)]  # type: ignore[arg-type]
+    with sparkutil.pinning() as pins:
+        for relation in relations:
+            frame = SimpleNamespace(_plan=relation, sparkSession=None)
+            pins.pin(frame, StorageLevel.MEMORY_AND_DISK, True)  # type: ignore[arg-type]
+    assert requests == [["rel-3", "rel-4"]]
+    assert [r._relation_id for r in relations] == [None, None]
     assert "could not free the kept frames, the driver no longer answers" in caplog.text
 
 
