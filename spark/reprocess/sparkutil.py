@@ -742,11 +742,12 @@ class Pinned:
         cannot be freed is logged and the others are freed still: freeing never fails a run, nor hides its error.
         Once the driver or the server no longer answers, the rest are let go without a call (:meth:`forget`)."""
         frames, self._frames = self._frames, []
-        remote = [df for df in frames if _checkpointed_relation(df) is not None]
-        frees = [functools.partial(unpin, df) for df in reversed(frames) if _checkpointed_relation(df) is None]
-        if remote:  # a Connect client's checkpoints: one request for all, after the frames that may be made of them
-            frees.append(functools.partial(_free_checkpoints, remote[0].sparkSession,
-                                           [_checkpointed_relation(df) for df in remote]))
+        kept = [(df, _checkpointed_relation(df)) for df in frames]
+        frees = [functools.partial(unpin, df) for df, relation in reversed(kept) if relation is None]
+        checkpoints = [(df, relation) for df, relation in kept if relation is not None]
+        if checkpoints:  # a Connect client's: one request for all, after the frames that may be made of them
+            frees.append(functools.partial(_free_checkpoints, checkpoints[0][0].sparkSession,
+                                           [relation for _, relation in checkpoints]))
         for free in frees:
             try:
                 free()
@@ -777,8 +778,8 @@ def pinning() -> Iterator[Pinned]:
 
     Not freed: after an error that says the JVM or the Connect server no longer answers (:func:`connection_lost`),
     where every call would fail too and a Connect client retries for minutes first (the frames are let go without a
-    call, :meth:`Pinned.forget`); and after an interrupt or a
-    timeout (not an ``Exception``), which may have cut a py4j call short, whose answer the next call would read."""
+    call, :meth:`Pinned.forget`); and after an interrupt or a timeout (not an ``Exception``), which may have cut a
+    py4j call short, whose answer the next call would read."""
     pins = Pinned()
     try:
         yield pins
