@@ -99,26 +99,36 @@ def drain_amqp(url: str, queues: list[str], fails: Fails) -> tuple[list[dict[str
 
 def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
                 idle_seconds: float = 1.0) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
-    """The same over STOMP (ActiveMQ): subscribe, take messages until ``idle_seconds`` pass without one."""
+    """The same over STOMP (ActiveMQ): subscribe, take messages until ``idle_seconds`` pass without one.
+
+    Each message taken is acknowledged, as the AMQP drain acknowledges each: with the broker's own acknowledgement
+    (``ack:auto``) a message dispatched while the connection closed counted as delivered and was never seen. One
+    that arrives once the drain is closing is neither taken nor acknowledged, so the broker delivers it again to
+    the next drain."""
     import stomp
 
     got: list[tuple[dict[str, str], str]] = []
     cond = threading.Condition()
+    closing = False
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def on_message(self, frame: Any) -> None:
-            with cond:
+            with cond:  # the ack goes out before the DISCONNECT, which is sent once closing is set under this lock
+                if closing:
+                    return
                 got.append((dict(frame.headers), frame.body))
+                conn.ack(frame.headers["ack"])
                 cond.notify_all()
 
     conn = stomp.Connection12([(host, port)], heartbeats=(0, 0))
     conn.set_listener("loop", Listener())
     conn.connect(wait=True)
     for i, q in enumerate(queues):
-        conn.subscribe(f"/queue/{q}", id=str(i), ack="auto")
+        conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual")
     with cond:
         while cond.wait(timeout=idle_seconds):
             pass
+        closing = True
     conn.disconnect()
     drained = _Drained(fails)
     for headers, body in got:
