@@ -709,6 +709,34 @@ def test_outbox_target_writes_due_messages_under_their_address(spark, tmp_path):
     assert ledger(spark, tmp_path)["m1"]["state"] == "DELIVERED"
 
 
+def test_an_outbox_shared_by_a_policys_target_and_the_runs_gets_every_due_message(spark, tmp_path):
+    """A policy's own target and the run's are re-driven group by group; when both are the outbox, the groups are
+    one: a message waiting under an earlier policy and a new one under a policy added since share an address, and
+    the second group's write of that address's partition replaced the first's, whose messages the ledger called
+    delivered without being in the outbox."""
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-old", "2026-11-21T10:00:00Z")])
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["due"] == 0  # waits under orders.# until 10:10
+    added = parse_policies("""
+policies:
+  - match: "orders.created"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+    target: outbox
+  - match: "orders.#"
+    profile: stepped
+    settings: {delays: [10m], max_deliveries: 3}
+""")
+    land(tmp_path / "landing", "10", "b.jsonl", [rec("m-new", "2026-11-21T10:20:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox", policies=added)
+    assert s["due"] == 2
+    rows = ledger(spark, tmp_path)
+    assert (rows["m-old"]["policy"], rows["m-new"]["policy"]) == ("orders.#", "orders.created")
+    assert {m: r["state"] for m, r in rows.items()} == {"m-old": "DELIVERED", "m-new": "DELIVERED"}
+    out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
+    assert sorted((r.message_id, r.address) for r in out) == [("m-new", "orders.created"),
+                                                              ("m-old", "orders.created")]
+
+
 def test_unknown_fields_are_kept(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", shard=3, meta={"a": [1]})])
     cycle(spark, tmp_path, "2026-11-21T10:01:00Z")

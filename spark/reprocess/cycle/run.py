@@ -88,9 +88,10 @@ from reprocess.targets.broker import TARGET_DOWN, redact
 from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from reprocess.policy.config import PolicySet
+    from reprocess.targets.base import Target
 
 log = logging.getLogger(__name__)
 
@@ -467,13 +468,11 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
-    own = {p.match: p.target for p in opts.policies.policies if p.target}
-    groups = [(spec, due.filter(F.col("policy") == match)) for match, spec in own.items()]
-    groups.append((opts.target, due.filter(~F.col("policy").isin(list(own))) if own else due))
-    for i, (spec, part) in enumerate(groups):
+    groups = _target_groups(opts)
+    for i, (spec, target, rows) in enumerate(groups):
         log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
-        target = parse_target(expand_target(spec))
-        target.redrive(part, ctx).write.mode("overwrite").parquet(ctx.stage("outcomes", f"target={i}"))
+        sent = target.redrive(due if rows is None else due.filter(rows), ctx)
+        sent.write.mode("overwrite").parquet(ctx.stage("outcomes", f"target={i}"))
     outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(outcomes_path)
     down = [r.asDict() for r in outcomes.filter(F.col("error_class") == TARGET_DOWN).limit(3).collect()]
     target_down = None
@@ -482,6 +481,29 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
         target_down = {"error": down[0]["error_message"], "partitions_stopped": len(down)}
         log.error("target failed, stopping the re-drive run_id=%s error=%s", ctx.run_id, target_down["error"])
     return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
+
+
+def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]]:
+    """The run's targets, each once, with the due rows it takes (None: all of them): a policy's own target takes
+    the rows of that policy (by the ``match`` the row was kept under), the run's target the rest. Policies naming the
+    same target (its spec with the environment's variables in), or the run's own, make one group: one write of the
+    outbox (its partitions are overwritten address by address, so a second group's write of an address replaced the
+    first's messages, which the ledger then called delivered), one connection to a broker. Each comes with its spec as
+    written, for the logs (a variable's value may be a secret)."""
+    own = {p.match: (p.target, expand_target(p.target)) for p in opts.policies.policies if p.target}
+    run_target = expand_target(opts.target)
+    written: dict[str, str] = {}  # each target's first spelling: the policies' in their order, then the run's
+    for spec, expanded in [*own.values(), (opts.target, run_target)]:
+        written.setdefault(expanded, spec)
+    groups: list[tuple[str, Target, Column | None]] = []
+    for expanded in written:
+        rows = [match for match, (_, target) in own.items() if target == expanded]
+        taken = F.col("policy").isin(rows) if rows else None
+        if expanded == run_target and own:  # the rows of every policy without a target of its own
+            rest = ~F.col("policy").isin(list(own))
+            taken = rest if taken is None else taken | rest
+        groups.append((written[expanded], parse_target(expanded), taken))
+    return groups
 
 
 def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: AnyWarehouse,
