@@ -5,9 +5,10 @@
 * ``exchange`` (default ``""``, the default exchange) and ``routing_key`` (default ``{address}``: on the
   default exchange, the queue named after the original address) map a message to where it came from;
   ``{address}`` and ``{message_id}`` are replaced. Messages are published ``mandatory`` and persistent.
-* A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``);
-  a nack, a refused or lost connection, a closed channel or a timeout is the broker failing: see
-  :mod:`reprocess.targets.broker`.
+* A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``),
+  as is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header
+  name longer than 255 bytes); a nack, a refused or lost connection, a closed channel or a timeout is the broker
+  failing: see :mod:`reprocess.targets.broker`.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class AmqpPublisher(Publisher):
         except pe.UnroutableError as exc:
             raise MessageRefused("pika.exceptions.UnroutableError",
                                  f"no queue bound for routing key {key!r} on exchange {self.exchange!r}") from exc
+        except pe.ShortStringTooLong as exc:
+            # pika refuses to encode the frame, before a byte is sent: the connection is fine, only this message
+            # cannot go (it is an AMQPError, which would otherwise stop the partition at it on every run)
+            raise MessageRefused("pika.exceptions.ShortStringTooLong", "a field of this message is longer than AMQP's "
+                                 "255 bytes for a short string (the message id, the routing key or a header's name): "
+                                 f"{str(exc)[:120]}") from exc
         except pe.NackError as exc:
             raise TargetDown(f"the broker nacked the message: {exc}") from exc
         except (pe.AMQPError, OSError) as exc:
