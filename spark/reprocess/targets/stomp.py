@@ -85,11 +85,13 @@ class StompPublisher(Publisher):
         with self.listener.cond:
             ok = self.listener.cond.wait_for(lambda: receipt in self.listener.receipts or self.listener.error,
                                              timeout=self.timeout)
+            if receipt in self.listener.receipts:  # confirmed, whatever came after it (a lost connection)
+                self.listener.receipts.discard(receipt)
+                return
             if self.listener.error:
                 raise TargetDown(self.listener.error)
             if not ok:
                 raise TargetDown(f"no receipt from the broker within {self.timeout}s")
-            self.listener.receipts.discard(receipt)
 
     def close(self) -> None:
         if self.conn.is_connected():
