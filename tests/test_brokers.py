@@ -192,6 +192,33 @@ def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spar
     assert dead.last_error_class == "pika.exceptions.ShortStringTooLong"
 
 
+def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_after_the_timeout():
+    """A listener that accepts the TCP connection and never sends STOMP's CONNECTED frame (a hung broker, a proxy in
+    front of a dead one): the publisher gives up after the target's ``timeout`` with the broker down, not never."""
+    import threading
+
+    from reprocess.targets.broker import TargetDown
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        factory = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()
+        raised: list[BaseException] = []
+
+        def connect() -> None:
+            try:
+                factory()
+            except BaseException as exc:  # noqa: BLE001 - the test reads it
+                raised.append(exc)
+
+        attempt = threading.Thread(target=connect, daemon=True)
+        attempt.start()
+        attempt.join(60)  # a guard: without a deadline of its own the connect never returns
+        assert not attempt.is_alive(), "the publisher still waits for the broker's answer"
+    (err,) = raised
+    assert isinstance(err, TargetDown)
+    assert "no CONNECTED frame within 1.0s" in str(err)
+
+
 def test_rate_limiter_spaces_messages_evenly(monkeypatch):
     clock = {"t": 100.0}
     sends = []

@@ -31,6 +31,12 @@ class _Receipts:
         self.cond = threading.Condition()
         self.receipts: set[str] = set()
         self.error: str | None = None
+        self.connected = False
+
+    def on_connected(self, frame: Any) -> None:
+        with self.cond:
+            self.connected = True
+            self.cond.notify_all()
 
     def on_receipt(self, frame: Any) -> None:
         with self.cond:
@@ -65,11 +71,19 @@ class StompPublisher(Publisher):
                                        heartbeats=(0, 0))
         self.conn.set_listener("receipts", self.listener)
         self.n = 0
+        where = f"stomp://{opts.host}:{opts.port}"
         try:
-            self.conn.connect(opts.user, opts.password, wait=True)
+            # not wait=True: stomp.py waits for the CONNECTED frame with no deadline, so a broker (or a proxy in front
+            # of a dead one) that takes the connection and never answers held the task, and the cycle its lease
+            self.conn.connect(opts.user, opts.password, wait=False)
         except (StompException, OSError) as exc:
-            raise TargetDown(f"cannot connect to stomp://{opts.host}:{opts.port}: {type(exc).__name__} {exc}") \
-                from exc
+            raise TargetDown(f"cannot connect to {where}: {type(exc).__name__} {exc}") from exc
+        with self.listener.cond:
+            self.listener.cond.wait_for(lambda: self.listener.connected or self.listener.error, timeout=self.timeout)
+            connected, error = self.listener.connected, self.listener.error
+        if not connected:
+            self.conn.transport.disconnect_socket()  # ends its receiver thread
+            raise TargetDown(f"cannot connect to {where}: {error or f'no CONNECTED frame within {self.timeout}s'}")
 
     def publish(self, rec: dict[str, Any]) -> None:
         from stomp.exception import StompException
