@@ -737,6 +737,23 @@ policies:
                                                               ("m-old", "orders.created")]
 
 
+def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry_redrives_what_was_left(
+        spark, tmp_path):
+    """A ``python:`` target's function raises ``reprocess.targets.TargetUnavailable`` when the system behind it is
+    down: as with a broker that is down, the message uses no delivery and stays due, the rest of its partition is
+    not called, and the run commits, then fails with ``TargetUnavailableError``; its retry (the same as-of)
+    re-drives what was left. Any other exception is the message's failure (test_brokers, the other tests)."""
+    from reprocess.errors import TargetUnavailableError
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(f"u-{i}", "2026-11-21T10:00:00Z") for i in range(3)])
+    with pytest.raises(TargetUnavailableError, match="3 due messages consumed no delivery"):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:unavailable")
+    assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("WAITING_RETRY", 1)}
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:always_ok")
+    assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z-2", 3, 3)
+    assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("DELIVERED", 2)}
+
+
 def test_unknown_fields_are_kept(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", shard=3, meta={"a": [1]})])
     cycle(spark, tmp_path, "2026-11-21T10:01:00Z")

@@ -5,6 +5,6 @@ delivery, ...``) and returns one outcome per message: ``message_id, delivery, ok
 error_message``. ``parse_target`` turns a ``--target`` spec into a target.
 """
 
-from reprocess.targets.base import OUTCOME_SCHEMA, Target, parse_target
+from reprocess.targets.base import OUTCOME_SCHEMA, Target, TargetUnavailable, parse_target
 
-__all__ = ["OUTCOME_SCHEMA", "Target", "parse_target"]
+__all__ = ["OUTCOME_SCHEMA", "Target", "TargetUnavailable", "parse_target"]

@@ -21,6 +21,12 @@ OUTCOME_SCHEMA = T.StructType([
 ])
 
 
+class TargetUnavailable(Exception):  # noqa: N818 - the name users raise
+    """Raised by a ``python:`` target's function when the system it delivers to is down (not this message's fault):
+    the message consumes no delivery and stays due, the rest of its partition is not called, and the run ends as
+    when a broker is down (``TargetUnavailableError``, exit 6, its retry re-drives what was left)."""
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a target may need of the run: its id, as-of, where it stages outputs and where the outbox goes."""

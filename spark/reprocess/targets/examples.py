@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from reprocess.policy.jitter import xxh64
+from reprocess.targets.base import TargetUnavailable
 
 
 class TransientError(Exception):
@@ -34,3 +35,8 @@ def always_ok(message: dict[str, Any]) -> None:
 def always_fail(message: dict[str, Any]) -> None:
     """Fails every delivery (transiently)."""
     raise TransientError("downstream is rejecting everything")
+
+
+def unavailable(message: dict[str, Any]) -> None:
+    """The downstream system is down: no message is delivered, none uses a delivery."""
+    raise TargetUnavailable("downstream is down")

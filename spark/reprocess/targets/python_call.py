@@ -3,7 +3,9 @@
 ``function(message)`` gets a dict with ``message_id``, ``address``, ``payload``, ``headers``,
 ``delivery`` (the number of this delivery), ``deliveries_before``, ``first_failed_at`` and
 ``idempotency_key`` (``<message_id>:<delivery>``). Returning is success; an exception is a failure
-whose class (module-qualified) and message are recorded.
+whose class (module-qualified) and message are recorded, except
+:class:`reprocess.targets.TargetUnavailable`: the system behind the function is down, and as with a broker
+that is down the message consumes no delivery and stays due, and the partition calls no more messages.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA
+from reprocess.targets.base import OUTCOME_SCHEMA, TargetUnavailable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,10 +61,15 @@ class PythonTarget:
         def call(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             import pandas as pd
 
+            from reprocess.targets.broker import TARGET_DOWN
+
             fn = _load(module, function)
+            down = False
             for batch in batches:
                 rows: list[tuple[Any, ...]] = []
                 for rec in batch.to_dict("records"):
+                    if down:
+                        break  # no outcome: the delivery is not consumed, the message stays due
                     delivery = int(rec["delivery"])
                     message = {
                         "message_id": rec["message_id"], "address": rec["address"], "payload": rec["payload"],
@@ -74,7 +81,11 @@ class PythonTarget:
                     try:
                         fn(message)
                         rows.append((rec["message_id"], delivery, True, None, None))
-                    except Exception as exc:  # noqa: BLE001 - any failure of user code is the message's failure
+                    except TargetUnavailable as exc:
+                        down = True
+                        rows.append((rec["message_id"], delivery, False, TARGET_DOWN,
+                                     f"python:{module}:{function}: {exc}"[:2000]))
+                    except Exception as exc:  # noqa: BLE001 - any other failure of user code is the message's
                         rows.append((rec["message_id"], delivery, False, error_class_name(exc), str(exc)[:2000]))
                 yield pd.DataFrame(rows, columns=["message_id", "delivery", "ok", "error_class", "error_message"])
 
