@@ -146,11 +146,13 @@ def test_a_target_outage_consumes_no_delivery_and_the_retry_redrives_what_was_le
                                              as_of_ms=_ms(T0 + timedelta(minutes=5)), target=target))
 
     with pytest.raises(TargetUnavailableError, match="5 due messages consumed no delivery") as err:
-        cycle("amqp://guest:secret@127.0.0.1:1/?timeout=2")  # nothing listens on port 1
+        cycle("amqp://guest:secret@127.0.0.1:1/?timeout=2&partitions=5")  # nothing listens on port 1
     assert "secret" not in str(err.value)
     snap = Warehouse(str(wh)).latest()
     (first,) = snap.runs
     assert first["summary"]["target_down"]["left_due"] == 5
+    # a message a connection: each of the five stopped (more than the three it was once counted up to)
+    assert first["summary"]["target_down"]["partitions_stopped"] == 5
     assert first["summary"]["new_messages"] == 5, "the landing batch was ingested and committed"
     rows = read_dataset(spark, str(wh), "ledger").collect()
     assert {(r.state, r.deliveries, r.next_attempt_ms) for r in rows} == {

@@ -41,11 +41,13 @@ class AmqpPublisher(Publisher):
             host=opts.host, port=opts.port, virtual_host=opts.path or "/", credentials=credentials,
             socket_timeout=opts.timeout, blocked_connection_timeout=opts.timeout, connection_attempts=1,
             stack_timeout=opts.timeout)
+        self.connection: Any = None
         try:
             self.connection = pika.BlockingConnection(params)
             self.channel = self.connection.channel()
             self.channel.confirm_delivery()
         except (pe.AMQPError, OSError) as exc:
+            self.close()  # a connection opened before its channel failed is not left open
             raise TargetDown(f"cannot connect to amqp://{opts.host}:{opts.port}: {type(exc).__name__} {exc}") \
                 from exc
 
@@ -72,7 +74,7 @@ class AmqpPublisher(Publisher):
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
-        if self.connection.is_open:
+        if self.connection is not None and self.connection.is_open:
             self.connection.close()
 
 
