@@ -38,7 +38,6 @@ from reprocess.sparkutil import (
     pinning,
     restoring_conf,
     sized_codegen,
-    truncates_plans,
 )
 from reprocess.steps import StepLog
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
@@ -117,14 +116,14 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         snap = wh.latest()
-        with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req) as small, pinning() as pins:
-            return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins, truncates_plans(spark, small))
+        with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
+            return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
 
 
 @contextmanager
-def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator[bool]:
+def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator[None]:
     """Size the re-drive's queries as a cycle's (sparkutil.fit_codegen, fit_shuffles); on exit the session's settings
-    are as they were. Gives whether the re-drive is small (it runs interpreted).
+    are as they were.
 
     The re-drive reads an id and a state per ledger row, and the DLQ's records, whose messages are among those rows. It
     sizes itself to the ledger's rows as the last commit counted them (no file is opened for it): a small ledger's
@@ -136,17 +135,14 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
         codegen = fit_codegen(spark, 0, scan_rows=rows)
         fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
         log.info("re-drive request_id=%s ledger_rows=%s codegen=%s", req.request_id, rows, codegen)
-        yield codegen == "interpreted"
+        yield
 
 
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
-                requested_by: str, pins: Pinned, truncate: bool) -> dict[str, Any]:
+                requested_by: str, pins: Pinned) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
-    by sparkutil.pinning if it fails), checkpointed with ``truncate`` (a small re-drive in a local driver or on a
-    Connect server that frees checkpoints, sparkutil.truncates_plans: the four queries over them then start at
-    their rows, not at the DLQ's and the ledger's scans, windows and joins), else cached. Each step is logged with
-    its duration (progress on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=...
-    seconds=...``."""
+    by sparkutil.pinning if it fails). Each step is logged with its duration (progress
+    on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
     steps = StepLog(log, STEPS, "request_id", req.request_id, prefix="re-drive ")
     previous = _find_audit(wh, snap, req.request_id)
     if previous is not None:
@@ -173,9 +169,9 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     if req.max_messages:
         ordered = ordered.limit(req.max_messages)
     chosen = pins.pin(ordered.select("message_id").withColumn(
-        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1), StorageLevel.MEMORY_AND_DISK_DESER, truncate)
+        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1), StorageLevel.MEMORY_AND_DISK_DESER, False)
     moved = chosen.count()
-    steps.done("select", dlq_files=len(dlq_files), moved=moved, checkpoint=truncate)
+    steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
         pins.free()
         return _commit_audit(wh, snap, snap, audit)
