@@ -754,6 +754,34 @@ def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry
     assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("DELIVERED", 2)}
 
 
+def test_a_target_whose_variables_break_its_uri_is_named_as_written_without_their_values(spark, monkeypatch):
+    """A policy's target takes secrets from the environment (``${VAR}``); a value that breaks the URI once filled in
+    (an unencoded ``/`` in a password) is a configuration error that names the target as written, never the value.
+    The targets also show their spec as written in their own errors (TARGET_DOWN rows, the summary)."""
+    from reprocess.cycle.run import _target_groups
+    from reprocess.errors import ConfigError
+
+    policies = parse_policies("""
+policies:
+  - match: "orders.#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+    target: "amqp://guest:${TEST_MQ_SECRET}@127.0.0.1:5672/%2F"
+""")
+    opts = CycleOptions(landing="unused", warehouse="unused", policies=policies, as_of_ms=0, target="outbox")
+    monkeypatch.setenv("TEST_MQ_SECRET", "fine")
+    ((spec, target, _rows), (run_spec, _, _)) = _target_groups(opts)
+    assert spec == target.spec == "amqp://guest:${TEST_MQ_SECRET}@127.0.0.1:5672/%2F"
+    assert target.opts.password == "fine"
+    assert run_spec == "outbox"
+    monkeypatch.setenv("TEST_MQ_SECRET", "s3cr/et:9")
+    with pytest.raises(ConfigError) as err:
+        _target_groups(opts)
+    assert "s3cr" not in str(err.value)
+    assert "amqp://guest:***@127.0.0.1:5672/%2F does not parse once its ${...} variables are filled in" in str(
+        err.value)
+
+
 def test_unknown_fields_are_kept(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", shard=3, meta={"a": [1]})])
     cycle(spark, tmp_path, "2026-11-21T10:01:00Z")

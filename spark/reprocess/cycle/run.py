@@ -490,7 +490,7 @@ def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]
     same target (its spec with the environment's variables in), or the run's own, make one group: one write of the
     outbox (its partitions are overwritten address by address, so a second group's write of an address replaced the
     first's messages, which the ledger then called delivered), one connection to a broker. Each comes with its spec as
-    written, for the logs (a variable's value may be a secret)."""
+    written, which its target also shows in its errors (a variable's value may be a secret)."""
     own = {p.match: (p.target, expand_target(p.target)) for p in opts.policies.policies if p.target}
     run_target = expand_target(opts.target)
     written: dict[str, str] = {}  # each target's first spelling: the policies' in their order, then the run's
@@ -503,7 +503,17 @@ def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]
         if expanded == run_target and own:  # the rows of every policy without a target of its own
             rest = ~F.col("policy").isin(list(own))
             taken = rest if taken is None else taken | rest
-        groups.append((written[expanded], parse_target(expanded), taken))
+        spec = written[expanded]
+        try:
+            target = parse_target(expanded)
+        except ConfigError:
+            if expanded == spec:
+                raise
+            # its text would quote the variables' values
+            raise ConfigError(f"target {redact(spec)} does not parse once its ${{...}} variables are filled in (a "
+                              "value may need URL-encoding)", key="target") from None
+        target.spec = spec  # what the target shows in its errors (TARGET_DOWN rows, the summary): as written
+        groups.append((spec, target, taken))
     return groups
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from reprocess.errors import ConfigError
 from reprocess.targets.broker import (
     BrokerOptions,
     BrokerTarget,
@@ -24,6 +25,7 @@ from reprocess.targets.broker import (
     TargetDown,
     message_headers,
     parse_broker_uri,
+    redact,
 )
 
 
@@ -82,6 +84,8 @@ class AmqpTarget(BrokerTarget):
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self.opts = parse_broker_uri(spec, 5672, {"exchange", "routing_key"})
+        if len(self.opts.query.get("exchange", "").encode("utf-8")) > 255:  # else every message would be refused
+            raise ConfigError(f"target {redact(spec)}: an AMQP exchange name has at most 255 bytes", key="--target")
 
     def publisher_factory(self) -> Callable[[], Publisher]:
         opts = self.opts

@@ -108,8 +108,13 @@ class StompPublisher(Publisher):
                 raise TargetDown(f"no receipt from the broker within {self.timeout}s")
 
     def close(self) -> None:
-        if self.conn.is_connected():
-            self.conn.disconnect()
+        try:
+            if self.conn.is_connected():
+                self.conn.disconnect()
+        finally:
+            # the receiver thread ends with its socket; after a broker that stopped answering, DISCONNECT gets no
+            # receipt that would close it, and a reused Python worker kept the thread and the socket
+            self.conn.transport.disconnect_socket()
 
 
 class StompTarget(BrokerTarget):
