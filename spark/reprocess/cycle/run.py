@@ -83,8 +83,8 @@ from reprocess.storage.commit import (
     with_docs_state,
 )
 from reprocess.storage.read import naming_damaged_files
-from reprocess.targets.base import OUTCOME_SCHEMA, RunContext, expand_target, parse_target
-from reprocess.targets.broker import TARGET_DOWN, redact
+from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, RunContext, expand_target, parse_target
+from reprocess.targets.broker import redact
 from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:

@@ -21,6 +21,11 @@ OUTCOME_SCHEMA = T.StructType([
 ])
 
 
+# error_class of the one outcome row a partition emits when its target is down (a broker failing, a ``python:`` target
+# raising TargetUnavailable): no later message of that partition is tried
+TARGET_DOWN = "reprocess.TargetUnavailable"
+
+
 class TargetUnavailable(Exception):  # noqa: N818 - the name users raise
     """Raised by a ``python:`` target's function when the system it delivers to is down (not this message's fault):
     the message consumes no delivery and stays due, the rest of its partition is not called, and the run ends as

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA
+from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TARGET_DOWN = "reprocess.TargetUnavailable"  # error_class of the row a partition emits when the broker fails
 HEADER_PREFIX = "x-reprocess-"
 
 

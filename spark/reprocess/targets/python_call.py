@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA, TargetUnavailable
+from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,8 +60,6 @@ class PythonTarget:
 
         def call(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             import pandas as pd
-
-            from reprocess.targets.broker import TARGET_DOWN
 
             fn = _load(module, function)
             down = False
