@@ -221,6 +221,59 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
     assert "no CONNECTED frame within 1.0s" in str(err)
 
 
+def test_a_stomp_broker_that_stops_reading_is_down_after_the_timeout_not_never():
+    """A broker that answers CONNECTED, keeps the connection open and stops reading it (hung, or a proxy whose
+    back end went away): once the socket's buffers are full, a SEND with a large payload cannot be written. The
+    publisher gives up after the target's ``timeout`` with the broker down; before, it waited in stomp.py's
+    blocking ``sendall`` for as long as the connection lived, and the cycle held its lease all that time."""
+    import threading
+    import time
+
+    from reprocess.targets.broker import TargetDown
+
+    with socket.create_server(("127.0.0.1", 0)) as stand_in:
+        port = stand_in.getsockname()[1]
+        accepted: list[socket.socket] = []
+
+        def answer_then_stop_reading() -> None:
+            conn, _ = stand_in.accept()
+            accepted.append(conn)
+            seen = b""
+            while b"\x00" not in seen:  # the CONNECT frame
+                seen += conn.recv(4096)
+            conn.sendall(b"CONNECTED\nversion:1.2\n\n\x00")
+
+        broker = threading.Thread(target=answer_then_stop_reading, daemon=True)
+        broker.start()
+        publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()()
+        broker.join(10)
+        raised: list[BaseException] = []
+        took: list[float] = []
+
+        def publish() -> None:
+            start = time.monotonic()
+            try:
+                publisher.publish({"message_id": "m-large", "address": "orders", "payload": "x" * (64 << 20),
+                                   "headers": {}, "delivery": 1})
+            except BaseException as exc:  # noqa: BLE001 - the test reads it
+                raised.append(exc)
+            finally:
+                took.append(time.monotonic() - start)
+                publisher.close()
+
+        sender = threading.Thread(target=publish, daemon=True)
+        sender.start()
+        sender.join(60)  # a guard: without a deadline of its own the send never returns
+        for conn in accepted:
+            conn.close()
+        assert not sender.is_alive(), "the publisher still waits to write to a broker that stopped reading"
+    (err,) = raised
+    assert isinstance(err, TargetDown)
+    assert "TimeoutError" in str(err)
+    assert "in 1.0s and no more" in str(err)
+    assert took[0] < 10  # one deadline of 1 s for the frame, not the connection's life
+
+
 def test_rate_limiter_spaces_messages_evenly(monkeypatch):
     clock = {"t": 100.0}
     sends = []

@@ -5,12 +5,16 @@
 ``destination`` (default ``/queue/{address}``) maps a message to where it came from; ``{address}`` and
 ``{message_id}`` are replaced. Each SEND is persistent and asks for a RECEIPT; the delivery counts once
 the receipt arrives. An ERROR frame, a refused or lost connection or a missing receipt after ``timeout``
-seconds is the broker failing: see :mod:`reprocess.targets.broker`.
+seconds is the broker failing: see :mod:`reprocess.targets.broker`, as is a frame the broker has not taken
+within ``timeout`` seconds (a broker that stopped reading its socket).
 """
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +63,34 @@ class _Receipts:
         raise AttributeError(name)
 
 
+def _send_within(transport: Any, timeout: float) -> Callable[[bytes], None]:
+    """The transport's ``send`` with a deadline: stomp.py writes a frame with a blocking ``sendall``, which waits for
+    ever once a broker that keeps the connection open stops reading it and the socket's buffers are full (a SEND with
+    a large payload, then the DISCONNECT after it). Here a frame not taken within ``timeout`` seconds raises
+    ``TimeoutError``. The socket stays blocking for the receiver thread's reads: each write is one that cannot wait."""
+
+    def send(frame: bytes) -> None:
+        from stomp.exception import NotConnectedException
+
+        sock = transport.socket
+        if sock is None:
+            raise NotConnectedException()
+        left, deadline = memoryview(frame), time.monotonic() + timeout
+        poll = select.poll()
+        poll.register(sock, select.POLLOUT)
+        while left:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not poll.poll(wait * 1000):
+                raise TimeoutError(f"the broker took {len(frame) - len(left)} of a frame's {len(frame)} bytes "
+                                   f"in {timeout}s and no more")
+            try:
+                left = left[sock.send(left, socket.MSG_DONTWAIT):]
+            except BlockingIOError:  # writable, then full again: wait for the next chance
+                continue
+
+    return send
+
+
 class StompPublisher(Publisher):
     def __init__(self, opts: BrokerOptions) -> None:
         import stomp
@@ -70,7 +102,9 @@ class StompPublisher(Publisher):
         self.conn = stomp.Connection12([(opts.host, opts.port)], reconnect_attempts_max=1, timeout=opts.timeout,
                                        heartbeats=(0, 0))
         self.conn.set_listener("receipts", self.listener)
+        self.conn.transport.send = _send_within(self.conn.transport, opts.timeout)
         self.n = 0
+        self.broken = False
         where = f"stomp://{opts.host}:{opts.port}"
         try:
             # not wait=True: stomp.py waits for the CONNECTED frame with no deadline, so a broker (or a proxy in front
@@ -95,6 +129,7 @@ class StompPublisher(Publisher):
         try:
             self.conn.send(dest, (rec["payload"] or "").encode("utf-8"), headers=headers)
         except (StompException, OSError) as exc:
+            self.broken = True  # a frame may be half written: nothing more goes on this connection
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
         with self.listener.cond:
             ok = self.listener.cond.wait_for(lambda: receipt in self.listener.receipts or self.listener.error,
@@ -109,7 +144,7 @@ class StompPublisher(Publisher):
 
     def close(self) -> None:
         try:
-            if self.conn.is_connected():
+            if self.conn.is_connected() and not self.broken:
                 self.conn.disconnect()
         finally:
             # the receiver thread ends with its socket; after a broker that stopped answering, DISCONNECT gets no
