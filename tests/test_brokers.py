@@ -3,7 +3,10 @@ started by dev/services.sh). Closed loops, headers, outage protection, rate limi
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,7 +18,7 @@ from reprocess.policy import parse_policies
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 from reprocess.targets.base import parse_target
-from reprocess.targets.broker import RateLimiter, redact
+from reprocess.targets.broker import RateLimiter, TargetDown, redact
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -197,10 +200,6 @@ def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spar
 def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_after_the_timeout():
     """A listener that accepts the TCP connection and never sends STOMP's CONNECTED frame (a hung broker, a proxy in
     front of a dead one): the publisher gives up after the target's ``timeout`` with the broker down, not never."""
-    import threading
-
-    from reprocess.targets.broker import TargetDown
-
     with socket.create_server(("127.0.0.1", 0)) as silent:
         port = silent.getsockname()[1]
         factory = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()
@@ -221,16 +220,34 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
     assert "no CONNECTED frame within 1.0s" in str(err)
 
 
+def _publish_guarded(publisher, rec: dict) -> tuple[BaseException | None, float]:
+    """Publishes ``rec``, then closes the publisher, in a thread given 60 s: a publish with no deadline of its own
+    fails the test instead of hanging it. Returns what the publish raised and how long it took."""
+    raised: list[BaseException] = []
+    took: list[float] = []
+
+    def publish() -> None:
+        start = time.monotonic()
+        try:
+            publisher.publish(rec)
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            raised.append(exc)
+        finally:
+            took.append(time.monotonic() - start)
+            publisher.close()
+
+    sender = threading.Thread(target=publish, daemon=True)
+    sender.start()
+    sender.join(60)
+    assert not sender.is_alive(), "the publisher still waits on a broker that stopped answering"
+    return (raised or [None])[0], took[0]
+
+
 def test_a_stomp_broker_that_stops_reading_is_down_after_the_timeout_not_never():
     """A broker that answers CONNECTED, keeps the connection open and stops reading it (hung, or a proxy whose
     back end went away): once the socket's buffers are full, a SEND with a large payload cannot be written. The
     publisher gives up after the target's ``timeout`` with the broker down; before, it waited in stomp.py's
     blocking ``sendall`` for as long as the connection lived, and the cycle held its lease all that time."""
-    import threading
-    import time
-
-    from reprocess.targets.broker import TargetDown
-
     with socket.create_server(("127.0.0.1", 0)) as stand_in:
         port = stand_in.getsockname()[1]
         accepted: list[socket.socket] = []
@@ -247,31 +264,56 @@ def test_a_stomp_broker_that_stops_reading_is_down_after_the_timeout_not_never()
         broker.start()
         publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()()
         broker.join(10)
-        raised: list[BaseException] = []
-        took: list[float] = []
-
-        def publish() -> None:
-            start = time.monotonic()
-            try:
-                publisher.publish({"message_id": "m-large", "address": "orders", "payload": "x" * (64 << 20),
-                                   "headers": {}, "delivery": 1})
-            except BaseException as exc:  # noqa: BLE001 - the test reads it
-                raised.append(exc)
-            finally:
-                took.append(time.monotonic() - start)
-                publisher.close()
-
-        sender = threading.Thread(target=publish, daemon=True)
-        sender.start()
-        sender.join(60)  # a guard: without a deadline of its own the send never returns
+        err, took = _publish_guarded(publisher, {"message_id": "m-large", "address": "orders",
+                                                 "payload": "x" * (64 << 20), "headers": {}, "delivery": 1})
         for conn in accepted:
             conn.close()
-        assert not sender.is_alive(), "the publisher still waits to write to a broker that stopped reading"
-    (err,) = raised
     assert isinstance(err, TargetDown)
     assert "TimeoutError" in str(err)
     assert "in 1.0s and no more" in str(err)
-    assert took[0] < 10  # one deadline of 1 s for the frame, not the connection's life
+    assert took < 10  # one deadline of 1 s for the frame, not the connection's life
+
+
+def test_an_amqp_broker_whose_confirms_stop_coming_is_down_after_the_timeout_not_never():
+    """RabbitMQ behind a proxy that, once the publisher is connected, stops passing anything on (a proxy whose
+    back end hangs; a broker that withholds confirms, as a quorum queue without its majority does, looks the same
+    to the publisher). The publish waits for its confirm only the target's ``timeout``, then the broker is down;
+    before, pika's wait ended only when the connection's heartbeat gave up, and never while heartbeats flowed."""
+    conn, ch = _amqp_queues(["hung.q"])
+    frozen = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as proxy:
+        port = proxy.getsockname()[1]
+        ends: list[socket.socket] = []
+
+        def pipe(src: socket.socket, dst: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := src.recv(65536):
+                    if not frozen.is_set():  # frozen: read and dropped, in both directions
+                        dst.sendall(data)
+
+        def accept() -> None:
+            client, _ = proxy.accept()
+            broker = socket.create_connection(("127.0.0.1", 5672))
+            ends.extend([client, broker])
+            threading.Thread(target=pipe, args=(client, broker), daemon=True).start()
+            threading.Thread(target=pipe, args=(broker, client), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+        publisher = parse_target(f"amqp://guest:guest@127.0.0.1:{port}/%2F?timeout=1").publisher_factory()()
+        rec = {"address": "hung.q", "payload": "p", "headers": {}, "delivery": 1}
+        publisher.publish({**rec, "message_id": "through"})  # the proxy passes a publish and its confirm
+        frozen.set()
+        err, took = _publish_guarded(publisher, {**rec, "message_id": "held"})
+        for end in ends:
+            end.close()
+    got = []
+    while (msg := ch.basic_get("hung.q", auto_ack=True))[0] is not None:
+        got.append(msg[1].message_id)
+    conn.close()
+    assert got == ["through"]  # "held" never reached the broker: not confirmed, not delivered
+    assert isinstance(err, TargetDown)
+    assert "no publisher confirm within 1.0s" in str(err)
+    assert took < 10
 
 
 def test_rate_limiter_spaces_messages_evenly(monkeypatch):

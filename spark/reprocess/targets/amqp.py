@@ -7,8 +7,8 @@
   ``{address}`` and ``{message_id}`` are replaced. Messages are published ``mandatory`` and persistent.
 * A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``),
   as is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header
-  name longer than 255 bytes); a nack, a refused or lost connection, a closed channel or a timeout is the broker
-  failing: see :mod:`reprocess.targets.broker`.
+  name longer than 255 bytes); a nack, a refused or lost connection, a closed channel, a timeout or no confirm within
+  ``timeout`` seconds is the broker failing: see :mod:`reprocess.targets.broker`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class AmqpPublisher(Publisher):
 
         self.pe = pe
         self.pika = pika
+        self.timeout = opts.timeout
         self.exchange = opts.query.get("exchange", "")
         self.routing_key = opts.query.get("routing_key", "{address}")
         credentials = pika.PlainCredentials(opts.user or "guest", opts.password or "guest")
@@ -58,6 +59,14 @@ class AmqpPublisher(Publisher):
         key = self.routing_key.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
         props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
                                           delivery_mode=2, content_type="application/octet-stream")
+        # pika's blocking publish waits for the broker's confirm with no deadline of its own: a broker that stays up
+        # and withholds confirms (a quorum queue that lost its majority) or a proxy that stopped forwarding held the
+        # task until the connection's heartbeat gave up, and with heartbeats flowing never. The deadline ends the
+        # connection the way pika's own blocked-connection timeout does (on its I/O loop, the one the wait runs),
+        # and the wait raises its error: the broker down, this message not confirmed.
+        impl = self.connection._impl
+        deadline = impl._adapter_call_later(self.timeout, lambda: impl._terminate_stream(pe.AMQPConnectionError(
+            f"no publisher confirm within {self.timeout}s")))
         try:
             self.channel.basic_publish(self.exchange, key, (rec["payload"] or "").encode("utf-8"), props,
                                        mandatory=True)
@@ -74,6 +83,8 @@ class AmqpPublisher(Publisher):
             raise TargetDown(f"the broker nacked the message: {exc}") from exc
         except (pe.AMQPError, OSError) as exc:
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            impl._adapter_remove_timeout(deadline)
 
     def close(self) -> None:
         if self.connection is not None and self.connection.is_open:
