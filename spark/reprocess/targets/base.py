@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import types as T
 
 from reprocess.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame
 
 OUTCOME_SCHEMA = T.StructType([
@@ -24,6 +26,33 @@ OUTCOME_SCHEMA = T.StructType([
 # error_class of the one outcome row a partition emits when its target is down (a broker failing, a ``python:`` target
 # raising TargetUnavailable): no later message of that partition is tried
 TARGET_DOWN = "reprocess.TargetUnavailable"
+
+
+def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, Any]], None],
+                 failure: Callable[[Exception], tuple[str, str] | None]) -> Iterator[pd.DataFrame]:
+    """One partition's outcomes (OUTCOME_SCHEMA's columns), for the targets that deliver message by message in the
+    executors (the brokers, ``python:``). ``deliver(rec)`` returning is a delivery; an exception it raises is given to
+    ``failure``, which names it ``(error_class, message)``, or None to let it end the task. ``TARGET_DOWN`` stops the
+    partition: its row is the last, and the messages after it get no row (no delivery used, they stay due)."""
+    import pandas as pd
+
+    down = False
+    for batch in batches:
+        rows: list[tuple[Any, ...]] = []
+        for rec in batch.to_dict("records"):
+            if down:
+                break
+            delivery = int(rec["delivery"])
+            try:
+                deliver(rec)
+                rows.append((rec["message_id"], delivery, True, None, None))
+            except Exception as exc:
+                named = failure(exc)
+                if named is None:
+                    raise
+                down = named[0] == TARGET_DOWN
+                rows.append((rec["message_id"], delivery, False, named[0], named[1][:2000]))
+        yield pd.DataFrame(rows, columns=OUTCOME_SCHEMA.fieldNames())
 
 
 class TargetUnavailable(Exception):  # noqa: N818 - the name users raise

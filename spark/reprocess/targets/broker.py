@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN
+from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, deliver_each
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,32 +164,25 @@ class BrokerTarget:
         shown = redact(self.spec)
 
         def publish_all(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            import pandas as pd
-
-            columns = ["message_id", "delivery", "ok", "error_class", "error_message"]
             limiter = RateLimiter(per_partition_rate)
             publisher: Publisher | None = None
-            down = False
+
+            def publish(rec: dict[str, Any]) -> None:
+                nonlocal publisher
+                if publisher is None:
+                    publisher = factory()  # a connection refused here is the broker down too
+                limiter.wait()
+                publisher.publish(rec)
+
+            def failure(exc: Exception) -> tuple[str, str] | None:
+                if isinstance(exc, MessageRefused):
+                    return exc.error_class, str(exc)
+                if isinstance(exc, TargetDown):
+                    return TARGET_DOWN, f"{shown}: {exc}"
+                return None
+
             try:
-                for batch in batches:
-                    rows: list[tuple[Any, ...]] = []
-                    for rec in batch.to_dict("records"):
-                        if down:
-                            break  # no outcome: the delivery is not consumed, the message stays due
-                        delivery = int(rec["delivery"])
-                        try:
-                            if publisher is None:
-                                publisher = factory()
-                            limiter.wait()
-                            publisher.publish(rec)
-                            rows.append((rec["message_id"], delivery, True, None, None))
-                        except MessageRefused as exc:
-                            rows.append((rec["message_id"], delivery, False, exc.error_class, str(exc)[:2000]))
-                        except TargetDown as exc:
-                            down = True
-                            rows.append((rec["message_id"], delivery, False, TARGET_DOWN,
-                                         f"{shown}: {exc}"[:2000]))
-                    yield pd.DataFrame(rows, columns=columns)
+                yield from deliver_each(batches, publish, failure)
             finally:
                 if publisher is not None:
                     try:

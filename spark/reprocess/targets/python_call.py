@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable
+from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable, deliver_each
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,33 +59,23 @@ class PythonTarget:
         module, function = self.module, self.function
 
         def call(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            import pandas as pd
-
             fn = _load(module, function)
-            down = False
-            for batch in batches:
-                rows: list[tuple[Any, ...]] = []
-                for rec in batch.to_dict("records"):
-                    if down:
-                        break  # no outcome: the delivery is not consumed, the message stays due
-                    delivery = int(rec["delivery"])
-                    message = {
-                        "message_id": rec["message_id"], "address": rec["address"], "payload": rec["payload"],
-                        "headers": _headers(rec["headers"]), "delivery": delivery,
-                        "deliveries_before": delivery - 1,
-                        "first_failed_at": datetime.fromtimestamp(rec["first_failed_ms"] / 1000, tz=UTC),
-                        "idempotency_key": f"{rec['message_id']}:{delivery}",
-                    }
-                    try:
-                        fn(message)
-                        rows.append((rec["message_id"], delivery, True, None, None))
-                    except TargetUnavailable as exc:
-                        down = True
-                        rows.append((rec["message_id"], delivery, False, TARGET_DOWN,
-                                     f"python:{module}:{function}: {exc}"[:2000]))
-                    except Exception as exc:  # noqa: BLE001 - any other failure of user code is the message's
-                        rows.append((rec["message_id"], delivery, False, error_class_name(exc), str(exc)[:2000]))
-                yield pd.DataFrame(rows, columns=["message_id", "delivery", "ok", "error_class", "error_message"])
+
+            def deliver(rec: dict[str, Any]) -> None:
+                delivery = int(rec["delivery"])
+                fn({
+                    "message_id": rec["message_id"], "address": rec["address"], "payload": rec["payload"],
+                    "headers": _headers(rec["headers"]), "delivery": delivery, "deliveries_before": delivery - 1,
+                    "first_failed_at": datetime.fromtimestamp(rec["first_failed_ms"] / 1000, tz=UTC),
+                    "idempotency_key": f"{rec['message_id']}:{delivery}",
+                })
+
+            def failure(exc: Exception) -> tuple[str, str]:
+                if isinstance(exc, TargetUnavailable):
+                    return TARGET_DOWN, f"python:{module}:{function}: {exc}"
+                return error_class_name(exc), str(exc)  # any other failure of user code is the message's
+
+            yield from deliver_each(batches, deliver, failure)
 
         cols = due.select("message_id", "address", "payload", "headers", "delivery", "first_failed_ms")
         return cols.mapInPandas(call, OUTCOME_SCHEMA)
