@@ -197,6 +197,84 @@ def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spar
     assert dead.last_error_class == "pika.exceptions.ShortStringTooLong"
 
 
+def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_delivery_and_the_others_go(spark,
+                                                                                                        tmp_path):
+    """ActiveMQ Classic closes the connection, with no ERROR frame, on a SEND whose header it reads as a JMS field
+    and cannot parse (``priority: high``); it answers a SEND naming a transaction it does not know with an ERROR
+    frame carrying the SEND's receipt, and keeps the connection. Either is that message refused, not the broker
+    down: its delivery fails (its policy reschedules it, then dead-letters it, the reason named), and the messages
+    after it in its partition are sent. Before, the closed connection stopped the partition at that message on
+    every run (it never used a delivery, and the messages behind it never went), as did the ERROR frame."""
+    queue = "stomp.refused"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)  # start empty
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_failures(landing, T0, "a", [
+        {"message_id": mid, "address": queue, "payload": mid, "failed_at": "2026-11-21T10:00:00Z", "headers": h}
+        for mid, h in (("a-before", {}), ("b-priority", {"priority": "high"}),
+                       ("c-transaction", {"transaction": "t-unknown"}), ("z-after", {"priority": "7"}))])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
+                              "max_deliveries: 3}}]")
+    target = f"stomp://{STOMP_HOST}:{STOMP_PORT}?partitions=1&timeout=5"  # one partition: all four on one connection
+    summaries = [run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=policies,
+                                               as_of_ms=_ms(T0 + timedelta(minutes=m)), target=target))
+                 for m in (5, 10)]
+    assert [(s["due"], s["delivered"], s["rescheduled"]) for s in summaries] == [(4, 2, 2), (2, 0, 0)]
+    assert summaries[1]["dead_lettered"]["total"] == 2
+    _failures, consumed = drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)
+    assert sorted(m for m, _ in consumed) == ["a-before", "z-after"]
+    dead = {r.message_id: r for r in read_dataset(spark, str(wh), "dlq").collect()}
+    assert sorted(dead) == ["b-priority", "c-transaction"]
+    assert {r.deliveries for r in dead.values()} == {3}
+    assert dead["b-priority"].last_error_class == "reprocess.StompConnectionClosed"
+    assert "closed the connection on this message twice" in dead["b-priority"].last_error_message
+    assert dead["c-transaction"].last_error_class == "stomp.ERROR"
+    assert "Invalid transaction id: t-unknown" in dead["c-transaction"].last_error_message
+
+
+@pytest.mark.parametrize("gone", [True, False])
+def test_a_stomp_connection_lost_on_a_send_is_the_broker_down_when_it_does_not_come_back_whole(gone):
+    """The other side of the test above: the connection lost on a SEND, then either no new connection is taken (the
+    broker gone) or every connection is closed on the first frame after CONNECTED, a probe without a message
+    included (a broker failing as a whole). Both are the broker down (no delivery used), not the message refused.
+    A stand-in broker: ActiveMQ cannot be made to fail either way on demand."""
+    with socket.create_server(("127.0.0.1", 0)) as stand_in:
+        port = stand_in.getsockname()[1]
+        conns: list[socket.socket] = []
+
+        def frame(conn: socket.socket) -> bytes:
+            seen = b""
+            while b"\x00" not in seen and (chunk := conn.recv(4096)):
+                seen += chunk
+            return seen
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = stand_in.accept()
+                    conns.append(conn)
+                    frame(conn)  # CONNECT
+                    conn.sendall(b"CONNECTED\nversion:1.2\n\n\x00")
+                    frame(conn)  # a SEND, or the probe's BEGIN
+                    conn.close()
+                    if gone:
+                        stand_in.close()
+                        return
+
+        threading.Thread(target=serve, daemon=True).start()
+        publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=2").publisher_factory()()
+        err, _took = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                                  "delivery": 1})
+        for conn in conns:
+            conn.close()
+    assert isinstance(err, TargetDown)
+    if gone:
+        assert "cannot connect to stomp://127.0.0.1" in str(err)
+        assert len(conns) == 1
+    else:
+        assert "the connection was lost twice on a message" in str(err)
+        assert len(conns) == 3  # the message twice, then the probe
+
+
 def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_after_the_timeout():
     """A listener that accepts the TCP connection and never sends STOMP's CONNECTED frame (a hung broker, a proxy in
     front of a dead one): the publisher gives up after the target's ``timeout`` with the broker down, not never."""

@@ -6,7 +6,9 @@
 ``{message_id}`` are replaced. Each SEND is persistent and asks for a RECEIPT; the delivery counts once
 the receipt arrives. An ERROR frame, a refused or lost connection or a missing receipt after ``timeout``
 seconds is the broker failing: see :mod:`reprocess.targets.broker`, as is a frame the broker has not taken
-within ``timeout`` seconds (a broker that stopped reading its socket).
+within ``timeout`` seconds (a broker that stopped reading its socket). An ERROR frame about one SEND, or a
+connection the broker closes on one message twice while it answers other frames, is that message refused (a
+failed delivery): see :class:`StompPublisher`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from reprocess.targets.broker import (
     BrokerOptions,
     BrokerTarget,
+    MessageRefused,
     Publisher,
     TargetDown,
     message_headers,
@@ -35,6 +38,7 @@ class _Receipts:
         self.cond = threading.Condition()
         self.receipts: set[str] = set()
         self.error: str | None = None
+        self.error_receipt: str | None = None  # the receipt header of the frame an ERROR is about, if it says
         self.connected = False
 
     def on_connected(self, frame: Any) -> None:
@@ -50,6 +54,7 @@ class _Receipts:
     def on_error(self, frame: Any) -> None:
         with self.cond:
             self.error = f"{frame.headers.get('message', 'ERROR frame')}: {frame.body}"[:500]
+            self.error_receipt = frame.headers.get("receipt-id")
             self.cond.notify_all()
 
     def on_disconnected(self) -> None:
@@ -92,57 +97,121 @@ def _send_within(transport: Any, timeout: float) -> Callable[[bytes], None]:
 
 
 class StompPublisher(Publisher):
+    """One STOMP connection, and a new one when the broker closed it.
+
+    A broker may close the connection on one message it cannot take, without an ERROR frame: ActiveMQ Classic does
+    when a header it reads as a JMS field does not parse (``priority: high``, ``expires: soon``, a cron in
+    ``AMQ_SCHEDULED_CRON`` it rejects). Taking that for the broker down stopped the partition at that message on
+    every run: the message never used a delivery, never dead-lettered, and the messages after it never went. So a
+    connection lost on a SEND is tried once more on a new connection (a blip, or a broker back at once: delivered);
+    lost again, the broker is asked a frame that carries no message (BEGIN and ABORT of a transaction, with a
+    receipt) on a third connection. Answered, the message is refused (a failed delivery, the others go on); not,
+    the broker is down. An ERROR frame naming the SEND's receipt is about that message alone: refused too."""
+
     def __init__(self, opts: BrokerOptions) -> None:
+        self.opts = opts
+        self.timeout = opts.timeout
+        self.destination = opts.query.get("destination", "/queue/{address}")
+        self.where = f"stomp://{opts.host}:{opts.port}"
+        self.n = 0
+        self.conn: Any = None
+        self._connect()
+
+    def _connect(self) -> None:
         import stomp
         from stomp.exception import StompException
 
-        self.timeout = opts.timeout
-        self.destination = opts.query.get("destination", "/queue/{address}")
+        self._drop()
+        opts = self.opts
+        self.broken = False
         self.listener = _Receipts()
         self.conn = stomp.Connection12([(opts.host, opts.port)], reconnect_attempts_max=1, timeout=opts.timeout,
                                        heartbeats=(0, 0))
         self.conn.set_listener("receipts", self.listener)
         self.conn.transport.send = _send_within(self.conn.transport, opts.timeout)
-        self.n = 0
-        self.broken = False
-        where = f"stomp://{opts.host}:{opts.port}"
         try:
             # not wait=True: stomp.py waits for the CONNECTED frame with no deadline, so a broker (or a proxy in front
-            # of a dead one) that takes the connection and never answers held the task, and the cycle its lease
+            # of a dead one) that takes the connection and never answered held the task, and the cycle its lease
             self.conn.connect(opts.user, opts.password, wait=False)
         except (StompException, OSError) as exc:
-            raise TargetDown(f"cannot connect to {where}: {type(exc).__name__} {exc}") from exc
+            self.broken = True
+            raise TargetDown(f"cannot connect to {self.where}: {type(exc).__name__} {exc}") from exc
         with self.listener.cond:
             self.listener.cond.wait_for(lambda: self.listener.connected or self.listener.error, timeout=self.timeout)
             connected, error = self.listener.connected, self.listener.error
         if not connected:
-            self.conn.transport.disconnect_socket()  # ends its receiver thread
-            raise TargetDown(f"cannot connect to {where}: {error or f'no CONNECTED frame within {self.timeout}s'}")
+            self.broken = True
+            raise TargetDown(f"cannot connect to {self.where}: {error or f'no CONNECTED frame within {self.timeout}s'}")
 
-    def publish(self, rec: dict[str, Any]) -> None:
+    def _receipt(self, send: Callable[[str], None]) -> str | None:
+        """``send(receipt)`` writes a frame asking for ``receipt``. None once it arrives; the reason when the
+        connection was lost (or an ERROR about another frame came) first. Raises MessageRefused for an ERROR about
+        this frame, TargetDown when the broker does not take the frame or answer it within the timeout."""
         from stomp.exception import StompException
 
         self.n += 1
         receipt = f"r-{self.n}"
-        dest = self.destination.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
-        headers = message_headers(rec) | {"persistent": "true", "receipt": receipt}
+        listener = self.listener
         try:
-            self.conn.send(dest, (rec["payload"] or "").encode("utf-8"), headers=headers)
-        except (StompException, OSError) as exc:
+            send(receipt)
+        except TimeoutError as exc:  # the broker stopped reading (see _send_within)
             self.broken = True  # a frame may be half written: nothing more goes on this connection
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
-        with self.listener.cond:
-            ok = self.listener.cond.wait_for(lambda: receipt in self.listener.receipts or self.listener.error,
-                                             timeout=self.timeout)
-            if receipt in self.listener.receipts:  # confirmed, whatever came after it (a lost connection)
-                self.listener.receipts.discard(receipt)
-                return
-            if self.listener.error:
-                raise TargetDown(self.listener.error)
-            if not ok:
-                raise TargetDown(f"no receipt from the broker within {self.timeout}s")
+        except (StompException, OSError) as exc:
+            self.broken = True
+            return f"{type(exc).__name__}: {exc}"
+        with listener.cond:
+            listener.cond.wait_for(lambda: receipt in listener.receipts or listener.error, timeout=self.timeout)
+            if receipt in listener.receipts:  # confirmed, whatever came after it (a lost connection)
+                listener.receipts.discard(receipt)
+                return None
+            if listener.error and listener.error_receipt == receipt:
+                error, listener.error, listener.error_receipt = listener.error, None, None
+                raise MessageRefused("stomp.ERROR", error)
+            if listener.error:
+                self.broken = True
+                return listener.error
+        self.broken = True
+        raise TargetDown(f"no receipt from the broker within {self.timeout}s")
 
-    def close(self) -> None:
+    def publish(self, rec: dict[str, Any]) -> None:
+        dest = self.destination.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        body = (rec["payload"] or "").encode("utf-8")
+
+        def send(receipt: str) -> None:
+            self.conn.send(dest, body, headers=message_headers(rec) | {"persistent": "true", "receipt": receipt})
+
+        lost = None
+        for _ in range(2):
+            if self.broken or not self.conn.is_connected():
+                self._connect()  # the broker down: TargetDown
+            lost = self._receipt(send)
+            if lost is None:
+                return
+        self._connect()
+
+        def probe(receipt: str) -> None:  # a transaction begun and aborted: nothing reaches a destination
+            transaction = f"reprocess-probe-{self.n}"
+            self.conn.begin(transaction)
+            self.conn.abort(transaction, headers={"receipt": receipt})
+
+        try:
+            unanswered = self._receipt(probe)
+        except MessageRefused as exc:
+            unanswered = str(exc)
+        if unanswered is not None:
+            self.broken = True
+            raise TargetDown(f"the connection was lost twice on a message ({lost}), and a frame without one got no "
+                             f"answer either ({unanswered})")
+        raise MessageRefused("reprocess.StompConnectionClosed", "the broker closed the connection on this message "
+                             f"twice ({lost}) and answers frames without one: most likely a header it could not "
+                             "read (ActiveMQ Classic drops the connection on a JMS field it cannot parse, such as "
+                             "'priority: high')")
+
+    def _drop(self) -> None:
+        """The connection's socket and receiver thread end, answered or not; a DISCONNECT first if it is healthy."""
+        if self.conn is None:
+            return
         try:
             if self.conn.is_connected() and not self.broken:
                 self.conn.disconnect()
@@ -150,6 +219,10 @@ class StompPublisher(Publisher):
             # the receiver thread ends with its socket; after a broker that stopped answering, DISCONNECT gets no
             # receipt that would close it, and a reused Python worker kept the thread and the socket
             self.conn.transport.disconnect_socket()
+            self.conn = None
+
+    def close(self) -> None:
+        self._drop()
 
 
 class StompTarget(BrokerTarget):
