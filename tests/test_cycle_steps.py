@@ -737,6 +737,67 @@ policies:
                                                               ("m-old", "orders.created")]
 
 
+def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when_the_policy_file_changed(
+        spark, tmp_path, monkeypatch):
+    """A run stopped after its re-drive resumes with the targets it prepared with, as recorded in its prepared.json:
+    a policy file changed in between (a policy's own target dropped) does not send the run's messages, some already
+    delivered by its first attempt, to another target. Without the record, the resumed run sent the policy's
+    message to the run's target, and the outbox that had it from the first attempt never got it."""
+    import reprocess.cycle.run as cycle_run
+
+    class Stopped(Exception):
+        pass
+
+    def stop_after_redrive(name: str) -> None:
+        if name == "after_redrive":
+            raise Stopped(name)
+
+    own = """
+policies:
+  - match: "orders.created"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+    target: outbox
+  - match: "orders.#"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+"""
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-own", "2026-11-21T10:00:00Z"),
+                                                 rec("m-run", "2026-11-21T10:00:00Z", address="orders.paid")])
+    ok = "python:reprocess.targets.examples:always_ok"
+    monkeypatch.setattr(cycle_run, "_crash_point", stop_after_redrive)
+    with pytest.raises(Stopped):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=parse_policies(own))
+    prepared = json.loads(next((tmp_path / "wh").rglob("prepared.json")).read_text())
+    assert prepared["policy_targets"] == {"orders.created": "outbox"}
+    monkeypatch.undo()
+    changed = parse_policies(own.replace("    target: outbox\n", ""))  # the policy's own target dropped since
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=changed)
+    assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z", 2, 2)
+    out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
+    assert [r.message_id for r in out] == ["m-own"]
+    assert {m: r["state"] for m, r in ledger(spark, tmp_path).items()} == {"m-own": "DELIVERED", "m-run": "DELIVERED"}
+
+
+def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_only_while_it_still_matches():
+    from reprocess.cycle.run import _prepared_policy_targets
+    from reprocess.errors import ConfigError
+
+    def policies(target: str | None) -> object:
+        line = f"    target: {target}\n" if target else ""
+        return parse_policies(f'policies:\n  - match: "a.#"\n    profile: stepped\n'
+                              f'    settings: {{delays: [1m]}}\n{line}')
+
+    secret = "amqp://u:s3cret@broker:5672/"
+    prep = {"run_id": "run-x", "policy_targets": {"a.#": "amqp://u:***@broker:5672/"}}
+    assert _prepared_policy_targets(prep, policies(secret)) == {"a.#": secret}
+    with pytest.raises(ConfigError, match=r"resumed with its target amqp://u:\*\*\*@broker:5672/ for policy 'a.#'"):
+        _prepared_policy_targets(prep, policies(None))
+    assert _prepared_policy_targets({"run_id": "run-x", "policy_targets": {"a.#": "outbox"}}, policies(None)) == {
+        "a.#": "outbox"}
+    assert _prepared_policy_targets({"run_id": "run-x"}, policies(secret)) is None  # recorded before: the file's
+
+
 def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry_redrives_what_was_left(
         spark, tmp_path):
     """A ``python:`` target's function raises ``reprocess.targets.TargetUnavailable`` when the system behind it is

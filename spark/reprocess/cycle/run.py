@@ -121,6 +121,8 @@ class CycleOptions:
     # the Data Docs of cycles with an as-of more than this many days earlier are removed at the commit; None: kept
     data_docs_days: float | None = DATA_DOCS_DAYS
     extra: dict[str, Any] = field(default_factory=dict)
+    # a resumed run's: each policy's own target (by match) as its prepared.json recorded it; None: the policies'
+    policy_targets: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         check_data_docs_days(self.data_docs_days)
@@ -170,7 +172,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                 raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password "
                                   "is not stored): pass the same --target", key="--target")
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
-                                      "address_filter": prep.get("address_filter")})
+                                      "address_filter": prep.get("address_filter"),
+                                      "policy_targets": _prepared_policy_targets(prep, opts.policies)})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
         snap = wh.latest()
         done = snap.runs_at(opts.as_of_ms)
@@ -190,6 +193,37 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "
                 f"{opts.warehouse}; runs must move forward in time (backfill into a fresh warehouse)")
         return _execute(spark, wh, snap, opts, run_id, prepared=None)
+
+
+def _policy_targets(policies: PolicySet) -> dict[str, str]:
+    """Each policy's own target, by its match, as written (``${VAR}`` unexpanded)."""
+    return {p.match: p.target for p in policies.policies if p.target}
+
+
+def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet) -> dict[str, str] | None:
+    """The policies' own targets a prepared run re-drives through when it resumes: the ones it prepared with, as
+    its run target. A policy file changed in between (a policy's target changed, added or removed) would otherwise
+    send the rest of the run elsewhere, and the messages its first attempt delivered again to a second target,
+    where their idempotency keys mean nothing. A spec stored with a password (``***``) is taken from the policy
+    file when it still redacts to it; otherwise the run cannot resume. None for a run prepared before they were
+    recorded: the policy file's."""
+    stored: dict[str, str] | None = prep.get("policy_targets")
+    if stored is None:
+        return None
+    current = _policy_targets(policies)
+    targets = {}
+    for match, spec in stored.items():
+        if match in current and redact(current[match]) == spec:
+            targets[match] = current[match]
+        elif "***" in spec:
+            raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
+                              "password is not stored): restore that target in the policy file", key="target")
+        else:
+            targets[match] = spec
+    if targets != current:
+        log.warning("resuming run_id=%s with the policies' own targets it prepared with, not the policy file's: %s",
+                    prep["run_id"], {m: redact(t) for m, t in targets.items()})
+    return targets
 
 
 def _landing_files(spark: SparkSession, opts: CycleOptions, manifest: dict[str, ManifestEntry],
@@ -314,6 +348,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         parquet_options(due.select("message_id", "delivery").write.mode("overwrite"), ["message_id"]) \
             .parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
+                                   "policy_targets": {m: redact(t) for m, t in _policy_targets(opts.policies).items()},
                                    "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
                                    "files": [f.__dict__ for f in files], "snapshot": snap.version})
         _crash_point("after_prepare")
@@ -491,7 +526,8 @@ def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]
     outbox (its partitions are overwritten address by address, so a second group's write of an address replaced the
     first's messages, which the ledger then called delivered), one connection to a broker. Each comes with its spec as
     written, which its target also shows in its errors (a variable's value may be a secret)."""
-    own = {p.match: (p.target, expand_target(p.target)) for p in opts.policies.policies if p.target}
+    specs = _policy_targets(opts.policies) if opts.policy_targets is None else opts.policy_targets
+    own = {match: (spec, expand_target(spec)) for match, spec in specs.items()}
     run_target = expand_target(opts.target)
     written: dict[str, str] = {}  # each target's first spelling: the policies' in their order, then the run's
     for spec, expanded in [*own.values(), (opts.target, run_target)]:
