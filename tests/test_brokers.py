@@ -231,12 +231,13 @@ def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_deliv
     assert "Invalid transaction id: t-unknown" in dead["c-transaction"].last_error_message
 
 
-@pytest.mark.parametrize("gone", [True, False])
-def test_a_stomp_connection_lost_on_a_send_is_the_broker_down_when_it_does_not_come_back_whole(gone):
-    """The other side of the test above: the connection lost on a SEND, then either no new connection is taken (the
+@pytest.mark.parametrize("broker", ["gone", "closes_every_frame", "store_full"])
+def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broker):
+    """The other side of the test above. The connection lost on a SEND, then either no new connection is taken (the
     broker gone) or every connection is closed on the first frame after CONNECTED, a probe without a message
-    included (a broker failing as a whole). Both are the broker down (no delivery used), not the message refused.
-    A stand-in broker: ActiveMQ cannot be made to fail either way on demand."""
+    included (a broker failing as a whole); or an ERROR naming the SEND's receipt that does not refuse the frame as
+    written (ActiveMQ's full store answers every SEND so). Each is the broker down (no delivery used), not the message
+    refused. A stand-in broker: ActiveMQ cannot be made to fail these ways on demand."""
     with socket.create_server(("127.0.0.1", 0)) as stand_in:
         port = stand_in.getsockname()[1]
         conns: list[socket.socket] = []
@@ -254,9 +255,14 @@ def test_a_stomp_connection_lost_on_a_send_is_the_broker_down_when_it_does_not_c
                     conns.append(conn)
                     frame(conn)  # CONNECT
                     conn.sendall(b"CONNECTED\nversion:1.2\n\n\x00")
-                    frame(conn)  # a SEND, or the probe's BEGIN
+                    send = frame(conn)  # a SEND, or the probe's BEGIN
+                    if broker == "store_full":
+                        receipt = next(h for h in send.decode().split("\n") if h.startswith("receipt:"))[8:]
+                        conn.sendall(f"ERROR\nreceipt-id:{receipt}\nmessage:Usage Manager Store is Full\n\n"
+                                     "javax.jms.ResourceAllocationException: Usage Manager Store is Full\x00".encode())
+                        frame(conn)  # until the publisher closes it
                     conn.close()
-                    if gone:
+                    if broker == "gone":
                         stand_in.close()
                         return
 
@@ -267,12 +273,25 @@ def test_a_stomp_connection_lost_on_a_send_is_the_broker_down_when_it_does_not_c
         for conn in conns:
             conn.close()
     assert isinstance(err, TargetDown)
-    if gone:
-        assert "cannot connect to stomp://127.0.0.1" in str(err)
-        assert len(conns) == 1
-    else:
-        assert "the connection was lost twice on a message" in str(err)
-        assert len(conns) == 3  # the message twice, then the probe
+    expected = {"gone": ("cannot connect to stomp://127.0.0.1", 1),
+                "closes_every_frame": ("the connection was lost twice on a message", 3),  # twice, then the probe
+                "store_full": ("Usage Manager Store is Full", 1)}[broker]
+    assert expected[0] in str(err)
+    assert len(conns) == expected[1]
+
+
+def _receivers() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "__io_loop" in t.name}  # stomp.py's receiver threads
+
+
+def _receiver_threads_end(before: set[threading.Thread]) -> bool:
+    """The receiver threads started since ``before`` all end within 5 s."""
+    deadline = time.monotonic() + 5
+    while _receivers() - before:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_after_the_timeout():
@@ -282,6 +301,7 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
         port = silent.getsockname()[1]
         factory = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()
         raised: list[BaseException] = []
+        before = _receivers()
 
         def connect() -> None:
             try:
@@ -293,6 +313,7 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
         attempt.start()
         attempt.join(60)  # a guard: without a deadline of its own the connect never returns
         assert not attempt.is_alive(), "the publisher still waits for the broker's answer"
+        assert _receiver_threads_end(before), "a publisher that never connected left its socket and receiver thread"
     (err,) = raised
     assert isinstance(err, TargetDown)
     assert "no CONNECTED frame within 1.0s" in str(err)

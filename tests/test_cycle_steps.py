@@ -700,6 +700,19 @@ def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     assert ledger(spark, tmp_path)["o"]["deliveries"] == 1
 
 
+# orders.created re-driven to the outbox by its policy, the other orders.# messages to the run's target
+OWN_OUTBOX = """
+policies:
+  - match: "orders.created"
+    profile: stepped
+    settings: {delays: [1m], max_deliveries: 3}
+    target: outbox
+  - match: "orders.#"
+    profile: stepped
+    settings: {delays: [10m], max_deliveries: 3}
+"""
+
+
 def test_outbox_target_writes_due_messages_under_their_address(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m1", "2026-11-21T10:00:00Z", headers={"h": "v"})])
     cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
@@ -716,16 +729,7 @@ def test_an_outbox_shared_by_a_policys_target_and_the_runs_gets_every_due_messag
     delivered without being in the outbox."""
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-old", "2026-11-21T10:00:00Z")])
     assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["due"] == 0  # waits under orders.# until 10:10
-    added = parse_policies("""
-policies:
-  - match: "orders.created"
-    profile: stepped
-    settings: {delays: [1m], max_deliveries: 3}
-    target: outbox
-  - match: "orders.#"
-    profile: stepped
-    settings: {delays: [10m], max_deliveries: 3}
-""")
+    added = parse_policies(OWN_OUTBOX)
     land(tmp_path / "landing", "10", "b.jsonl", [rec("m-new", "2026-11-21T10:20:00Z")])
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox", policies=added)
     assert s["due"] == 2
@@ -752,16 +756,7 @@ def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when
         if name == "after_redrive":
             raise Stopped(name)
 
-    own = """
-policies:
-  - match: "orders.created"
-    profile: stepped
-    settings: {delays: [1m], max_deliveries: 3}
-    target: outbox
-  - match: "orders.#"
-    profile: stepped
-    settings: {delays: [1m], max_deliveries: 3}
-"""
+    own = OWN_OUTBOX
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-own", "2026-11-21T10:00:00Z"),
                                                  rec("m-run", "2026-11-21T10:00:00Z", address="orders.paid")])
     ok = "python:reprocess.targets.examples:always_ok"

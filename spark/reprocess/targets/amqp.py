@@ -65,8 +65,12 @@ class AmqpPublisher(Publisher):
         # connection the way pika's own blocked-connection timeout does (on its I/O loop, the one the wait runs),
         # and the wait raises its error: the broker down, this message not confirmed.
         impl = self.connection._impl
-        deadline = impl._adapter_call_later(self.timeout, lambda: impl._terminate_stream(pe.AMQPConnectionError(
-            f"no publisher confirm within {self.timeout}s")))
+
+        def give_up() -> None:
+            if impl.is_open and impl._transport is not None:  # not a stream that ended in the same loop iteration
+                impl._terminate_stream(pe.AMQPConnectionError(f"no publisher confirm within {self.timeout}s"))
+
+        deadline = impl._adapter_call_later(self.timeout, give_up)
         try:
             self.channel.basic_publish(self.exchange, key, (rec["payload"] or "").encode("utf-8"), props,
                                        mandatory=True)

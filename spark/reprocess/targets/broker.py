@@ -4,10 +4,10 @@ Each Spark partition opens one connection and publishes its messages one by one,
 confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery. Outcomes:
 
 * confirmed: the message is back on its address, the delivery is counted (``ok``);
-* refused for this message only (AMQP ``basic.return``: no queue for that address; STOMP: an ERROR frame about
-  that SEND, or the connection closed on it twice while the broker answers other frames): a failure of that
-  delivery, scheduled by the message's policy like any other;
-* the broker itself failing (connection refused or lost, timeout, nack, another ERROR frame): the partition stops at
+* refused for this message only (AMQP ``basic.return``: no queue for that address; STOMP: an ERROR frame refusing
+  that SEND as written, or the connection closed on it twice while the broker answers other frames): a failure of
+  that delivery, scheduled by the message's policy like any other;
+* the broker itself failing (connection refused or lost, timeout, nack, any other ERROR frame): the partition stops at
   once and reports one ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no
   delivery and stay due. The cycle commits what was confirmed and fails with ``TargetUnavailableError``.
 

@@ -13,6 +13,7 @@ failed delivery): see :class:`StompPublisher`.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -30,6 +31,12 @@ from reprocess.targets.broker import (
     parse_broker_uri,
 )
 
+# How ActiveMQ Classic's ERROR frame begins (its body is the exception's stack trace) when it cannot take a frame as
+# written: a header it cannot read (an unknown transaction...). Its other ERRORs about a SEND (a full store, a write
+# it is not authorised to make, a failing persistence adapter) carry the SEND's receipt too, and would come for every
+# message: they, and any other broker's ERRORs, are the broker failing.
+FRAME_REFUSED = "org.apache.activemq.transport.stomp.ProtocolException"
+
 
 class _Receipts:
     """A STOMP listener that records receipts and errors."""
@@ -39,6 +46,7 @@ class _Receipts:
         self.receipts: set[str] = set()
         self.error: str | None = None
         self.error_receipt: str | None = None  # the receipt header of the frame an ERROR is about, if it says
+        self.error_is_the_frames = False  # the ERROR refuses the frame as written, not the broker failing
         self.connected = False
 
     def on_connected(self, frame: Any) -> None:
@@ -55,6 +63,8 @@ class _Receipts:
         with self.cond:
             self.error = f"{frame.headers.get('message', 'ERROR frame')}: {frame.body}"[:500]
             self.error_receipt = frame.headers.get("receipt-id")
+            body = frame.body.decode("utf-8", "replace") if isinstance(frame.body, bytes) else str(frame.body or "")
+            self.error_is_the_frames = body.startswith(FRAME_REFUSED)
             self.cond.notify_all()
 
     def on_disconnected(self) -> None:
@@ -106,7 +116,8 @@ class StompPublisher(Publisher):
     connection lost on a SEND is tried once more on a new connection (a blip, or a broker back at once: delivered);
     lost again, the broker is asked a frame that carries no message (BEGIN and ABORT of a transaction, with a
     receipt) on a third connection. Answered, the message is refused (a failed delivery, the others go on); not,
-    the broker is down. An ERROR frame naming the SEND's receipt is about that message alone: refused too."""
+    the broker is down. An ERROR frame naming the SEND's receipt that refuses the frame as written (FRAME_REFUSED)
+    is about that message alone: refused too. Another ERROR, even naming the SEND, is the broker failing."""
 
     def __init__(self, opts: BrokerOptions) -> None:
         self.opts = opts
@@ -135,12 +146,14 @@ class StompPublisher(Publisher):
             self.conn.connect(opts.user, opts.password, wait=False)
         except (StompException, OSError) as exc:
             self.broken = True
+            self._drop()
             raise TargetDown(f"cannot connect to {self.where}: {type(exc).__name__} {exc}") from exc
         with self.listener.cond:
             self.listener.cond.wait_for(lambda: self.listener.connected or self.listener.error, timeout=self.timeout)
             connected, error = self.listener.connected, self.listener.error
         if not connected:
             self.broken = True
+            self._drop()  # its socket and receiver thread: a publisher that never connected is never closed
             raise TargetDown(f"cannot connect to {self.where}: {error or f'no CONNECTED frame within {self.timeout}s'}")
 
     def _receipt(self, send: Callable[[str], None]) -> str | None:
@@ -157,7 +170,9 @@ class StompPublisher(Publisher):
         except TimeoutError as exc:  # the broker stopped reading (see _send_within)
             self.broken = True  # a frame may be half written: nothing more goes on this connection
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
-        except (StompException, OSError) as exc:
+        except (StompException, OSError, ValueError, AttributeError) as exc:
+            # ValueError, AttributeError: the receiver thread closing the socket as the write began (stomp.py
+            # closes it, then sets it to None)
             self.broken = True
             return f"{type(exc).__name__}: {exc}"
         with listener.cond:
@@ -165,9 +180,12 @@ class StompPublisher(Publisher):
             if receipt in listener.receipts:  # confirmed, whatever came after it (a lost connection)
                 listener.receipts.discard(receipt)
                 return None
-            if listener.error and listener.error_receipt == receipt:
+            if listener.error and listener.error_receipt == receipt and listener.error_is_the_frames:
                 error, listener.error, listener.error_receipt = listener.error, None, None
                 raise MessageRefused("stomp.ERROR", error)
+            if listener.error and listener.error_receipt == receipt:
+                self.broken = True
+                raise TargetDown(listener.error)
             if listener.error:
                 self.broken = True
                 return listener.error
@@ -183,7 +201,7 @@ class StompPublisher(Publisher):
 
         lost = None
         for _ in range(2):
-            if self.broken or not self.conn.is_connected():
+            if not self._healthy():
                 self._connect()  # the broker down: TargetDown
             lost = self._receipt(send)
             if lost is None:
@@ -208,17 +226,27 @@ class StompPublisher(Publisher):
                              "read (ActiveMQ Classic drops the connection on a JMS field it cannot parse, such as "
                              "'priority: high')")
 
+    def _healthy(self) -> bool:
+        """Connected, with no frame half written. stomp.py's is_connected checks the socket, then uses it, while the
+        receiver thread may be setting it to None: that is not connected either."""
+        try:
+            return not self.broken and bool(self.conn.is_connected())
+        except Exception:  # noqa: BLE001
+            return False
+
     def _drop(self) -> None:
         """The connection's socket and receiver thread end, answered or not; a DISCONNECT first if it is healthy."""
         if self.conn is None:
             return
         try:
-            if self.conn.is_connected() and not self.broken:
+            if self._healthy():
                 self.conn.disconnect()
         finally:
             # the receiver thread ends with its socket; after a broker that stopped answering, DISCONNECT gets no
-            # receipt that would close it, and a reused Python worker kept the thread and the socket
-            self.conn.transport.disconnect_socket()
+            # receipt that would close it, and a reused Python worker kept the thread and the socket. The receiver
+            # thread may be closing it too (stomp.py checks the socket, then uses it).
+            with contextlib.suppress(Exception):
+                self.conn.transport.disconnect_socket()
             self.conn = None
 
     def close(self) -> None:
