@@ -741,12 +741,15 @@ def test_an_outbox_shared_by_a_policys_target_and_the_runs_gets_every_due_messag
                                                               ("m-old", "orders.created")]
 
 
+@pytest.mark.parametrize("change", ["target dropped", "policy renamed"])
 def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when_the_policy_file_changed(
-        spark, tmp_path, monkeypatch):
-    """A run stopped after its re-drive resumes with the targets it prepared with, as recorded in its prepared.json:
-    a policy file changed in between (a policy's own target dropped) does not send the run's messages, some already
-    delivered by its first attempt, to another target. Without the record, the resumed run sent the policy's
-    message to the run's target, and the outbox that had it from the first attempt never got it."""
+        spark, tmp_path, monkeypatch, change):
+    """A run stopped after its re-drive resumes with the targets it prepared with: prepared.json records each
+    policy's own target, and the inflight deliveries the target of each message. A policy file changed in between
+    does not send the run's messages, some already delivered by its first attempt, to another target: neither a
+    policy's own target dropped, nor a policy renamed with the same target (the resumed run merges its landing files
+    again with the file as it is, so a message new in this run is kept under the new name). Without either record,
+    the resumed run sent the policy's message to the run's target, and the outbox never got it."""
     import reprocess.cycle.run as cycle_run
 
     class Stopped(Exception):
@@ -766,7 +769,8 @@ def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when
     prepared = json.loads(next((tmp_path / "wh").rglob("prepared.json")).read_text())
     assert prepared["policy_targets"] == {"orders.created": "outbox"}
     monkeypatch.undo()
-    changed = parse_policies(own.replace("    target: outbox\n", ""))  # the policy's own target dropped since
+    changed = parse_policies(own.replace("    target: outbox\n", "") if change == "target dropped"
+                             else own.replace('"orders.created"', '"*.created"'))
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=changed)
     assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z", 2, 2)
     out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()

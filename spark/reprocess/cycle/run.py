@@ -128,6 +128,7 @@ class CycleOptions:
         check_data_docs_days(self.data_docs_days)
 
 
+RECORDED_TARGET = "_target"  # a resumed run's due rows: the target its prepare recorded for each (inflight's target)
 CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
 # The steps a cycle logs (``step=<name> ... seconds=``), in order; validate only when the GX gate is on.
 STEPS = ("landing", "locate", "merge", "select_due", "redrive", "stage_ledger", "stage_dlq",
@@ -331,8 +332,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     due = _hold_back_ordered(spark, due, merged, policies, wh, snap, touched)
     if prepared is not None:
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
-        due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep")), "message_id", "inner") \
-            .filter(F.col("delivery") == F.col("_prep")).drop("_prep")
+        # each message's target as the run prepared it (a run prepared before they were recorded: by its policy)
+        recorded = [F.col("target").alias(RECORDED_TARGET)] if "target" in inflight.columns else []
+        due = due.join(inflight.select("message_id", F.col("delivery").alias("_prep"), *recorded), "message_id",
+                       "inner").filter(F.col("delivery") == F.col("_prep")).drop("_prep")
     due = pins.pin(due, level, truncate)
     due_count, lateness = _due_stats(due)
     steps.done("select_due", due=due_count)
@@ -345,8 +348,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # -- 4. persist deliveries before re-driving them --------------------------------------------
     if prepared is None:
         inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
-        parquet_options(due.select("message_id", "delivery").write.mode("overwrite"), ["message_id"]) \
-            .parquet(str(wh.run_dir(run_id) / inflight_name))
+        parquet_options(due.select("message_id", "delivery", _target_column(_target_groups(opts)))
+                        .write.mode("overwrite"), ["message_id"]).parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
                                    "policy_targets": {m: redact(t) for m, t in _policy_targets(opts.policies).items()},
                                    "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
@@ -503,7 +506,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
-    groups = _target_groups(opts)
+    groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
     for i, (spec, target, rows) in enumerate(groups):
         log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
         sent = target.redrive(due if rows is None else due.filter(rows), ctx)
@@ -519,15 +522,33 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
 
 
-def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]]:
+def _target_column(groups: list[tuple[str, Target, Column | None]]) -> Column:
+    """``target``: the (redacted) spec of the group each due row goes to, recorded with the run's inflight deliveries
+    so that a resumed run sends each message where its first attempt did (see _target_groups)."""
+    chosen = [F.when(rows, F.lit(redact(spec))) if rows is not None else F.lit(redact(spec))
+              for spec, _target, rows in groups]
+    return (chosen[0] if len(chosen) == 1 else F.coalesce(*chosen)).alias("target")
+
+
+def _target_groups(opts: CycleOptions, recorded: bool = False) -> list[tuple[str, Target, Column | None]]:
     """The run's targets, each once, with the due rows it takes (None: all of them): a policy's own target takes
     the rows of that policy (by the ``match`` the row was kept under), the run's target the rest. Policies naming the
     same target (its spec with the environment's variables in), or the run's own, make one group: one write of the
     outbox (its partitions are overwritten address by address, so a second group's write of an address replaced the
     first's messages, which the ledger then called delivered), one connection to a broker. Each comes with its spec as
-    written, which its target also shows in its errors (a variable's value may be a secret)."""
+    written, which its target also shows in its errors (a variable's value may be a secret).
+
+    With ``recorded``, a resumed run's rows are taken by the target its prepare recorded for each (``_target``), not
+    by their policy: the run merges its landing files again with the policy file as it is now, so a message that
+    failed for the first time in this run may now be kept under another policy (one renamed, added or reordered)."""
     specs = _policy_targets(opts.policies) if opts.policy_targets is None else opts.policy_targets
     own = {match: (spec, expand_target(spec)) for match, spec in specs.items()}
+
+    def rows_of(matches: list[str]) -> Column:  # never null: a row none takes would get no outcome
+        if recorded:  # the spellings the prepare may have recorded for these policies' rows
+            return F.coalesce(F.col(RECORDED_TARGET).isin(sorted({redact(own[m][0]) for m in matches})), F.lit(False))
+        return F.coalesce(F.col("policy").isin(matches), F.lit(False))
+
     run_target = expand_target(opts.target)
     written: dict[str, str] = {}  # each target's first spelling: the policies' in their order, then the run's
     for spec, expanded in [*own.values(), (opts.target, run_target)]:
@@ -535,9 +556,9 @@ def _target_groups(opts: CycleOptions) -> list[tuple[str, Target, Column | None]
     groups: list[tuple[str, Target, Column | None]] = []
     for expanded in written:
         rows = [match for match, (_, target) in own.items() if target == expanded]
-        taken = F.col("policy").isin(rows) if rows else None
+        taken = rows_of(rows) if rows else None
         if expanded == run_target and own:  # the rows of every policy without a target of its own
-            rest = ~F.col("policy").isin(list(own))
+            rest = ~rows_of(list(own))
             taken = rest if taken is None else taken | rest
         spec = written[expanded]
         try:
