@@ -280,6 +280,54 @@ def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broke
     assert len(conns) == expected[1]
 
 
+def test_an_error_about_nothing_of_ours_before_a_send_is_not_taken_for_its_answer():
+    """An ERROR frame that names no receipt arrives between two messages (or the connection is lost after the last
+    receipt): the next SEND goes on a new connection, once. Before, the SEND went on the old one and its wait ended at
+    once on the ERROR left there, before the receipt, and the message was sent again on a new connection."""
+    with socket.create_server(("127.0.0.1", 0)) as stand_in:
+        port = stand_in.getsockname()[1]
+        conns: list[socket.socket] = []
+        sends: list[bytes] = []
+
+        def frames(conn: socket.socket):
+            buf = b""
+            while chunk := conn.recv(4096):
+                buf += chunk
+                while b"\x00" in buf:
+                    frame, buf = buf.split(b"\x00", 1)
+                    yield frame.lstrip(b"\r\n")
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = stand_in.accept()
+                    conns.append(conn)
+                    threading.Thread(target=answer, args=(conn, len(conns)), daemon=True).start()
+
+        def answer(conn: socket.socket, n: int) -> None:
+            with contextlib.suppress(OSError):
+                for frame in frames(conn):
+                    if frame.startswith((b"CONNECT", b"STOMP")):
+                        conn.sendall(b"CONNECTED\nversion:1.2\n\n\x00")
+                        if n == 1:  # about nothing the publisher sent; the connection stays open
+                            conn.sendall(b"ERROR\nmessage:a consumer somewhere went away\n\n\x00")
+                    elif frame.startswith(b"SEND"):
+                        sends.append(frame)
+                        receipt = next(h for h in frame.decode().split("\n") if h.startswith("receipt:"))[8:]
+                        conn.sendall(f"RECEIPT\nreceipt-id:{receipt}\n\n\x00".encode())
+
+        threading.Thread(target=serve, daemon=True).start()
+        publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=2").publisher_factory()()
+        time.sleep(0.5)  # the ERROR is read by the receiver thread
+        err, _took = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                                  "delivery": 1})
+        for conn in conns:
+            conn.close()
+    assert err is None
+    assert len(sends) == 1, "the message was sent twice"
+    assert len(conns) == 2
+
+
 def _receivers() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if "__io_loop" in t.name}  # stomp.py's receiver threads
 

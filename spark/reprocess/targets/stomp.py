@@ -227,8 +227,13 @@ class StompPublisher(Publisher):
                              "'priority: high')")
 
     def _healthy(self) -> bool:
-        """Connected, with no frame half written. stomp.py's is_connected checks the socket, then uses it, while the
+        """Connected, with no frame half written and no ERROR left unread (one about nothing of ours, or the
+        connection lost after the last receipt: the next SEND's wait would end at once on it, its receipt unseen,
+        and the message would be sent again). stomp.py's is_connected checks the socket, then uses it, while the
         receiver thread may be setting it to None: that is not connected either."""
+        with self.listener.cond:
+            if self.listener.error:
+                return False
         try:
             return not self.broken and bool(self.conn.is_connected())
         except Exception:  # noqa: BLE001
