@@ -6,9 +6,9 @@
 ``{message_id}`` are replaced. Each SEND is persistent and asks for a RECEIPT; the delivery counts once
 the receipt arrives. An ERROR frame, a refused or lost connection or a missing receipt after ``timeout``
 seconds is the broker failing: see :mod:`reprocess.targets.broker`, as is a frame the broker has not taken
-within ``timeout`` seconds (a broker that stopped reading its socket). An ERROR frame about one SEND, or a
-connection the broker closes on one message twice while it answers other frames, is that message refused (a
-failed delivery): see :class:`StompPublisher`.
+within ``timeout`` seconds (a broker that stopped reading its socket). An ERROR frame refusing one SEND as
+written (``FRAME_REFUSED``), or a connection the broker closes on one message twice while it answers other
+frames, is that message refused (a failed delivery): see :class:`StompPublisher`.
 """
 
 from __future__ import annotations
