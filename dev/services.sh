@@ -23,12 +23,17 @@ echo "services: PostgreSQL ready, chromium $(chromium --version 2>/dev/null | aw
 # (61616) and STOMP (61613) on loopback; Debian's default config would also want 5672 and 1883, which RabbitMQ
 # and Mosquitto hold here.
 amq_up() { (exec 3<>/dev/tcp/127.0.0.1/61613) 2>/dev/null; }
+inst=/etc/activemq/instances-available/reprocess
+if amq_up && [ -f "$inst/activemq.xml" ] && ! cmp -s "$(dirname "$0")/activemq/activemq.xml" "$inst/activemq.xml"; then
+  echo "services: ActiveMQ runs an older configuration of ours: restarting it"
+  /etc/init.d/activemq stop >/dev/null || true
+  for _ in $(seq 60); do amq_up || break; sleep 1; done
+fi
 if ! amq_up; then
   if [ ! -f /usr/share/activemq/bin/activemq.jar ]; then
     echo "services: installing activemq from Debian"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq activemq >/dev/null
   fi
-  inst=/etc/activemq/instances-available/reprocess
   mkdir -p "$inst"
   cp "$(dirname "$0")/activemq/activemq.xml" "$inst/activemq.xml"
   cp /etc/activemq/instances-available/main/log4j2.properties "$inst/" 2>/dev/null || true

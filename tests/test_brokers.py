@@ -18,7 +18,7 @@ from reprocess.policy import parse_policies
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 from reprocess.targets.base import parse_target
-from reprocess.targets.broker import RateLimiter, TargetDown, redact
+from reprocess.targets.broker import DestinationDown, RateLimiter, TargetDown, redact
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -231,12 +231,78 @@ def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_deliv
     assert "Invalid transaction id: t-unknown" in dead["c-transaction"].last_error_message
 
 
+def test_a_destination_activemq_does_not_let_the_target_write_to_stays_due_and_the_others_go(spark, tmp_path):
+    """The ActiveMQ here (dev/activemq/activemq.xml) lets the user "limited" write only to queues under
+    reprocess.allowed.; to any other it answers a SEND with an ERROR naming the SEND's receipt ("User limited is not
+    authorized to write to: queue://..."), and keeps the connection. That destination's messages stay due with no
+    delivery used and the run fails as for a target down, but the partition goes on with the other destinations.
+    Before, the ERROR stopped the partition at the first forbidden message on every run: nothing behind it went."""
+    allowed, forbidden = "reprocess.allowed.q", "reprocess.forbidden"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [allowed, forbidden], lambda m, d: None, idle_seconds=0.5)  # start empty
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_failures(landing, T0, "a", [
+        {"message_id": mid, "address": address, "payload": mid, "failed_at": "2026-11-21T10:00:00Z"}
+        for mid, address in (("0-f", forbidden), ("1-a", allowed), ("2-f", forbidden), ("3-a", allowed),
+                             ("4-a", allowed))])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
+                              "max_deliveries: 3}}]")
+    # one partition: all five on one connection, a forbidden one first (in the order written and in the ids' order)
+    target = f"stomp://limited:limited@{STOMP_HOST}:{STOMP_PORT}?partitions=1&timeout=5"
+    with pytest.raises(TargetUnavailableError, match="not authorized to write to: queue://reprocess.forbidden") as err:
+        run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=policies,
+                                      as_of_ms=_ms(T0 + timedelta(minutes=5)), target=target))
+    assert "2 due messages consumed no delivery" in str(err.value)
+    (run,) = Warehouse(str(wh)).latest().runs
+    down = run["summary"]["target_down"]
+    assert (down["partitions_stopped"], down["destinations_down"], down["left_due"]) == (0, 1, 2)
+    assert (run["summary"]["delivered"], run["summary"]["balance"]["target_down_destinations"]) == (3, 1)
+    assert all(run["summary"]["conservation"].values()), run["summary"]["conservation"]
+    ledger = {r.message_id: (r.state, r.deliveries) for r in read_dataset(spark, str(wh), "ledger").collect()}
+    assert ledger == {"1-a": ("DELIVERED", 2), "3-a": ("DELIVERED", 2), "4-a": ("DELIVERED", 2),
+                      "0-f": ("WAITING_RETRY", 1), "2-f": ("WAITING_RETRY", 1)}, "no delivery used on the refused"
+    _failures, consumed = drain_stomp(STOMP_HOST, STOMP_PORT, [allowed], lambda m, d: None, idle_seconds=0.5)
+    assert sorted(m for m, _ in consumed) == ["1-a", "3-a", "4-a"]
+
+
+def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_partition():
+    """deliver_each, as a broker target's partition runs it: a destination that refused a write is not tried again
+    in the partition (its messages get no outcome and stay due), the others go on; DESTINATIONS_DOWN_IN_A_ROW of them
+    with nothing else between stop the partition as a target down (a broker refusing every destination)."""
+    import pandas as pd
+
+    from reprocess.targets.base import DESTINATION_DOWN, DESTINATIONS_DOWN_IN_A_ROW, TARGET_DOWN, deliver_each
+
+    def run(recs: list[tuple[str, str]]) -> tuple[list[tuple], list[str]]:
+        tried: list[str] = []
+
+        def deliver(rec: dict) -> None:
+            tried.append(rec["message_id"])
+            if rec["address"].startswith("no"):
+                raise RuntimeError(rec["address"])
+
+        batch = pd.DataFrame({"message_id": [m for m, _ in recs], "address": [a for _, a in recs],
+                              "delivery": [2] * len(recs)})
+        out = pd.concat(deliver_each(iter([batch]), deliver, lambda exc: (DESTINATION_DOWN, str(exc)),
+                                     lambda rec: rec["address"]))
+        return [(r.message_id, r.ok, r.error_class) for r in out.itertuples()], tried
+
+    rows, tried = run([("1", "ok"), ("2", "no.a"), ("3", "ok"), ("4", "no.a"), ("5", "no.b"), ("6", "ok")])
+    assert rows == [("1", True, None), ("2", False, DESTINATION_DOWN), ("3", True, None),
+                    ("5", False, DESTINATION_DOWN), ("6", True, None)]
+    assert tried == ["1", "2", "3", "5", "6"]
+    n = DESTINATIONS_DOWN_IN_A_ROW
+    rows, tried = run([(f"d{i}", f"no.{i}") for i in range(n + 2)])
+    assert [r[2] for r in rows] == [DESTINATION_DOWN] * (n - 1) + [TARGET_DOWN]
+    assert len(tried) == n, "the partition stopped"
+
+
 @pytest.mark.parametrize("broker", ["gone", "closes_every_frame", "store_full"])
 def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broker):
-    """The other side of the test above. The connection lost on a SEND, then either no new connection is taken (the
-    broker gone) or every connection is closed on the first frame after CONNECTED, a probe without a message
-    included (a broker failing as a whole); or an ERROR naming the SEND's receipt that does not refuse the frame as
-    written (ActiveMQ's full store answers every SEND so). Each is the broker down (no delivery used), not the message
+    """The other side of the ActiveMQ test above. The connection lost on a SEND, then either no new connection is taken
+    (the broker gone) or every connection is closed on the first frame after CONNECTED, a probe without a message
+    included (a broker failing as a whole): the broker down. Or an ERROR naming the SEND's receipt that does not refuse
+    the frame as written (ActiveMQ's full store answers every SEND so): its destination down, which stops the partition
+    once DESTINATIONS_DOWN_IN_A_ROW destinations are (the test above). Neither uses a delivery: the message is not
     refused. A stand-in broker: ActiveMQ cannot be made to fail these ways on demand."""
     with socket.create_server(("127.0.0.1", 0)) as stand_in:
         port = stand_in.getsockname()[1]
@@ -273,6 +339,7 @@ def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broke
         for conn in conns:
             conn.close()
     assert isinstance(err, TargetDown)
+    assert isinstance(err, DestinationDown) == (broker == "store_full")
     expected = {"gone": ("cannot connect to stomp://127.0.0.1", 1),
                 "closes_every_frame": ("the connection was lost twice on a message", 3),  # twice, then the probe
                 "store_full": ("Usage Manager Store is Full", 1)}[broker]

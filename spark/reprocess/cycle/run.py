@@ -83,7 +83,14 @@ from reprocess.storage.commit import (
     with_docs_state,
 )
 from reprocess.storage.read import naming_damaged_files
-from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, RunContext, expand_target, parse_target
+from reprocess.targets.base import (
+    DESTINATION_DOWN,
+    OUTCOME_SCHEMA,
+    TARGET_DOWN,
+    RunContext,
+    expand_target,
+    parse_target,
+)
 from reprocess.targets.broker import redact
 from reprocess.validation import rowchecks, suites
 
@@ -502,7 +509,7 @@ def _due_stats(due: DataFrame) -> tuple[int, list[int] | None]:
 def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int,
              ctx: RunContext) -> tuple[DataFrame, dict[str, Any] | None]:
     """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
-    and what failed if a target itself did."""
+    and what failed if a target, or a destination of one, did."""
     outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
@@ -512,14 +519,23 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
         sent = target.redrive(due if rows is None else due.filter(rows), ctx)
         sent.write.mode("overwrite").parquet(ctx.stage("outcomes", f"target={i}"))
     outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(outcomes_path)
-    # at most a row per partition of each target: a stopped partition emits one and calls no more
-    down = [r.asDict() for r in outcomes.filter(F.col("error_class") == TARGET_DOWN).collect()]
+    # at most a row per partition of each target (a stopped partition emits one and calls no more), and one per
+    # destination that refused writes in a partition (its other messages there were not tried)
+    downs = F.col("error_class").isin(TARGET_DOWN, DESTINATION_DOWN)
+    down = outcomes.filter(downs).groupBy("error_class", "error_message").count().collect()
     target_down = None
     if down:
-        # A target itself failed: what it did not confirm consumes no delivery and stays due.
-        target_down = {"error": down[0]["error_message"], "partitions_stopped": len(down)}
+        # A target, or a destination of one, failed: what it did not confirm consumes no delivery and stays due.
+        stopped = sorted(r.error_message for r in down if r.error_class == TARGET_DOWN)
+        refusing = sorted(r.error_message for r in down if r.error_class == DESTINATION_DOWN)
+        error = stopped[0] if stopped else f"{len(refusing)} destination(s) refused every write: {refusing[0]}"
+        if stopped and refusing:
+            error += f" (and {len(refusing)} destination(s) refused every write)"
+        target_down = {"error": error,
+                       "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
+                       "destinations_down": len(refusing), "destination_errors": refusing[:10]}
         log.error("target failed, stopping the re-drive run_id=%s error=%s", ctx.run_id, target_down["error"])
-    return outcomes.filter(~F.col("error_class").eqNullSafe(TARGET_DOWN)), target_down
+    return outcomes.filter(~F.coalesce(downs, F.lit(False))), target_down
 
 
 def _target_column(groups: list[tuple[str, Target, Column | None]]) -> Column:
@@ -698,7 +714,8 @@ def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, lateness:
         "corrupt_files": len(corrupt), "quarantined": quarantined, "ledger_rows": a["rows"],
         "ledger_distinct_ids": a["distinct_ids"], "due": due_count, "delivered": a["delivered"],
         "rescheduled": a["rescheduled"], "redriven_dead_lettered": a["redrive_dead"], "left_due": left_due,
-        "target_down_partitions": 0 if target_down is None else target_down["partitions_stopped"]}
+        "target_down_partitions": 0 if target_down is None else target_down["partitions_stopped"],
+        "target_down_destinations": 0 if target_down is None else target_down["destinations_down"]}
     return {
         "run_id": run_id,
         "as_of": iso(as_of),
@@ -743,7 +760,7 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
         # every due message got exactly one outcome
         "redriven": b["due"] == b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
         # a due message goes without an outcome only when the target failed
-        "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
+        "left_due_only_when_target_failed": suites.left_due_only_when_target_failed(b),
     }
 
 

@@ -26,32 +26,61 @@ OUTCOME_SCHEMA = T.StructType([
 # error_class of the one outcome row a partition emits when its target is down (a broker failing, a ``python:`` target
 # raising TargetUnavailable): no later message of that partition is tried
 TARGET_DOWN = "reprocess.TargetUnavailable"
+# error_class of the outcome row of a message whose destination refuses every write while the target takes others
+# (a queue the broker does not let the target's user write to): like TARGET_DOWN, the message consumes no delivery and
+# stays due, and so do the partition's later messages for that destination, which are not tried; the partition goes
+# on with the other destinations
+DESTINATION_DOWN = "reprocess.DestinationUnavailable"
+# destinations refusing writes one after another, with nothing delivered or failed between them: rather the target
+# failing as a whole (a full store refuses every destination), and the partition stops as at TARGET_DOWN
+DESTINATIONS_DOWN_IN_A_ROW = 16
 
 
 def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, Any]], None],
-                 failure: Callable[[Exception], tuple[str, str] | None]) -> Iterator[pd.DataFrame]:
+                 failure: Callable[[Exception], tuple[str, str] | None],
+                 destination: Callable[[dict[str, Any]], str] | None = None) -> Iterator[pd.DataFrame]:
     """One partition's outcomes (OUTCOME_SCHEMA's columns), for the targets that deliver message by message in the
     executors (the brokers, ``python:``). ``deliver(rec)`` returning is a delivery; an exception it raises is given to
     ``failure``, which names it ``(error_class, message)``, or None to let it end the task. ``TARGET_DOWN`` stops the
-    partition: its row is the last, and the messages after it get no row (no delivery used, they stay due)."""
+    partition: its row is the last, and the messages after it get no row (no delivery used, they stay due).
+    ``DESTINATION_DOWN`` (for targets that give ``destination(rec)``, where a message goes) stops only the messages
+    for that destination: they get no row after its own; DESTINATIONS_DOWN_IN_A_ROW of them in a row stop the
+    partition, the last one's row becoming TARGET_DOWN."""
     import pandas as pd
 
     down = False
+    refusing: set[str] = set()  # destinations down
+    in_a_row = 0
     for batch in batches:
         rows: list[tuple[Any, ...]] = []
         for rec in batch.to_dict("records"):
             if down:
                 break
+            where = None if destination is None else destination(rec)
+            if where in refusing:
+                continue
             delivery = int(rec["delivery"])
             try:
                 deliver(rec)
                 rows.append((rec["message_id"], delivery, True, None, None))
+                in_a_row = 0
             except Exception as exc:
                 named = failure(exc)
                 if named is None:
                     raise
-                down = named[0] == TARGET_DOWN
-                rows.append((rec["message_id"], delivery, False, named[0], named[1][:2000]))
+                error_class, message = named
+                if error_class == DESTINATION_DOWN and where is not None:
+                    refusing.add(where)
+                    in_a_row += 1
+                    if in_a_row >= DESTINATIONS_DOWN_IN_A_ROW:
+                        error_class = TARGET_DOWN
+                        message = (f"{in_a_row} destinations in a row refused every write, the last: {message}")
+                elif error_class == DESTINATION_DOWN:
+                    error_class = TARGET_DOWN
+                else:
+                    in_a_row = 0
+                down = error_class == TARGET_DOWN
+                rows.append((rec["message_id"], delivery, False, error_class, message[:2000]))
         yield pd.DataFrame(rows, columns=OUTCOME_SCHEMA.fieldNames())
 
 

@@ -7,9 +7,13 @@ confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery.
 * refused for this message only (AMQP ``basic.return``: no queue for that address; STOMP: an ERROR frame refusing
   that SEND as written, or the connection closed on it twice while the broker answers other frames): a failure of
   that delivery, scheduled by the message's policy like any other;
-* the broker itself failing (connection refused or lost, timeout, nack, any other ERROR frame): the partition stops at
-  once and reports one ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no
-  delivery and stay due. The cycle commits what was confirmed and fails with ``TargetUnavailableError``.
+* the broker itself failing (connection refused or lost, timeout, nack): the partition stops at once and reports one
+  ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no delivery and stay due. The cycle
+  commits what was confirmed and fails with ``TargetUnavailableError``;
+* one destination refusing writes while the broker answers (STOMP: any other ERROR frame about a SEND, such as
+  ActiveMQ's "User x is not authorized to write to: queue://y"): that destination's messages in the partition stay
+  due like the above (one ``DESTINATION_DOWN`` row, the others not tried), the other destinations' go on, and the
+  cycle fails the same way once it has committed.
 
 Every published message carries the original message id and address, the deliveries so far and a stable
 idempotency key ``<message_id>:<delivery>``: after a crash between publish and commit the same delivery
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, deliver_each
+from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, deliver_each
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -130,6 +134,14 @@ class TargetDown(Exception):  # noqa: N818 - a signal inside a partition, not an
     """The broker as a whole is failing."""
 
 
+class DestinationDown(TargetDown):
+    """The broker refuses every write to the message's destination (not authorised, say) and may take others."""
+
+    def __init__(self, destination: str, message: str) -> None:
+        super().__init__(f"destination {destination}: {message}")
+        self.destination = destination
+
+
 class MessageRefused(Exception):  # noqa: N818
     """The broker refused this one message (e.g. no queue for its address)."""
 
@@ -158,11 +170,16 @@ class BrokerTarget:
     def publisher_factory(self) -> Callable[[], Publisher]:
         raise NotImplementedError
 
+    def destination_of(self) -> Callable[[dict[str, Any]], str] | None:
+        """Where a message goes, for the targets whose publishers raise DestinationDown (picklable)."""
+        return None
+
     def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
         factory = self.publisher_factory()
         parts = self.opts.partitions
         per_partition_rate = None if self.opts.rate is None else self.opts.rate / parts
         shown = redact(self.spec)
+        destination = self.destination_of()
 
         def publish_all(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             limiter = RateLimiter(per_partition_rate)
@@ -178,12 +195,14 @@ class BrokerTarget:
             def failure(exc: Exception) -> tuple[str, str] | None:
                 if isinstance(exc, MessageRefused):
                     return exc.error_class, str(exc)
+                if isinstance(exc, DestinationDown):
+                    return DESTINATION_DOWN, f"{shown}: {exc}"
                 if isinstance(exc, TargetDown):
                     return TARGET_DOWN, f"{shown}: {exc}"
                 return None
 
             try:
-                yield from deliver_each(batches, publish, failure)
+                yield from deliver_each(batches, publish, failure, destination)
             finally:
                 if publisher is not None:
                     try:
@@ -195,5 +214,5 @@ class BrokerTarget:
         return cols.mapInPandas(publish_all, OUTCOME_SCHEMA)
 
 
-__all__ = ["HEADER_PREFIX", "TARGET_DOWN", "BrokerOptions", "BrokerTarget", "MessageRefused", "Publisher",
-           "RateLimiter", "TargetDown", "message_headers", "parse_broker_uri", "redact"]
+__all__ = ["HEADER_PREFIX", "TARGET_DOWN", "BrokerOptions", "BrokerTarget", "DestinationDown", "MessageRefused",
+           "Publisher", "RateLimiter", "TargetDown", "message_headers", "parse_broker_uri", "redact"]

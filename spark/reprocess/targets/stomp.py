@@ -4,11 +4,12 @@
 
 ``destination`` (default ``/queue/{address}``) maps a message to where it came from; ``{address}`` and
 ``{message_id}`` are replaced. Each SEND is persistent and asks for a RECEIPT; the delivery counts once
-the receipt arrives. An ERROR frame, a refused or lost connection or a missing receipt after ``timeout``
-seconds is the broker failing: see :mod:`reprocess.targets.broker`, as is a frame the broker has not taken
-within ``timeout`` seconds (a broker that stopped reading its socket). An ERROR frame refusing one SEND as
+the receipt arrives. A refused or lost connection, an ERROR frame about no SEND or a missing receipt after
+``timeout`` seconds is the broker failing: see :mod:`reprocess.targets.broker`, as is a frame the broker has not
+taken within ``timeout`` seconds (a broker that stopped reading its socket). An ERROR frame refusing one SEND as
 written (``FRAME_REFUSED``), or a connection the broker closes on one message twice while it answers other
-frames, is that message refused (a failed delivery): see :class:`StompPublisher`.
+frames, is that message refused (a failed delivery); any other ERROR about a SEND is its destination refusing
+writes (ActiveMQ's "not authorized to write to"): see :class:`StompPublisher`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from reprocess.targets.broker import (
     BrokerOptions,
     BrokerTarget,
+    DestinationDown,
     MessageRefused,
     Publisher,
     TargetDown,
@@ -32,10 +34,12 @@ from reprocess.targets.broker import (
 )
 
 # How ActiveMQ Classic's ERROR frame begins (its body is the exception's stack trace) when it cannot take a frame as
-# written: a header it cannot read (an unknown transaction...). Its other ERRORs about a SEND (a full store, a write
-# it is not authorised to make, a failing persistence adapter) carry the SEND's receipt too, and would come for every
-# message: they, and any other broker's ERRORs, are the broker failing.
+# written: a header it cannot read (an unknown transaction...). Its other ERRORs about a SEND (a write it is not
+# authorised to make, a destination's memory limit, a full store, a failing persistence adapter) carry the SEND's
+# receipt too, and would come for every message to that destination, or to every one: they, and any other broker's
+# ERRORs about a SEND, are the destination down (see reprocess.targets.base.deliver_each).
 FRAME_REFUSED = "org.apache.activemq.transport.stomp.ProtocolException"
+DESTINATION = "/queue/{address}"  # the destination option's default
 
 
 class _Receipts:
@@ -61,9 +65,11 @@ class _Receipts:
 
     def on_error(self, frame: Any) -> None:
         with self.cond:
-            self.error = f"{frame.headers.get('message', 'ERROR frame')}: {frame.body}"[:500]
-            self.error_receipt = frame.headers.get("receipt-id")
             body = frame.body.decode("utf-8", "replace") if isinstance(frame.body, bytes) else str(frame.body or "")
+            message = frame.headers.get("message", "ERROR frame")
+            # ActiveMQ's body is the exception's message, or its stack trace, which begins with it
+            self.error = (body if message in body.split("\n", 1)[0] else f"{message}: {body}")[:500]
+            self.error_receipt = frame.headers.get("receipt-id")
             self.error_is_the_frames = body.startswith(FRAME_REFUSED)
             self.cond.notify_all()
 
@@ -117,12 +123,13 @@ class StompPublisher(Publisher):
     lost again, the broker is asked a frame that carries no message (BEGIN and ABORT of a transaction, with a
     receipt) on a third connection. Answered, the message is refused (a failed delivery, the others go on); not,
     the broker is down. An ERROR frame naming the SEND's receipt that refuses the frame as written (FRAME_REFUSED)
-    is about that message alone: refused too. Another ERROR, even naming the SEND, is the broker failing."""
+    is about that message alone: refused too. Another ERROR naming the SEND is its destination refusing writes
+    (DestinationDown): the messages for it stay due, the others go on."""
 
     def __init__(self, opts: BrokerOptions) -> None:
         self.opts = opts
         self.timeout = opts.timeout
-        self.destination = opts.query.get("destination", "/queue/{address}")
+        self.destination = opts.query.get("destination", DESTINATION)
         self.where = f"stomp://{opts.host}:{opts.port}"
         self.n = 0
         self.conn: Any = None
@@ -156,10 +163,11 @@ class StompPublisher(Publisher):
             self._drop()  # its socket and receiver thread: a publisher that never connected is never closed
             raise TargetDown(f"cannot connect to {self.where}: {error or f'no CONNECTED frame within {self.timeout}s'}")
 
-    def _receipt(self, send: Callable[[str], None]) -> str | None:
+    def _receipt(self, send: Callable[[str], None], destination: str | None = None) -> str | None:
         """``send(receipt)`` writes a frame asking for ``receipt``. None once it arrives; the reason when the
-        connection was lost (or an ERROR about another frame came) first. Raises MessageRefused for an ERROR about
-        this frame, TargetDown when the broker does not take the frame or answer it within the timeout."""
+        connection was lost (or an ERROR about another frame came) first. Raises MessageRefused for an ERROR refusing
+        this frame as written, DestinationDown for another ERROR about this frame when it is a SEND to
+        ``destination``, TargetDown when the broker does not take the frame or answer it within the timeout."""
         from stomp.exception import StompException
 
         self.n += 1
@@ -184,7 +192,9 @@ class StompPublisher(Publisher):
                 error, listener.error, listener.error_receipt = listener.error, None, None
                 raise MessageRefused("stomp.ERROR", error)
             if listener.error and listener.error_receipt == receipt:
-                self.broken = True
+                self.broken = True  # STOMP 1.2 lets the broker close the connection after an ERROR
+                if destination is not None:
+                    raise DestinationDown(destination, listener.error)
                 raise TargetDown(listener.error)
             if listener.error:
                 self.broken = True
@@ -193,7 +203,7 @@ class StompPublisher(Publisher):
         raise TargetDown(f"no receipt from the broker within {self.timeout}s")
 
     def publish(self, rec: dict[str, Any]) -> None:
-        dest = self.destination.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        dest = destination_of(self.destination, rec)
         body = (rec["payload"] or "").encode("utf-8")
 
         def send(receipt: str) -> None:
@@ -203,7 +213,7 @@ class StompPublisher(Publisher):
         for _ in range(2):
             if not self._healthy():
                 self._connect()  # the broker down: TargetDown
-            lost = self._receipt(send)
+            lost = self._receipt(send, dest)
             if lost is None:
                 return
         self._connect()
@@ -266,3 +276,12 @@ class StompTarget(BrokerTarget):
     def publisher_factory(self) -> Callable[[], Publisher]:
         opts = self.opts
         return lambda: StompPublisher(opts)
+
+    def destination_of(self) -> Callable[[dict[str, Any]], str]:
+        template = self.opts.query.get("destination", DESTINATION)
+        return lambda rec: destination_of(template, rec)
+
+
+def destination_of(template: str, rec: dict[str, Any]) -> str:
+    """Where ``rec`` goes: ``template`` with its ``{address}`` and ``{message_id}``."""
+    return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])

@@ -379,10 +379,16 @@ def run_table(balance: dict[str, int]) -> pandas.DataFrame:
         "ledger_rows": b["ledger_rows"], "ledger_distinct_ids": b["ledger_distinct_ids"],
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
             b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
-        "left_due_only_when_target_failed": b["left_due"] == 0 or b.get("target_down_partitions", 0) > 0,
+        "left_due_only_when_target_failed": left_due_only_when_target_failed(b),
     }])
 
 
+def left_due_only_when_target_failed(b: dict[str, int]) -> bool:
+    """A due message goes without an outcome only when its target, or its destination on it, failed (a run's
+    ``balance``; runs before destinations were counted have no ``target_down_destinations``)."""
+    return b["left_due"] == 0 or b.get("target_down_partitions", 0) + b.get("target_down_destinations", 0) > 0
+
+
 __all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
-           "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame", "load_suite",
-           "run_table", "validate"]
+           "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame",
+           "left_due_only_when_target_failed", "load_suite", "run_table", "validate"]
