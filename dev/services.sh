@@ -28,6 +28,7 @@ if amq_up && [ -f "$inst/activemq.xml" ] && ! cmp -s "$(dirname "$0")/activemq/a
   echo "services: ActiveMQ runs an older configuration of ours: restarting it"
   /etc/init.d/activemq stop >/dev/null || true
   for _ in $(seq 60); do amq_up || break; sleep 1; done
+  amq_up && { echo "services: could not stop ActiveMQ to apply dev/activemq/activemq.xml: stop it and re-run" >&2; exit 1; }
 fi
 if ! amq_up; then
   if [ ! -f /usr/share/activemq/bin/activemq.jar ]; then

@@ -255,6 +255,8 @@ def test_a_destination_activemq_does_not_let_the_target_write_to_stays_due_and_t
     (run,) = Warehouse(str(wh)).latest().runs
     down = run["summary"]["target_down"]
     assert (down["partitions_stopped"], down["destinations_down"], down["left_due"]) == (0, 1, 2)
+    (error,) = down["destination_errors"]
+    assert error.startswith("/queue/reprocess.forbidden: stomp://limited:***@"), error
     assert (run["summary"]["delivered"], run["summary"]["balance"]["target_down_destinations"]) == (3, 1)
     assert all(run["summary"]["conservation"].values()), run["summary"]["conservation"]
     ledger = {r.message_id: (r.state, r.deliveries) for r in read_dataset(spark, str(wh), "ledger").collect()}
@@ -284,11 +286,11 @@ def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_
                               "delivery": [2] * len(recs)})
         out = pd.concat(deliver_each(iter([batch]), deliver, lambda exc: (DESTINATION_DOWN, str(exc)),
                                      lambda rec: rec["address"]))
-        return [(r.message_id, r.ok, r.error_class) for r in out.itertuples()], tried
+        return [(r.message_id, r.ok, r.error_class, r.error_message) for r in out.itertuples()], tried
 
     rows, tried = run([("1", "ok"), ("2", "no.a"), ("3", "ok"), ("4", "no.a"), ("5", "no.b"), ("6", "ok")])
-    assert rows == [("1", True, None), ("2", False, DESTINATION_DOWN), ("3", True, None),
-                    ("5", False, DESTINATION_DOWN), ("6", True, None)]
+    assert rows == [("1", True, None, None), ("2", False, DESTINATION_DOWN, "no.a\nno.a"), ("3", True, None, None),
+                    ("5", False, DESTINATION_DOWN, "no.b\nno.b"), ("6", True, None, None)]
     assert tried == ["1", "2", "3", "5", "6"]
     n = DESTINATIONS_DOWN_IN_A_ROW
     rows, tried = run([(f"d{i}", f"no.{i}") for i in range(n + 2)])

@@ -527,13 +527,18 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
     if down:
         # A target, or a destination of one, failed: what it did not confirm consumes no delivery and stays due.
         stopped = sorted(r.error_message for r in down if r.error_class == TARGET_DOWN)
-        refusing = sorted(r.error_message for r in down if r.error_class == DESTINATION_DOWN)
-        error = stopped[0] if stopped else f"{len(refusing)} destination(s) refused every write: {refusing[0]}"
-        if stopped and refusing:
-            error += f" (and {len(refusing)} destination(s) refused every write)"
+        refusing: dict[str, str] = {}  # destination -> its error (a partition's, which may name its connection)
+        for r in sorted(down, key=lambda r: r.error_message):
+            if r.error_class == DESTINATION_DOWN:
+                where, _, error = r.error_message.partition("\n")  # deliver_each's
+                refusing.setdefault(where, f"{where}: {error}")
+        errors = list(refusing.values())
+        error = stopped[0] if stopped else f"{len(errors)} destination(s) refused every write: {errors[0]}"
+        if stopped and errors:
+            error += f" (and {len(errors)} destination(s) refused every write)"
         target_down = {"error": error,
                        "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
-                       "destinations_down": len(refusing), "destination_errors": refusing[:10]}
+                       "destinations_down": len(errors), "destination_errors": errors[:10]}
         log.error("target failed, stopping the re-drive run_id=%s error=%s", ctx.run_id, target_down["error"])
     return outcomes.filter(~F.coalesce(downs, F.lit(False))), target_down
 

@@ -44,8 +44,8 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
     ``failure``, which names it ``(error_class, message)``, or None to let it end the task. ``TARGET_DOWN`` stops the
     partition: its row is the last, and the messages after it get no row (no delivery used, they stay due).
     ``DESTINATION_DOWN`` (for targets that give ``destination(rec)``, where a message goes) stops only the messages
-    for that destination: they get no row after its own; DESTINATIONS_DOWN_IN_A_ROW of them in a row stop the
-    partition, the last one's row becoming TARGET_DOWN."""
+    for that destination: they get no row after its own, whose message is ``<destination>\n<error>``;
+    DESTINATIONS_DOWN_IN_A_ROW of them in a row stop the partition, the last one's row becoming TARGET_DOWN."""
     import pandas as pd
 
     down = False
@@ -74,7 +74,9 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
                     in_a_row += 1
                     if in_a_row >= DESTINATIONS_DOWN_IN_A_ROW:
                         error_class = TARGET_DOWN
-                        message = (f"{in_a_row} destinations in a row refused every write, the last: {message}")
+                        message = f"{in_a_row} destinations in a row refused every write, the last {where}: {message}"
+                    else:
+                        message = f"{where}\n{message}"
                 elif error_class == DESTINATION_DOWN:
                     error_class = TARGET_DOWN
                 else:

@@ -138,7 +138,7 @@ class DestinationDown(TargetDown):
     """The broker refuses every write to the message's destination (not authorised, say) and may take others."""
 
     def __init__(self, destination: str, message: str) -> None:
-        super().__init__(f"destination {destination}: {message}")
+        super().__init__(message)
         self.destination = destination
 
 

@@ -66,7 +66,7 @@ class _Receipts:
     def on_error(self, frame: Any) -> None:
         with self.cond:
             body = frame.body.decode("utf-8", "replace") if isinstance(frame.body, bytes) else str(frame.body or "")
-            message = frame.headers.get("message", "ERROR frame")
+            message = frame.headers.get("message") or "ERROR frame"
             # ActiveMQ's body is the exception's message, or its stack trace, which begins with it
             self.error = (body if message in body.split("\n", 1)[0] else f"{message}: {body}")[:500]
             self.error_receipt = frame.headers.get("receipt-id")
