@@ -353,9 +353,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         return summary
 
     # -- 4. persist deliveries before re-driving them --------------------------------------------
+    groups = None  # a resumed run's are taken by the targets recorded, once it has due messages (_redrive)
     if prepared is None:
+        groups = _target_groups(opts)
         inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
-        parquet_options(due.select("message_id", "delivery", _target_column(_target_groups(opts)))
+        parquet_options(due.select("message_id", "delivery", _target_column(groups))
                         .write.mode("overwrite"), ["message_id"]).parquet(str(wh.run_dir(run_id) / inflight_name))
         wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
                                    "policy_targets": {m: redact(t) for m, t in _policy_targets(opts.policies).items()},
@@ -367,7 +369,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 
     # -- 5. re-drive -----------------------------------------------------------------------------
     ctx = RunContext(run_id, as_of, str(stage), codegen, outbox_dir=str(wh.staged(run_id, stage, "outbox")))
-    outcomes, target_down = _redrive(spark, opts, due, due_count, ctx)
+    outcomes, target_down = _redrive(spark, opts, due, due_count, ctx, groups)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
     final = pins.pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
@@ -506,14 +508,16 @@ def _due_stats(due: DataFrame) -> tuple[int, list[int] | None]:
     return int(row.n), row.p
 
 
-def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int,
-             ctx: RunContext) -> tuple[DataFrame, dict[str, Any] | None]:
-    """Re-drive the due messages once, each through its policy's target or the run's; their outcomes (staged),
-    and what failed if a target, or a destination of one, did."""
+def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int, ctx: RunContext,
+             groups: list[tuple[str, Target, Column | None]] | None = None) -> tuple[DataFrame, dict[str, Any] | None]:
+    """Re-drive the due messages once, each through its policy's target or the run's (``groups``, as
+    _target_groups gives them; None: computed here); their outcomes (staged), and what failed if a target, or a
+    destination of one, did."""
     outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
     if not due_count:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
-    groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
+    if groups is None:
+        groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
     for i, (spec, target, rows) in enumerate(groups):
         log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
         sent = target.redrive(due if rows is None else due.filter(rows), ctx)
