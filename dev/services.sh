@@ -50,6 +50,14 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   rabbitmq-server -detached || true
   for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
 fi
+# A RabbitMQ user that may publish to amq.topic only with routing keys under allowed.: the amqp:// target's test of a
+# routing key the broker refuses (topic permissions) logs in as it.
+if ! rabbitmqctl -q list_users 2>/dev/null | grep '^reprocess-limited' >/dev/null; then  # not -q: no SIGPIPE
+  echo "services: adding RabbitMQ user reprocess-limited"
+  rabbitmqctl -q add_user reprocess-limited limited >/dev/null
+  rabbitmqctl -q set_permissions -p / reprocess-limited "" ".*" ".*" >/dev/null
+  rabbitmqctl -q set_topic_permissions -p / reprocess-limited amq.topic '^allowed\..*' ".*" >/dev/null
+fi
 echo "services: ActiveMQ STOMP 127.0.0.1:61613, RabbitMQ 127.0.0.1:5672"
 
 # An S3-compatible server for the tests of the readers of a warehouse on object storage (tests/test_s3_readers.py):

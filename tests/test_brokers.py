@@ -266,6 +266,40 @@ def test_a_destination_activemq_does_not_let_the_target_write_to_stays_due_and_t
     assert sorted(m for m, _ in consumed) == ["1-a", "3-a", "4-a"]
 
 
+def test_a_routing_key_rabbitmq_does_not_let_the_target_publish_with_is_that_destination_down():
+    """The RabbitMQ here (dev/services.sh) has a user reprocess-limited whose topic permissions let it publish to
+    amq.topic only with routing keys under allowed.; with another key RabbitMQ closes the channel (403 ACCESS_REFUSED,
+    "access to topic ..."). That routing key is its destination down (DestinationDown: its messages stay due and the
+    others go, as in the ActiveMQ test above), and the next message goes on a new channel. Before, it was the broker
+    down: the partition stopped there on every run. An exchange that is not there stays the broker down."""
+    conn, ch = _amqp_queues(["reprocess.allowed.topic"])
+    ch.queue_bind("reprocess.allowed.topic", "amq.topic", "allowed.#")
+    target = parse_target(AMQP.replace("guest:guest", "reprocess-limited:limited")
+                          + "?exchange=amq.topic&routing_key={address}&timeout=5")
+    publisher = target.publisher_factory()()
+    outcomes = []
+    for mid, address in (("1", "allowed.a"), ("2", "forbidden.b"), ("3", "allowed.c")):
+        try:
+            publisher.publish({"message_id": mid, "address": address, "payload": mid, "headers": {}, "delivery": 2})
+            outcomes.append(None)
+        except TargetDown as exc:
+            outcomes.append(exc)
+    publisher.close()
+    assert [outcomes[0], outcomes[2]] == [None, None], outcomes
+    assert isinstance(outcomes[1], DestinationDown), outcomes[1]
+    assert outcomes[1].destination == "amq.topic/forbidden.b"
+    assert "ACCESS_REFUSED - access to topic 'forbidden.b'" in str(outcomes[1])
+    assert target.destination_of()({"message_id": "2", "address": "forbidden.b"}) == "amq.topic/forbidden.b"
+    assert ch.queue_declare("reprocess.allowed.topic", passive=True).method.message_count == 2
+    conn.close()
+    missing = parse_target(AMQP + "?exchange=reprocess.no-such-exchange&timeout=5").publisher_factory()()
+    err, _took = _publish_guarded(missing, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                            "delivery": 2})
+    assert isinstance(err, TargetDown), err
+    assert not isinstance(err, DestinationDown), err
+    assert "NOT_FOUND" in str(err)
+
+
 def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_partition():
     """deliver_each, as a broker target's partition runs it: a destination that refused a write is not tried again
     in the partition (its messages get no outcome and stay due), the others go on; DESTINATIONS_DOWN_IN_A_ROW of them

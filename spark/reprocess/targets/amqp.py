@@ -9,6 +9,9 @@
   as is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header
   name longer than 255 bytes); a nack, a refused or lost connection, a closed channel, a timeout or no confirm within
   ``timeout`` seconds is the broker failing: see :mod:`reprocess.targets.broker`.
+* A routing key the user may not publish with (RabbitMQ's topic permissions: the channel closed with 403
+  ``ACCESS_REFUSED - access to topic ...``) is that destination down: its messages stay due, the others go on a new
+  channel. Refused access to the exchange itself is the broker failing, for every message.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from reprocess.errors import ConfigError
 from reprocess.targets.broker import (
     BrokerOptions,
     BrokerTarget,
+    DestinationDown,
     MessageRefused,
     Publisher,
     TargetDown,
@@ -27,6 +31,8 @@ from reprocess.targets.broker import (
     parse_broker_uri,
     redact,
 )
+
+ROUTING_KEY = "{address}"  # the routing_key option's default
 
 
 class AmqpPublisher(Publisher):
@@ -38,7 +44,7 @@ class AmqpPublisher(Publisher):
         self.pika = pika
         self.timeout = opts.timeout
         self.exchange = opts.query.get("exchange", "")
-        self.routing_key = opts.query.get("routing_key", "{address}")
+        self.routing_key = opts.query.get("routing_key", ROUTING_KEY)
         credentials = pika.PlainCredentials(opts.user or "guest", opts.password or "guest")
         params = pika.ConnectionParameters(
             host=opts.host, port=opts.port, virtual_host=opts.path or "/", credentials=credentials,
@@ -56,7 +62,13 @@ class AmqpPublisher(Publisher):
 
     def publish(self, rec: dict[str, Any]) -> None:
         pe = self.pe
-        key = self.routing_key.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        key = routing_key_of(self.routing_key, rec)
+        if not self.channel.is_open:  # closed by the broker on the last message's destination (see below)
+            try:
+                self.channel = self.connection.channel()
+                self.channel.confirm_delivery()
+            except (pe.AMQPError, OSError) as exc:
+                raise TargetDown(f"cannot open a channel: {type(exc).__name__}: {exc}") from exc
         props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
                                           delivery_mode=2, content_type="application/octet-stream")
         # pika's blocking publish waits for the broker's confirm with no deadline of its own: a broker that stays up
@@ -85,6 +97,10 @@ class AmqpPublisher(Publisher):
                                  f"{str(exc)[:120]}") from exc
         except pe.NackError as exc:
             raise TargetDown(f"the broker nacked the message: {exc}") from exc
+        except pe.ChannelClosedByBroker as exc:
+            if exc.reply_code == 403 and "access to topic" in exc.reply_text:  # this routing key, not the exchange
+                raise DestinationDown(f"{self.exchange}/{key}", f"{exc.reply_code} {exc.reply_text}") from exc
+            raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
         except (pe.AMQPError, OSError) as exc:
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
         finally:
@@ -105,3 +121,12 @@ class AmqpTarget(BrokerTarget):
     def publisher_factory(self) -> Callable[[], Publisher]:
         opts = self.opts
         return lambda: AmqpPublisher(opts)
+
+    def destination_of(self) -> Callable[[dict[str, Any]], str]:
+        exchange, template = self.opts.query.get("exchange", ""), self.opts.query.get("routing_key", ROUTING_KEY)
+        return lambda rec: f"{exchange}/{routing_key_of(template, rec)}"
+
+
+def routing_key_of(template: str, rec: dict[str, Any]) -> str:
+    """The routing key ``rec`` is published with: ``template`` with its ``{address}`` and ``{message_id}``."""
+    return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
