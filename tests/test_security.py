@@ -34,6 +34,8 @@ _KEYS = [
 # or a redacted password may be written down outside the tests (which use throwaway local credentials).
 _URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://([A-Za-z0-9._%-]+):([^/\s\"'@]+)@")
 _PLACEHOLDERS = {"pass", "password", "***", "${MQ_PASSWORD}", "${RABBITMQ_PASSWORD}"}
+# The local test brokers' throwaway accounts, like RabbitMQ's guest: ActiveMQ's user that may write to few queues.
+_LOCAL_TEST_ACCOUNTS = {("dev/activemq/activemq.xml", "limited")}
 _ASSIGNED = re.compile(r"""(?i)\b(password|passwd|secret|token|api_key)\b["']?\s*[:=]\s*["']([^"'\s]{4,})["']""")
 
 
@@ -64,7 +66,7 @@ def test_no_key_token_or_literal_password_is_committed():
             if password not in _PLACEHOLDERS and "${" not in password and (user, password) != ("guest", "guest"):
                 found.append(f"{rel}: credentials in a URL ({user}:{password[:2]}...)")
         for key, value in _ASSIGNED.findall(text):
-            if not value.startswith(("$", "{", "<", "os.environ")):
+            if not value.startswith(("$", "{", "<", "os.environ")) and (rel, value) not in _LOCAL_TEST_ACCOUNTS:
                 found.append(f"{rel}: {key} = {value[:2]}...")
     assert found == []
 
