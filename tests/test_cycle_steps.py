@@ -795,6 +795,33 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     assert _prepared_policy_targets({"run_id": "run-x", "policy_targets": {"a.#": "outbox"}}, policies(None)) == {
         "a.#": "outbox"}
     assert _prepared_policy_targets({"run_id": "run-x"}, policies(secret)) is None  # recorded before: the file's
+    # the policy renamed, or its target now the run's: the password is taken from where the target is written now
+    renamed = parse_policies(f'policies:\n  - match: "b.#"\n    profile: stepped\n    settings: {{delays: [1m]}}\n'
+                             f'    target: {secret}\n')
+    assert _prepared_policy_targets(prep, renamed) == {"a.#": secret}
+    assert _prepared_policy_targets(prep, policies(None), run_target=secret) == {"a.#": secret}
+    rotated = "amqp://u:n3w@broker:5672/"  # the same target, its password changed in between
+    assert _prepared_policy_targets(prep, policies(None), run_target=rotated) == {"a.#": rotated}
+
+
+def test_a_prepared_run_target_with_a_password_is_taken_from_the_target_passed_or_a_policys():
+    from reprocess.cycle.run import _prepared_target
+    from reprocess.errors import ConfigError
+
+    secret = "amqp://u:s3cret@broker:5672/"
+    own = parse_policies(f'policies:\n  - match: "a.#"\n    profile: stepped\n    settings: {{delays: [1m]}}\n'
+                         f'    target: {secret}\n')
+    bare = parse_policies('policies:\n  - match: "a.#"\n    profile: stepped\n    settings: {delays: [1m]}\n')
+    prep = {"run_id": "run-x", "target": "amqp://u:***@broker:5672/"}
+
+    def opts(target: str, policies: object) -> CycleOptions:
+        return CycleOptions(landing="l", warehouse="w", policies=policies, as_of_ms=0, target=target)
+
+    assert _prepared_target(prep, opts(secret, bare)) == secret
+    assert _prepared_target(prep, opts("outbox", own)) == secret  # the run's target moved into a policy
+    with pytest.raises(ConfigError, match=r"resumed with its target amqp://u:\*\*\*@broker:5672/ .*same --target"):
+        _prepared_target(prep, opts("outbox", bare))
+    assert _prepared_target({"run_id": "run-x", "target": "outbox"}, opts(secret, bare)) == "outbox"
 
 
 def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry_redrives_what_was_left(

@@ -175,13 +175,10 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
         for prep in wh.prepared_runs():
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
-            target = opts.target if redact(opts.target) == prep["target"] else prep["target"]
-            if "***" in target:
-                raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password "
-                                  "is not stored): pass the same --target", key="--target")
+            target = _prepared_target(prep, opts)
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"),
-                                      "policy_targets": _prepared_policy_targets(prep, opts.policies)})
+                                      "policy_targets": _prepared_policy_targets(prep, opts.policies, opts.target)})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
         snap = wh.latest()
         done = snap.runs_at(opts.as_of_ms)
@@ -208,24 +205,43 @@ def _policy_targets(policies: PolicySet) -> dict[str, str]:
     return {p.match: p.target for p in policies.policies if p.target}
 
 
-def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet) -> dict[str, str] | None:
+def _prepared_target(prep: dict[str, Any], opts: CycleOptions) -> str:
+    """The run's target a prepared run resumes with: the one it prepared with (recorded redacted), its password taken
+    from the target passed now or a policy's own when either redacts to it (a rotated password included)."""
+    target: str = next((t for t in [opts.target, *_policy_targets(opts.policies).values()]
+                        if redact(t) == prep["target"]), prep["target"])
+    if "***" in target:
+        raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password is not "
+                          "stored): pass the same --target", key="--target")
+    return target
+
+
+def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_target: str = "outbox"
+                             ) -> dict[str, str] | None:
     """The policies' own targets a prepared run re-drives through when it resumes: the ones it prepared with, as
     its run target. A policy file changed in between (a policy's target changed, added or removed) would otherwise
     send the rest of the run elsewhere, and the messages its first attempt delivered again to a second target,
     where their idempotency keys mean nothing. A spec stored with a password (``***``) is taken from the policy
-    file when it still redacts to it; otherwise the run cannot resume. None for a run prepared before they were
-    recorded: the policy file's."""
+    file when it still redacts to it: the policy's own target, or another policy's, or ``run_target`` (a policy
+    renamed or removed whose target is still written somewhere, its password changed or not); otherwise the run
+    cannot resume. None for a run prepared before they were recorded: the policy file's."""
     stored: dict[str, str] | None = prep.get("policy_targets")
     if stored is None:
         return None
     current = _policy_targets(policies)
+    written: dict[str, str] = {}  # each redacted spec's spelling with its password: the policy's own first
+    for spec in [*current.values(), run_target]:
+        written.setdefault(redact(spec), spec)
     targets = {}
     for match, spec in stored.items():
         if match in current and redact(current[match]) == spec:
             targets[match] = current[match]
+        elif spec in written:
+            targets[match] = written[spec]
         elif "***" in spec:
             raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
-                              "password is not stored): restore that target in the policy file", key="target")
+                              "password is not stored): write that target back in the policy file, under any policy "
+                              "or as the run's target", key="target")
         else:
             targets[match] = spec
     if targets != current:
