@@ -63,27 +63,29 @@ class AmqpPublisher(Publisher):
     def publish(self, rec: dict[str, Any]) -> None:
         pe = self.pe
         key = routing_key_of(self.routing_key, rec)
-        if not self.channel.is_open:  # closed by the broker on the last message's destination (see below)
-            try:
-                self.channel = self.connection.channel()
-                self.channel.confirm_delivery()
-            except (pe.AMQPError, OSError) as exc:
-                raise TargetDown(f"cannot open a channel: {type(exc).__name__}: {exc}") from exc
         props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
                                           delivery_mode=2, content_type="application/octet-stream")
         # pika's blocking publish waits for the broker's confirm with no deadline of its own: a broker that stays up
         # and withholds confirms (a quorum queue that lost its majority) or a proxy that stopped forwarding held the
         # task until the connection's heartbeat gave up, and with heartbeats flowing never. The deadline ends the
         # connection the way pika's own blocked-connection timeout does (on its I/O loop, the one the wait runs),
-        # and the wait raises its error: the broker down, this message not confirmed.
+        # and the wait raises its error: the broker down, this message not confirmed. It covers a new channel's
+        # opening too.
         impl = self.connection._impl
 
         def give_up() -> None:
             if impl.is_open and impl._transport is not None:  # not a stream that ended in the same loop iteration
-                impl._terminate_stream(pe.AMQPConnectionError(f"no publisher confirm within {self.timeout}s"))
+                impl._terminate_stream(pe.AMQPConnectionError(
+                    f"no publisher confirm (or new channel) within {self.timeout}s"))
 
         deadline = impl._adapter_call_later(self.timeout, give_up)
         try:
+            if not self.channel.is_open:  # closed by the broker on the last message's destination (see below)
+                try:
+                    self.channel = self.connection.channel()
+                    self.channel.confirm_delivery()
+                except (pe.AMQPError, OSError) as exc:
+                    raise TargetDown(f"cannot open a channel: {type(exc).__name__}: {exc}") from exc
             self.channel.basic_publish(self.exchange, key, (rec["payload"] or "").encode("utf-8"), props,
                                        mandatory=True)
         except pe.UnroutableError as exc:

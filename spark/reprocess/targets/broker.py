@@ -11,7 +11,8 @@ confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery.
   ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no delivery and stay due. The cycle
   commits what was confirmed and fails with ``TargetUnavailableError``;
 * one destination refusing writes while the broker answers (STOMP: any other ERROR frame about a SEND, such as
-  ActiveMQ's "User x is not authorized to write to: queue://y"): that destination's messages in the partition stay
+  ActiveMQ's "User x is not authorized to write to: queue://y"; AMQP: a routing key RabbitMQ's topic permissions
+  refuse, the channel closed with 403 "access to topic ..."): that destination's messages in the partition stay
   due like the above (one ``DESTINATION_DOWN`` row, the others not tried), the other destinations' go on, and the
   cycle fails the same way once it has committed.
 
