@@ -804,6 +804,28 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     assert _prepared_policy_targets(prep, policies(None), run_target=rotated) == {"a.#": rotated}
 
 
+def test_a_resumed_runs_rows_are_each_taken_by_one_target_when_two_differ_only_in_a_password(spark, monkeypatch):
+    """Two policies' targets that differ only in their password record alike (redacted) at the prepare; on resume
+    each took every row recorded so, and each such message was published through both. Now each recorded spelling
+    is one group, the first target written so; the run's target takes the rest."""
+    from reprocess.cycle.run import RECORDED_TARGET, _target_groups
+
+    monkeypatch.setenv("PW_A", "a")
+    monkeypatch.setenv("PW_B", "b")
+    first, second = "amqp://u:${PW_A}@127.0.0.1:1/", "amqp://u:${PW_B}@127.0.0.1:1/"
+    policies = parse_policies("policies:\n" + "".join(
+        f'  - match: "{m}"\n    profile: stepped\n    settings: {{delays: [1m]}}\n    target: "{t}"\n'
+        for m, t in (("a.#", first), ("b.#", second))))
+    opts = CycleOptions(landing="l", warehouse="w", policies=policies, as_of_ms=0, target="outbox")
+    rows = spark.createDataFrame([("m1", "amqp://u:***@127.0.0.1:1/"), ("m2", "outbox"), ("m3", "gone://x")],
+                                 ["message_id", RECORDED_TARGET])
+    taken: dict[str, list[str]] = {}
+    for spec, _target, where in _target_groups(opts, recorded=True):
+        for r in (rows if where is None else rows.filter(where)).collect():
+            taken.setdefault(r.message_id, []).append(spec)
+    assert taken == {"m1": [first], "m2": ["outbox"], "m3": ["outbox"]}
+
+
 def test_a_prepared_run_target_with_a_password_is_taken_from_the_target_passed_or_a_policys():
     from reprocess.cycle.run import _prepared_target
     from reprocess.errors import ConfigError

@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -205,11 +206,21 @@ def _policy_targets(policies: PolicySet) -> dict[str, str]:
     return {p.match: p.target for p in policies.policies if p.target}
 
 
+def _written_targets(run_target: str, policies: PolicySet) -> dict[str, str]:
+    """Each target written now, by its redacted spelling (as prepared.json records it): the run's target, then the
+    policies' own in file order. Two that differ only in their password (one rotated in one place) make one entry,
+    the first: a resumed run takes each recorded target's password from here, the same for the run's and a
+    policy's."""
+    written: dict[str, str] = {}
+    for spec in [run_target, *_policy_targets(policies).values()]:
+        written.setdefault(redact(spec), spec)
+    return written
+
+
 def _prepared_target(prep: dict[str, Any], opts: CycleOptions) -> str:
     """The run's target a prepared run resumes with: the one it prepared with (recorded redacted), its password taken
-    from the target passed now or a policy's own when either redacts to it (a rotated password included)."""
-    target: str = next((t for t in [opts.target, *_policy_targets(opts.policies).values()]
-                        if redact(t) == prep["target"]), prep["target"])
+    from where that target is written now (_written_targets: the target passed, or a policy's own)."""
+    target = _written_targets(opts.target, opts.policies).get(prep["target"], prep["target"])
     if "***" in target:
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password is not "
                           "stored): pass the same --target", key="--target")
@@ -221,22 +232,18 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
     """The policies' own targets a prepared run re-drives through when it resumes: the ones it prepared with, as
     its run target. A policy file changed in between (a policy's target changed, added or removed) would otherwise
     send the rest of the run elsewhere, and the messages its first attempt delivered again to a second target,
-    where their idempotency keys mean nothing. A spec stored with a password (``***``) is taken from the policy
-    file when it still redacts to it: the policy's own target, or another policy's, or ``run_target`` (a policy
-    renamed or removed whose target is still written somewhere, its password changed or not); otherwise the run
-    cannot resume. None for a run prepared before they were recorded: the policy file's."""
+    where their idempotency keys mean nothing. A spec stored with a password (``***``) takes it from where that
+    target is written now (_written_targets: ``run_target`` or any policy's own, so a policy renamed or removed whose
+    target is still written somewhere resumes, its password rotated or not); otherwise the run cannot resume. None for
+    a run prepared before they were recorded: the policy file's."""
     stored: dict[str, str] | None = prep.get("policy_targets")
     if stored is None:
         return None
     current = _policy_targets(policies)
-    written: dict[str, str] = {}  # each redacted spec's spelling with its password: the policy's own first
-    for spec in [*current.values(), run_target]:
-        written.setdefault(redact(spec), spec)
+    written = _written_targets(run_target, policies)
     targets = {}
     for match, spec in stored.items():
-        if match in current and redact(current[match]) == spec:
-            targets[match] = current[match]
-        elif spec in written:
+        if spec in written:
             targets[match] = written[spec]
         elif "***" in spec:
             raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
@@ -586,11 +593,24 @@ def _target_groups(opts: CycleOptions, recorded: bool = False) -> list[tuple[str
     own = {match: (spec, expand_target(spec)) for match, spec in specs.items()}
 
     def rows_of(matches: list[str]) -> Column:  # never null: a row none takes would get no outcome
-        if recorded:  # the spellings the prepare may have recorded for these policies' rows
-            return F.coalesce(F.col(RECORDED_TARGET).isin(sorted({redact(own[m][0]) for m in matches})), F.lit(False))
         return F.coalesce(F.col("policy").isin(matches), F.lit(False))
 
     run_target = expand_target(opts.target)
+
+    def parsed(spec: str, expanded: str) -> Target:
+        try:
+            target = parse_target(expanded)
+        except ConfigError:
+            if expanded == spec:
+                raise
+            # its text would quote the variables' values
+            raise ConfigError(f"target {redact(spec)} does not parse once its ${{...}} variables are filled in (a "
+                              "value may need URL-encoding)", key="target") from None
+        target.spec = spec  # what the target shows in its errors (TARGET_DOWN rows, the summary): as written
+        return target
+
+    if recorded:
+        return _recorded_groups([*own.values(), (opts.target, run_target)], redact(opts.target), parsed)
     written: dict[str, str] = {}  # each target's first spelling: the policies' in their order, then the run's
     for spec, expanded in [*own.values(), (opts.target, run_target)]:
         written.setdefault(expanded, spec)
@@ -602,16 +622,32 @@ def _target_groups(opts: CycleOptions, recorded: bool = False) -> list[tuple[str
             rest = ~rows_of(list(own))
             taken = rest if taken is None else taken | rest
         spec = written[expanded]
-        try:
-            target = parse_target(expanded)
-        except ConfigError:
-            if expanded == spec:
-                raise
-            # its text would quote the variables' values
-            raise ConfigError(f"target {redact(spec)} does not parse once its ${{...}} variables are filled in (a "
-                              "value may need URL-encoding)", key="target") from None
-        target.spec = spec  # what the target shows in its errors (TARGET_DOWN rows, the summary): as written
-        groups.append((spec, target, taken))
+        groups.append((spec, parsed(spec, expanded), taken))
+    return groups
+
+
+def _recorded_groups(specs: list[tuple[str, str]], run_shown: str, parsed: Callable[[str, str], Target]
+                     ) -> list[tuple[str, Target, Column | None]]:
+    """A resumed run's groups (see _target_groups): one per recorded spelling (``specs``: each target as written and
+    expanded, the policies' then the run's), which takes the rows recorded so; the run's target also takes any row
+    recorded otherwise. Rows recorded alike cannot be told apart, so no two groups may take them: two targets that
+    differ only in a password (written as ``${VAR}`` or literally) record alike, and each took them, publishing each
+    message twice. They go through the first such target."""
+    by_shown: dict[str, tuple[str, str]] = {}
+    for spec, expanded in specs:
+        first = by_shown.setdefault(redact(spec), (spec, expanded))
+        if first[1] != expanded:
+            log.warning("targets %s differ only in a password, recorded alike: resuming through the first",
+                        redact(spec))
+    recorded = F.col(RECORDED_TARGET)  # never null: coalesced at the prepare
+    others = sorted(shown for shown in by_shown if shown != run_shown)
+    groups: list[tuple[str, Target, Column | None]] = []
+    for shown, (spec, expanded) in by_shown.items():
+        mine = recorded == F.lit(shown)
+        if shown == run_shown:
+            groups.append((spec, parsed(spec, expanded), (mine | ~recorded.isin(others)) if others else None))
+        else:
+            groups.append((spec, parsed(spec, expanded), mine))
     return groups
 
 
