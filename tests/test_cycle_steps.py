@@ -863,6 +863,28 @@ def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry
     assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("DELIVERED", 2)}
 
 
+def test_a_python_target_down_for_one_address_holds_back_only_that_addresss_messages(spark, tmp_path):
+    """``TargetUnavailable(..., address_only=True)``: only what serves that message's address is down. Its messages
+    stay due with no delivery used and are called once per partition; the other addresses' are delivered; the run
+    commits, then fails with ``TargetUnavailableError`` naming the address. Without ``address_only`` the first such
+    message stopped the partition (the test above)."""
+    from reprocess.errors import TargetUnavailableError
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("0-down", "2026-11-21T10:00:00Z", address="down.x"),
+                                                 rec("1-ok", "2026-11-21T10:00:00Z"),
+                                                 rec("2-down", "2026-11-21T10:00:00Z", address="down.x"),
+                                                 rec("3-ok", "2026-11-21T10:00:00Z")])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [10m]}}]")
+    with pytest.raises(TargetUnavailableError, match=r"2 due messages consumed no delivery") as err:
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies,
+              target="python:reprocess.targets.examples:down_for_down_addresses")
+    assert "1 destination(s) down: down.x: " in str(err.value)
+    assert "the endpoint for down.x is down" in str(err.value)
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        "0-down": ("WAITING_RETRY", 1), "2-down": ("WAITING_RETRY", 1), "1-ok": ("DELIVERED", 2),
+        "3-ok": ("DELIVERED", 2)}
+
+
 def test_a_target_whose_variables_break_its_uri_is_named_as_written_without_their_values(spark, monkeypatch):
     """A policy's target takes secrets from the environment (``${VAR}``); a value that breaks the URI once filled in
     (an unencoded ``/`` in a password) is a configuration error that names the target as written, never the value.

@@ -560,9 +560,9 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
                 where, _, error = r.error_message.partition("\n")  # deliver_each's
                 refusing.setdefault(where, f"{where}: {error}")
         errors = list(refusing.values())
-        error = stopped[0] if stopped else f"{len(errors)} destination(s) refused every write: {errors[0]}"
+        error = stopped[0] if stopped else f"{len(errors)} destination(s) down: {errors[0]}"
         if stopped and errors:
-            error += f" (and {len(errors)} destination(s) refused every write)"
+            error += f" (and {len(errors)} destination(s) down)"
         target_down = {"error": error,
                        "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
                        "destinations_down": len(errors), "destination_errors": errors[:10]}

@@ -89,7 +89,15 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
 class TargetUnavailable(Exception):  # noqa: N818 - the name users raise
     """Raised by a ``python:`` target's function when the system it delivers to is down (not this message's fault):
     the message consumes no delivery and stays due, the rest of its partition is not called, and the run ends as
-    when a broker is down (``TargetUnavailableError``, exit 6, its retry re-drives what was left)."""
+    when a broker is down (``TargetUnavailableError``, exit 6, its retry re-drives what was left).
+
+    With ``address_only=True`` only what serves this message's address is down (an endpoint per address): as with
+    a broker's destination that refuses writes, the partition's later messages for that address are not called and
+    stay due too, and its other addresses go on."""
+
+    def __init__(self, *args: object, address_only: bool = False) -> None:
+        super().__init__(*args)
+        self.address_only = address_only
 
 
 @dataclass(frozen=True)

@@ -40,3 +40,10 @@ def always_fail(message: dict[str, Any]) -> None:
 def unavailable(message: dict[str, Any]) -> None:
     """The downstream system is down: no message is delivered, none uses a delivery."""
     raise TargetUnavailable("downstream is down")
+
+
+def down_for_down_addresses(message: dict[str, Any]) -> None:
+    """Accepts everything but messages for addresses under ``down.``, whose endpoint is down (not the message's
+    fault, and not the whole downstream's)."""
+    if message["address"].startswith("down."):
+        raise TargetUnavailable(f"the endpoint for {message['address']} is down", address_only=True)

@@ -5,7 +5,8 @@
 ``idempotency_key`` (``<message_id>:<delivery>``). Returning is success; an exception is a failure
 whose class (module-qualified) and message are recorded, except
 :class:`reprocess.targets.TargetUnavailable`: the system behind the function is down, and as with a broker
-that is down the message consumes no delivery and stays due, and the partition calls no more messages.
+that is down the message consumes no delivery and stays due, and the partition calls no more messages; raised with
+``address_only=True``, only the partition's messages for that address are held so.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable, deliver_each
+from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable, deliver_each
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,10 +73,11 @@ class PythonTarget:
 
             def failure(exc: Exception) -> tuple[str, str]:
                 if isinstance(exc, TargetUnavailable):
-                    return TARGET_DOWN, f"python:{module}:{function}: {exc}"
+                    down = DESTINATION_DOWN if exc.address_only else TARGET_DOWN
+                    return down, f"python:{module}:{function}: {exc}"
                 return error_class_name(exc), str(exc)  # any other failure of user code is the message's
 
-            yield from deliver_each(batches, deliver, failure)
+            yield from deliver_each(batches, deliver, failure, lambda rec: rec["address"])
 
         cols = due.select("message_id", "address", "payload", "headers", "delivery", "first_failed_ms")
         return cols.mapInPandas(call, OUTCOME_SCHEMA)
