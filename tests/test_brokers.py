@@ -327,6 +327,8 @@ def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_
     assert rows == [("1", True, None, None), ("2", False, DESTINATION_DOWN, "no.a\nno.a"), ("3", True, None, None),
                     ("5", False, DESTINATION_DOWN, "no.b\nno.b"), ("6", True, None, None)]
     assert tried == ["1", "2", "3", "5", "6"]
+    rows, _tried = run([("1", "no.a\nx"), ("2", "no.a\ny")])  # a newline in a destination (from a template)
+    assert [r[3].split("\n", 1)[0] for r in rows] == ["no.a\\nx", "no.a\\ny"], "one destination on the first line"
     n = DESTINATIONS_DOWN_IN_A_ROW
     rows, tried = run([(f"d{i}", f"no.{i}") for i in range(n + 2)])
     assert [r[2] for r in rows] == [DESTINATION_DOWN] * (n - 1) + [TARGET_DOWN]

@@ -885,6 +885,19 @@ def test_a_python_target_down_for_one_address_holds_back_only_that_addresss_mess
         "3-ok": ("DELIVERED", 2)}
 
 
+def test_a_target_unavailable_subclass_that_skips_its_base_init_is_still_the_whole_target_down():
+    """A user's subclass of ``TargetUnavailable`` written before ``address_only`` existed may not call its
+    ``__init__``; the attribute the target reads must still be there (an AttributeError would fail the task)."""
+    from reprocess.targets.base import TargetUnavailable
+
+    class Down(TargetUnavailable):
+        def __init__(self, host: str) -> None:
+            Exception.__init__(self, f"{host} is down")
+
+    assert Down("h").address_only is False
+    assert TargetUnavailable("x", address_only=True).address_only is True
+
+
 def test_a_target_whose_variables_break_its_uri_is_named_as_written_without_their_values(spark, monkeypatch):
     """A policy's target takes secrets from the environment (``${VAR}``); a value that breaks the URI once filled in
     (an unencoded ``/`` in a password) is a configuration error that names the target as written, never the value.

@@ -75,8 +75,9 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
                     if in_a_row >= DESTINATIONS_DOWN_IN_A_ROW:
                         error_class = TARGET_DOWN
                         message = f"{in_a_row} destinations in a row refused every write, the last {where}: {message}"
-                    else:
-                        message = f"{where}\n{message}"
+                    else:  # the first line names the destination (a newline in it, from a template, escaped)
+                        first_line = where.replace("\n", "\\n")
+                        message = f"{first_line}\n{message}"
                 elif error_class == DESTINATION_DOWN:
                     error_class = TARGET_DOWN
                 else:
@@ -94,6 +95,8 @@ class TargetUnavailable(Exception):  # noqa: N818 - the name users raise
     With ``address_only=True`` only what serves this message's address is down (an endpoint per address): as with
     a broker's destination that refuses writes, the partition's later messages for that address are not called and
     stay due too, and its other addresses go on."""
+
+    address_only = False  # also for a subclass whose __init__ does not call this one
 
     def __init__(self, *args: object, address_only: bool = False) -> None:
         super().__init__(*args)
