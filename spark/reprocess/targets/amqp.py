@@ -27,6 +27,7 @@ from reprocess.targets.broker import (
     MessageRefused,
     Publisher,
     TargetDown,
+    filled,
     message_headers,
     parse_broker_uri,
     redact,
@@ -62,7 +63,7 @@ class AmqpPublisher(Publisher):
 
     def publish(self, rec: dict[str, Any]) -> None:
         pe = self.pe
-        key = routing_key_of(self.routing_key, rec)
+        key = filled(self.routing_key, rec)
         props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
                                           delivery_mode=2, content_type="application/octet-stream")
         # pika's blocking publish waits for the broker's confirm with no deadline of its own: a broker that stays up
@@ -126,9 +127,4 @@ class AmqpTarget(BrokerTarget):
 
     def destination_of(self) -> Callable[[dict[str, Any]], str]:
         exchange, template = self.opts.query.get("exchange", ""), self.opts.query.get("routing_key", ROUTING_KEY)
-        return lambda rec: f"{exchange}/{routing_key_of(template, rec)}"
-
-
-def routing_key_of(template: str, rec: dict[str, Any]) -> str:
-    """The routing key ``rec`` is published with: ``template`` with its ``{address}`` and ``{message_id}``."""
-    return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        return lambda rec: f"{exchange}/{filled(template, rec)}"

@@ -115,6 +115,12 @@ def message_headers(rec: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
+def filled(template: str, rec: dict[str, Any]) -> str:
+    """A target's ``template`` (a STOMP destination, an AMQP routing key) with ``rec``'s ``{address}`` and
+    ``{message_id}``."""
+    return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+
+
 class RateLimiter:
     """At most ``rate`` calls per second (evenly spaced); None = no limit."""
 
@@ -216,4 +222,4 @@ class BrokerTarget:
 
 
 __all__ = ["HEADER_PREFIX", "TARGET_DOWN", "BrokerOptions", "BrokerTarget", "DestinationDown", "MessageRefused",
-           "Publisher", "RateLimiter", "TargetDown", "message_headers", "parse_broker_uri", "redact"]
+           "Publisher", "RateLimiter", "TargetDown", "filled", "message_headers", "parse_broker_uri", "redact"]

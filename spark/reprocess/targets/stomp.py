@@ -29,6 +29,7 @@ from reprocess.targets.broker import (
     MessageRefused,
     Publisher,
     TargetDown,
+    filled,
     message_headers,
     parse_broker_uri,
 )
@@ -203,7 +204,7 @@ class StompPublisher(Publisher):
         raise TargetDown(f"no receipt from the broker within {self.timeout}s")
 
     def publish(self, rec: dict[str, Any]) -> None:
-        dest = destination_of(self.destination, rec)
+        dest = filled(self.destination, rec)
         body = (rec["payload"] or "").encode("utf-8")
 
         def send(receipt: str) -> None:
@@ -279,9 +280,4 @@ class StompTarget(BrokerTarget):
 
     def destination_of(self) -> Callable[[dict[str, Any]], str]:
         template = self.opts.query.get("destination", DESTINATION)
-        return lambda rec: destination_of(template, rec)
-
-
-def destination_of(template: str, rec: dict[str, Any]) -> str:
-    """Where ``rec`` goes: ``template`` with its ``{address}`` and ``{message_id}``."""
-    return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+        return lambda rec: filled(template, rec)
