@@ -61,6 +61,34 @@ def test_literal_word_beats_star_at_the_first_differing_word():
     assert pats[most_specific(pats, "orders.created")] == "orders.*"
 
 
+def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
+    """Artemis sorts only the patterns matching the address (HierarchicalObjectRepository.getMatches) by its
+    MatchComparator, which is not an order over all patterns: one sort of the whole list, as before, picked
+    billing.*.* for billing.x.eu when orders.* was in the file."""
+    import random
+    from functools import cmp_to_key
+
+    from reprocess.policy.wildcard import _compare
+
+    pats = ["billing.*.eu", "orders.*", "billing.*.*"]
+    assert pats[most_specific(pats, "billing.x.eu")] == "billing.*.eu"
+    pats = ["*.*.a", "*", "*.*.*"]
+    assert pats[most_specific(pats, "a.a.a")] == "*.*.a"
+
+    def artemis(patterns: list[str], address: str) -> int | None:
+        hits = [i for i, p in enumerate(patterns) if matches(p, address)]
+        ordered = sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or x - y))
+        return ordered[0] if ordered else None
+
+    rnd = random.Random(7)
+    words = ["a", "b", "*", "#"]
+    for _ in range(3000):
+        patterns = list(dict.fromkeys(".".join(rnd.choice(words) for _ in range(rnd.randint(1, 4)))
+                                      for _ in range(rnd.randint(2, 6))))
+        address = ".".join(rnd.choice("ab") for _ in range(rnd.randint(1, 4)))
+        assert most_specific(patterns, address) == artemis(patterns, address), (patterns, address)
+
+
 def test_sample_config_resolves_each_address():
     ps = parse_policies(SAMPLE)
     assert ps.resolve("orders.created").profile.value == "activemq"

@@ -10,7 +10,6 @@ otherwise the shorter string sorts first. Ties keep the order of the file.
 from __future__ import annotations
 
 import re
-from functools import cmp_to_key
 
 ANY_WORDS = "#"
 SINGLE_WORD = "*"
@@ -81,14 +80,26 @@ def _compare(a: str, b: str) -> int:
 def precedence(patterns: list[str]) -> list[int]:
     """Indexes of ``patterns``, most specific first (ties keep file order).
 
-    Resolving an address is "the first pattern in this order that matches", which is what
-    Artemis's repository does and what the Spark expression does with a ``when`` chain.
+    Resolving an address is "the first pattern in this order that matches", as the Spark expression does with a
+    ``when`` chain. Artemis's repository sorts only the patterns that match the address by ``MatchComparator``
+    (``HierarchicalObjectRepository.getMatches``); over all patterns that comparator is not an order (``*.*.a``
+    before ``*``, ``*`` before ``*.*.*``, yet ``*.*.*`` before ``*.*.a``), and one sort of the whole list put
+    ``billing.*.*`` before ``billing.*.eu`` next to ``orders.*``. Patterns with ``*`` and no ``#`` are therefore
+    grouped by their number of words first: two of different lengths never match one address, and within a length
+    the comparator's order is lexicographic (the first word where only one has ``*``, then the string's length),
+    so this order puts the patterns matching any address in the order Artemis's sort gives them.
     """
 
-    def order(x: int, y: int) -> int:
-        return _compare(patterns[x], patterns[y]) or (x - y)
+    def key(x: int) -> tuple[int, int, tuple[bool, ...], int, int]:
+        p = patterns[x]
+        if ANY_WORDS in p:
+            return 2, 0, (), -len(p), x  # the longer string first
+        if SINGLE_WORD in p:
+            words = p.split(DELIMITER)
+            return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(p), x
+        return 0, 0, (), len(p), x
 
-    return sorted(range(len(patterns)), key=cmp_to_key(order))
+    return sorted(range(len(patterns)), key=key)
 
 
 def most_specific(patterns: list[str], address: str) -> int | None:
