@@ -47,8 +47,10 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
         "date_to": Param(None, type=["null", "string"], pattern=DATE, title="Dead-lettered to (YYYY-MM-DD)"),
         "reason_codes": Param([], type="array", title="Reason codes (empty: all)",
                               items={"type": "string",
-                                     "enum": ["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"]},
-                              examples=["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"]),
+                                     "enum": ["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS",
+                                              "NO_POLICY"]},
+                              examples=["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS",
+                                        "NO_POLICY"]),
         "max_messages": Param(None, type=["null", "integer"], minimum=1, title="Max messages"),
         "rate_per_second": Param(None, type=["null", "number"], exclusiveMinimum=0,
                                  title="Rate (messages per second)"),
@@ -56,23 +58,22 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
     },
 )
 def redrive_dead_letters():
-    @task(inlets=[DLQ_ASSET])
-    def plan(params=None, dag_run=None) -> list[str]:
+    @task(inlets=[DLQ_ASSET], multiple_outputs=True)
+    def plan(params=None, dag_run=None) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
         from reprocess.errors import ConfigError
-        from reprocess.orchestration import redrive_args, to_iso
-        from reprocess.redrive import RedriveRequest
+        from reprocess.orchestration import redrive_args, redrive_request, requester, to_iso
 
-        req = RedriveRequest(params["address_pattern"], params["date_from"], params["date_to"],
-                             tuple(params["reason_codes"] or ()), params["max_messages"], params["rate_per_second"],
-                             params["reset_deliveries"])
         try:
+            # asked at the run's run_after (stored): a retry of this run is the same request, another run a new one
+            args = redrive_args(WAREHOUSE, dict(params), to_iso(dag_run.run_after),
+                                requester(getattr(dag_run, "triggering_user_name", None), dag_run.conf))
+            req = redrive_request(args)
             req.validate()
         except ConfigError as exc:
             raise AirflowFailException(str(exc)) from exc
-        who = (dag_run.conf or {}).get("requested_by") or getattr(dag_run, "triggering_user_name", None) or "airflow"
-        return redrive_args(WAREHOUSE, dict(params), to_iso(dag_run.run_after), str(who))
+        return {"args": args, "request_id": req.request_id}
 
     @task(task_id="move_dead_letters", outlets=[LEDGER_ASSET, DLQ_ASSET])
     def move_on_connect(args: list[str]) -> None:
@@ -87,11 +88,12 @@ def redrive_dead_letters():
         except (ConfigError, WarehouseDamagedError) as exc:
             raise AirflowFailException(str(exc)) from exc
 
-    move = move_on_connect(plan()) if ON_CONNECT else ReprocessSubmitOperator(
+    planned = plan()
+    move = move_on_connect(planned["args"]) if ON_CONNECT else ReprocessSubmitOperator(
         task_id="move_dead_letters",
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "redrive.py"),
-        application_args=plan(),
+        application_args=planned["args"],
         name="reprocess-redrive-{{ run_id }}",
         spark_binary=str(BIN / "spark-submit"),
         conf=spark_submit_conf(sys.executable),
@@ -100,14 +102,16 @@ def redrive_dead_letters():
     )
 
     @task
-    def report() -> dict | None:
-        from reprocess.orchestration import latest_audit
+    def report(request_id: str) -> dict | None:
+        from reprocess.orchestration import redrive_audit
 
-        audit = latest_audit(WAREHOUSE)
-        print(f"re-drive audit: {audit and {k: v for k, v in audit.items() if k != 'messages'}}")
+        audit = redrive_audit(WAREHOUSE, request_id)
+        if audit is None:  # the job succeeded, so it committed this request (or found it committed)
+            raise RuntimeError(f"re-drive request {request_id} has no committed audit in {WAREHOUSE}")
+        print(f"re-drive audit of {request_id}: {({k: v for k, v in audit.items() if k != 'messages'})}")
         return audit
 
-    move >> report()
+    move >> report(planned["request_id"])
 
 
 redrive_dead_letters()

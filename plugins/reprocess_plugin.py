@@ -24,7 +24,8 @@ from reprocess.errors import ReprocessError, StorageUnavailableError
 
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
                            str(Path(__file__).resolve().parents[1] / "demo-out" / "warehouse"))
-COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de"}
+COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de",
+          "NO_POLICY": "#9b59b6"}
 
 app = FastAPI(title="reprocess: dead letters")
 log = logging.getLogger(__name__)

@@ -101,7 +101,8 @@ def test_cli_run_prints_a_json_summary_and_writes_it_to_the_warehouse(landing, t
     for key in ("ingested", "quarantined", "duplicates", "due", "delivered", "rescheduled", "dead_lettered",
                 "waiting", "conservation", "lateness_ms"):
         assert key in out
-    assert set(out["dead_lettered"]) == {"total", "MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"}
+    assert set(out["dead_lettered"]) == {"total", "MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS",
+                                         "NO_POLICY"}
     assert out["lateness_ms"]["p50"] is not None
     assert datetime.fromisoformat(out["as_of"].replace("Z", "+00:00")) == datetime(2026, 11, 21, 1, tzinfo=UTC)
 
@@ -195,9 +196,9 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     assert sorted(p.name for p in (root / "_snapshots").iterdir()) == ["00000004.json", "00000005.json",
                                                                       "00000006.json"]
     runs = json.loads((root / "_snapshots" / "00000006.json").read_text())["runs"]
-    assert [r["run_id"] for r in runs][:3] == [first["run_id"], "run-20261121T010000Z", ask.request_id]
+    assert [r["run_id"] for r in runs][:3] == [first["run_id"], "run-20261121T010000Z", audit["request_id"]]
     assert ["summary" in r for r in runs] == [False, False, False, False, True, True]
-    assert runs[2] == {"run_id": ask.request_id, "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1])}
+    assert runs[2] == {"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1])}
 
     # an old as-of is still committed: a re-run changes nothing and the DAG's check reads its summary.json
     again = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[0]), **opts))
@@ -207,11 +208,20 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     assert summary == json.loads((root / "runs" / first["run_id"] / "summary.json").read_text())
     assert check_outputs(summary)["checked"]
     assert Warehouse(root).latest().version == 6
-    # the re-drive request is applied once, its entry brief and its audit beside the log
-    assert redrive_dead_letters(spark, wh, ask, parse_instant("2026-11-21T09:00:00Z"))["already_applied"]
+    # the re-drive request is applied once at its now (a retry), its entry brief and its audit beside the log
+    again = redrive_dead_letters(spark, wh, ask, parse_instant("2026-11-21T01:10:00Z"))
+    assert again["already_applied"]
+    assert again["request_id"] == audit["request_id"]
     assert Warehouse(root).latest().version == 6
     # the UI and the report list the runs that have a summary in the snapshot
     assert [r["run_id"] for r in dlq_stats(wh)["latest_runs"]] == ["run-20261121T043000Z", "run-20261121T030000Z"]
+    # asked again later it is a request of its own: it moves the dead letters there are now (it moved none before:
+    # its id named the filters alone, so the same form submitted next week was "already applied")
+    later = redrive_dead_letters(spark, wh, ask, parse_instant("2026-11-21T09:00:00Z"))
+    assert "already_applied" not in later
+    assert later["request_id"] != audit["request_id"]
+    assert later["moved"] == 3
+    assert Warehouse(root).latest().version == 7
 
 
 def test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from reprocess.storage.read import read_dataset
 
 pytestmark = pytest.mark.spark
 
-POLICIES = parse_policies("""
+POLICIES_TEXT = """
 default_dead_letter_address: ops.dlq
 non_retryable:
   - error_class: ".*ValidationError"
@@ -30,7 +30,8 @@ policies:
     profile: stepped
     settings: {delays: [1m], max_deliveries: 5}
     ordered: true
-""")
+"""
+POLICIES = parse_policies(POLICIES_TEXT)
 
 
 def rec(mid: str, at: str, address: str = "orders.created", **extra) -> dict:
@@ -678,7 +679,8 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
         steps = [m.split()[1] for m in lines if m.startswith("re-drive step=")]
         assert steps == ["step=select", "step=stage_ledger", "step=stage_dlq"], lines
         assert "dlq_files=2 moved=2" in lines[lines.index(line) + 1]
-        assert lines[-1].startswith(f"re-drive committed request_id={request.request_id} moved=2")
+        asked = request.at(parse_instant("2026-11-21T10:05:00Z"))
+        assert lines[-1].startswith(f"re-drive committed request_id={asked.request_id} moved=2")
         assert {k: spark.conf.get(k, None) for k in keys} == session
     assert logged == {"small": "7 codegen=interpreted", "large": "7 codegen=generated"}
     assert during["small"] == {sparkutil.FACTORY_MODE_KEY: "NO_CODEGEN", sparkutil.WHOLE_STAGE_KEY: "false",
@@ -692,12 +694,128 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
     assert small["ledger"]["bad-0"][:2] == ("WAITING_RETRY", 0)
 
 
+def test_a_dead_letter_a_new_failure_takes_back_leaves_the_dlq_and_a_message_has_one_dlq_record(spark, tmp_path):
+    """A dead-lettered message that fails again in a consumer (a new landing record) waits again by its policy, or
+    is dead-lettered again. Its DLQ record stayed: the message was both waiting in the ledger and listed as a dead
+    letter (dlq list, stats, the UI), no re-drive could move it, and dead-lettered again it had two records, the old
+    one matching a re-drive's filters. The run that takes it back rewrites the DLQ files holding its record."""
+    from reprocess.dlq_stats import dlq_stats
+
+    wh = str(tmp_path / "wh")
+    bad = {"error_class": "com.acme.ValidationError"}
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z", **bad),
+                                                 rec("other", "2026-11-21T10:00:00Z", **bad)])
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["dead_lettered"]["NON_RETRYABLE"] == 2
+    assert dlq_stats(wh)["total"] == 2
+
+    land(tmp_path / "landing", "10", "b.jsonl", [rec("m", "2026-11-21T10:10:00Z")])  # retryable this time
+    cycle(spark, tmp_path, "2026-11-21T10:15:00Z")
+    assert ledger(spark, tmp_path)["m"]["state"] == "WAITING_RETRY"
+    dlq = read_dataset(spark, wh, "dlq").collect()
+    assert [r.message_id for r in dlq] == ["other"]  # m is only in the ledger now
+    assert dlq_stats(wh)["total"] == 1
+
+    land(tmp_path / "landing", "10", "c.jsonl", [rec("m", "2026-11-21T10:20:00Z", **bad)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:25:00Z")
+    assert s["dead_lettered"]["NON_RETRYABLE"] == 1
+    dlq = read_dataset(spark, wh, "dlq").collect()
+    assert sorted((r.message_id, r.run_id) for r in dlq) == [("m", "run-20261121T102500Z"),
+                                                             ("other", "run-20261121T100500Z")]
+    assert all(s["conservation"].values())
+
+
+def test_a_dlq_redrive_waits_until_a_prepared_cycle_is_finished(spark, tmp_path, monkeypatch):
+    """A cycle stopped after persisting its deliveries resumes with that due set, checked by count. A DLQ re-drive in
+    between could change it (an ordered key's earlier message waiting again holds a later one back), and the resume
+    then failed on the count at every call. The re-drive refuses while a cycle is prepared, naming it."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess.errors import CommitConflictError
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    class Stopped(Exception):
+        pass
+
+    def stop(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("dead", "2026-11-21T10:00:00Z",
+                                                     error_class="com.acme.ValidationError"),
+                                                 rec("due", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "_crash_point", stop)
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    wh = str(tmp_path / "wh")
+    with pytest.raises(CommitConflictError, match="cycle run-20261121T103000Z persisted its deliveries"):
+        redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:31:00Z"))
+    assert cycle(spark, tmp_path, "2026-11-21T10:45:00Z")["run_id"] == "run-20261121T104500Z"  # resumed 10:30 first
+    # "dead", and "due", which the resumed run and the 10:45 one failed for good (orders.#: 3 deliveries)
+    assert redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:46:00Z"))["moved"] == 2
+
+
+def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, tmp_path):
+    """A DLQ re-drive with reset_deliveries starts the delivery numbers again at 1. The keys were
+    <message_id>:<delivery>, so those of the deliveries before came back, and a consumer that drops keys it has seen
+    (what the key is for) dropped the re-driven message, which the ledger then called delivered. After a reset they
+    are <message_id>:r<resets>:<delivery>."""
+    import uuid
+
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    keys = tmp_path / "keys"
+    module = tmp_path / f"keyed_{uuid.uuid4().hex}.py"  # a module of its own: the session's workers import it once
+    module.write_text(f"def call(message):\n    with open({str(keys)!r}, 'a') as f:\n"
+                      f"        f.write(message['idempotency_key'] + '\\n')\n"
+                      f"    raise RuntimeError('still failing')\n", encoding="utf-8")
+    spark.sparkContext.addPyFile(str(module))
+    target = f"python:{module.stem}:call"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z")])  # orders.#: 10m, 3 deliveries
+    for at in ("10:05", "10:15", "10:30"):
+        cycle(spark, tmp_path, f"2026-11-21T{at}:00Z", target=target)
+    assert ledger(spark, tmp_path)["m"]["state"] == "DEAD_LETTERED"
+    assert keys.read_text().split() == ["m:2", "m:3"]
+    moved = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(reset_deliveries=True),
+                                 parse_instant("2026-11-21T10:31:00Z"))
+    assert moved["moved"] == 1
+    assert ledger(spark, tmp_path)["m"]["resets"] == 1
+    for at in ("10:35", "10:50"):
+        cycle(spark, tmp_path, f"2026-11-21T{at}:00Z", target=target)
+    assert keys.read_text().split() == ["m:2", "m:3", "m:r1:1", "m:r1:2"]  # before: m:1, then m:2 again
+    assert ledger(spark, tmp_path)["m"]["deliveries"] == 2
+
+
 def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("o", "2026-11-21T10:00:00Z"),
                                                  rec("f", "2026-11-21T10:00:00Z", address="fifo.q")])
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", address_filter="fifo.#")
     assert s["due"] == 1
     assert ledger(spark, tmp_path)["o"]["deliveries"] == 1
+
+
+def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lettered_with_reason_no_policy(spark,
+                                                                                                          tmp_path):
+    """A waiting message whose address no policy matches any more (the policy removed from the file; or re-driven
+    from the DLQ after that) that fails again has no schedule to wait by. It was kept WAITING_RETRY with no next
+    attempt: the ledger suite failed every later run, which resumed the prepared run and re-drove it again. It goes
+    to the default dead-letter address with reason NO_POLICY, and the run commits."""
+    from reprocess.storage.read import read_dataset as read
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-gone", "2026-11-21T10:00:00Z", address="legacy.x"),
+                                                 rec("m-ok", "2026-11-21T10:00:00Z", address="legacy.y")])
+    with_legacy = parse_policies(POLICIES_TEXT + '  - match: "legacy.#"\n    profile: stepped\n'
+                                 '    settings: {delays: [10m], max_deliveries: 5}\n')
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z", policies=with_legacy)["due"] == 0
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:always_fail",
+              policies=POLICIES)
+    assert (s["due"], s["delivered"], s["dead_lettered"]["NO_POLICY"]) == (2, 0, 2)
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["reason_code"], r["dead_letter_address"], r["deliveries"]) for m, r in rows.items()} == {
+        "m-gone": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2), "m-ok": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2)}
+    dlq = read(spark, str(tmp_path / "wh"), "dlq").collect()
+    assert sorted((r.message_id, r.address, r.reason_code) for r in dlq) == [
+        ("m-gone", "ops.dlq", "NO_POLICY"), ("m-ok", "ops.dlq", "NO_POLICY")]
 
 
 # orders.created re-driven to the outbox by its policy, the other orders.# messages to the run's target
@@ -776,6 +894,53 @@ def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when
     out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
     assert [r.message_id for r in out] == ["m-own"]
     assert {m: r["state"] for m, r in ledger(spark, tmp_path).items()} == {"m-own": "DELIVERED", "m-run": "DELIVERED"}
+
+
+@pytest.mark.parametrize(("point", "outbox"), [("after_redrive", "outbox"),
+                                               ("after_stage", "${REPROCESS_TEST_OUTBOX}")])
+def test_a_run_stopped_after_its_redrive_resumes_from_its_outcomes_and_sends_nothing_again(spark, tmp_path,
+                                                                                          monkeypatch, point, outbox):
+    """Once every target's outcomes are written, prepared.json records them: a run stopped after that (a crash while
+    staging, a failed conservation or GX check, the Airflow task's retry) reads them on resume and calls its targets
+    no more. Only the outbox's messages are written again: its files were in the stopped attempt's stage. Before, every
+    resume re-drove the whole delivery list, so a check failing after the re-drive sent it again on each retry and
+    each later call. The outbox is known by what it is, not by its spelling: a ${VAR} naming it was taken for a
+    target whose outcomes stood, and its messages were in no outbox."""
+    import uuid
+
+    import reprocess.cycle.run as cycle_run
+
+    class Stopped(Exception):
+        pass
+
+    def stop(name: str) -> None:
+        if name == point:
+            raise Stopped(name)
+
+    calls = tmp_path / "calls"
+    module = tmp_path / f"counted_{uuid.uuid4().hex}.py"  # a module of its own: the session's workers import it once
+    module.write_text(f"def call(message):\n    with open({str(calls)!r}, 'a') as f:\n"
+                      f"        f.write(message['message_id'] + '\\n')\n", encoding="utf-8")
+    spark.sparkContext.addPyFile(str(module))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = f"python:{module.stem}:call"
+    monkeypatch.setenv("REPROCESS_TEST_OUTBOX", "outbox")
+    policies = parse_policies(OWN_OUTBOX.replace("target: outbox", f"target: {outbox}"))
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-own", "2026-11-21T10:00:00Z"),
+                                                 rec("m-run", "2026-11-21T10:00:00Z", address="orders.paid"),
+                                                 rec("m-run2", "2026-11-21T10:00:00Z", address="orders.paid")])
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "_crash_point", stop)
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert sorted(calls.read_text().split()) == ["m-run", "m-run2"]
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert sorted(calls.read_text().split()) == ["m-run", "m-run2"]  # each called once
+    assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z", 3, 3)
+    out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
+    assert [r.message_id for r in out] == ["m-own"]
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        "m-own": ("DELIVERED", 2), "m-run": ("DELIVERED", 2), "m-run2": ("DELIVERED", 2)}
 
 
 def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_only_while_it_still_matches():

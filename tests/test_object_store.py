@@ -219,7 +219,7 @@ def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_pat
     audit = redrive_dead_letters(spark, uri, request, now, requested_by="test")
     assert audit["moved"] == 5
     assert audit == redrive_dead_letters(spark, str(local), request, now, requested_by="test")
-    assert (root / "redrive_audit" / f"{request.request_id}.json").is_file()
+    assert (root / "redrive_audit" / f"{audit['request_id']}.json").is_file()
     assert redrive_dead_letters(spark, uri, request, now)["already_applied"]
     later = "2026-11-21T07:00:00Z"
     assert cycle_at(spark, landing, uri, later)["due"] == cycle_at(spark, landing, local, later)["due"] >= 5

@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="dead-lettered on or after this date")
     d.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="dead-lettered on or before this date")
     d.add_argument("--reason", dest="reasons", action="append", default=[],
-                   choices=("MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS"),
+                   choices=REASON_CODES,
                    help="only these reason codes (repeatable; default all)")
     d.add_argument("--max", dest="max_messages", metavar="N", type=_positive_int, help="move at most N messages")
     d.add_argument("--rate", metavar="PER_SECOND", type=float, help="due times spaced at this rate (messages/s)")
@@ -463,13 +463,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def redrive_request_of(args: argparse.Namespace) -> Any:
+    """The re-drive request of ``reprocess redrive``'s parsed arguments, as asked at its ``--now``."""
+    from reprocess.redrive import RedriveRequest
+
+    return RedriveRequest(address_pattern=args.address, date_from=args.date_from, date_to=args.date_to,
+                          reason_codes=tuple(args.reasons), max_messages=args.max_messages,
+                          rate_per_second=args.rate, reset_deliveries=args.reset_deliveries).at(args.now)
+
+
 def cmd_redrive(args: argparse.Namespace) -> int:
-    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.redrive import redrive_dead_letters
     from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
-    req = RedriveRequest(address_pattern=args.address, date_from=args.date_from, date_to=args.date_to,
-                         reason_codes=tuple(args.reasons), max_messages=args.max_messages,
-                         rate_per_second=args.rate, reset_deliveries=args.reset_deliveries)
+    req = redrive_request_of(args)
     req.validate()
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)

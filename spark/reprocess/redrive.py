@@ -3,8 +3,10 @@
 A request names an address pattern (Artemis wildcards, matched on the original address), a date
 range of dead-lettering, reason codes, a maximum number of messages, a rate (messages per second:
 the moved messages become due one after another at that rate, so the cycles re-drive them no
-faster), and whether deliveries restart from zero. The request id is a hash of the request: the
-same request applied twice moves nothing the second time and writes no second audit record.
+faster), and whether deliveries restart from zero. A request is made at a "now" (the DAG run's logical time, the
+CLI's ``--now``), and its id is a hash of both: the same request at the same now (a task's retry, a crash's
+re-run) moves nothing the second time and writes no second audit record; asked again at another now (draining the
+DLQ in batches of ``--max``, the same button pressed next week) it is a request of its own.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from reprocess.cycle.landing_batch import spark_file_uris
-from reprocess.errors import ConfigError
+from reprocess.errors import CommitConflictError, ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
 from reprocess.policy.wildcard import to_regex, validate_pattern
@@ -61,6 +63,11 @@ class RedriveRequest:
     max_messages: int | None = None
     rate_per_second: float | None = None
     reset_deliveries: bool = False
+    now_ms: int | None = None  # when it was asked (redrive_dead_letters sets it): part of the request's id
+
+    def at(self, now_ms: int) -> RedriveRequest:
+        """This request as asked at ``now_ms``."""
+        return replace(self, now_ms=now_ms)
 
     def validate(self) -> None:
         why = validate_pattern(self.address_pattern)
@@ -106,6 +113,7 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
 
     ``private_files`` (default ``$REPROCESS_PRIVATE_FILES``): write owner-only files, as a cycle does.
     """
+    req = req.at(now_ms)
     req.validate()
     wh = open_warehouse(warehouse, private=private_files)
     with owner_only_writes(wh.private):
@@ -115,6 +123,13 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
 def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms: int, requested_by: str,
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
+        pending = [p["run_id"] for p in wh.prepared_runs()]
+        if pending:
+            # A prepared cycle resumes with the due set it persisted; moved dead letters could change it (an ordered
+            # key's earlier message waiting again holds a later one back), and the resume would fail on the count.
+            raise CommitConflictError(f"cycle {pending[0]} persisted its deliveries but did not commit; the next "
+                                      "cycle (reprocess run, or the DAG's next run) resumes it first (if that fails, "
+                                      "its error says why): re-drive once it has committed")
         snap = wh.latest()
         with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
             return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
@@ -196,6 +211,9 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         # without a reset the message gets one delivery beyond the count it had: the ledger suite's bound
         "released_deliveries": F.when(sel, F.lit(None).cast("long") if req.reset_deliveries
                                       else F.col("deliveries")).otherwise(F.col("released_deliveries")),
+        # the delivery numbers start again: the idempotency keys they make must not (targets.base.idempotency_key)
+        "resets": F.when(sel & F.lit(req.reset_deliveries), F.coalesce(F.col("resets"), F.lit(0)) + 1)
+        .otherwise(F.col("resets")).cast("long"),
     })
     stage = wh.new_stage(req.request_id)
     parquet_options(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),

@@ -27,7 +27,8 @@ from reprocess.storage.commit import private_files_default
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-REASON_COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de"}
+REASON_COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de",
+                 "NO_POLICY": "#9b59b6"}
 STATE_COLORS = {WAITING: "#337ab7", DELIVERED: "#5cb85c", DEAD_LETTERED: "#d9534f"}
 TOP_ADDRESSES = 8
 _HOUR_MS = 3_600_000

@@ -83,7 +83,7 @@ from reprocess.storage.commit import (
     run_summary,
     with_docs_state,
 )
-from reprocess.storage.read import naming_damaged_files
+from reprocess.storage.read import naming_damaged_files, read_files
 from reprocess.targets.base import (
     DESTINATION_DOWN,
     OUTCOME_SCHEMA,
@@ -176,10 +176,13 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
         for prep in wh.prepared_runs():
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
-            target = _prepared_target(prep, opts)
+            if prep.get("outcomes"):  # its re-drive is done: no target is called (only the outbox, which needs none)
+                target, policy_targets = prep["target"], prep.get("policy_targets")
+            else:
+                target = _prepared_target(prep, opts)
+                policy_targets = _prepared_policy_targets(prep, opts.policies, opts.target)
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
-                                      "address_filter": prep.get("address_filter"),
-                                      "policy_targets": _prepared_policy_targets(prep, opts.policies, opts.target)})
+                                      "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
         snap = wh.latest()
         done = snap.runs_at(opts.as_of_ms)
@@ -353,7 +356,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                codegen=codegen, shuffle_partitions=partitions, record_bytes=record_bytes, cache=cache,
                checkpoint=truncate)
     merged = pins.pin(merge_failures(existing, failures, policies, run_id, as_of, codegen), level, truncate)
-    steps.done("merge", ledger_rows=merged.count())
+    counted = merged.agg(F.count(F.lit(1)).alias("rows"),
+                         F.sum(F.col("revived").cast("long")).alias("revived")).collect()
+    revived = int(counted[0]["revived"] or 0)
+    steps.done("merge", ledger_rows=counted[0]["rows"], revived=revived)
 
     # -- 3. due selection ------------------------------------------------------------------------
     due = due_at(merged, as_of, codegen)
@@ -382,17 +388,20 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         inflight_name = f"inflight-{stage.name}"  # this attempt's own: no left-over job can write into it
         parquet_options(due.select("message_id", "delivery", _target_column(groups))
                         .write.mode("overwrite"), ["message_id"]).parquet(str(wh.run_dir(run_id) / inflight_name))
-        wh.write_prepared(run_id, {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
-                                   "policy_targets": {m: redact(t) for m, t in _policy_targets(opts.policies).items()},
-                                   "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
-                                   "files": [f.__dict__ for f in files], "snapshot": snap.version})
+        prepared_doc = {"run_id": run_id, "as_of_ms": as_of, "target": redact(opts.target),
+                        "policy_targets": {m: redact(t) for m, t in _policy_targets(opts.policies).items()},
+                        "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
+                        "files": [f.__dict__ for f in files], "snapshot": snap.version}
+        wh.write_prepared(run_id, prepared_doc)
         _crash_point("after_prepare")
     elif due_count != prepared["due"]:
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
+    else:
+        prepared_doc = dict(prepared)
 
     # -- 5. re-drive -----------------------------------------------------------------------------
     ctx = RunContext(run_id, as_of, str(stage), codegen, outbox_dir=str(wh.staged(run_id, stage, "outbox")))
-    outcomes, target_down = _redrive(spark, opts, due, due_count, ctx, groups)
+    outcomes, target_down = _redrive_once(spark, wh, opts, due, due_count, ctx, prepared_doc, groups, stage.name)
     steps.done("redrive", due=due_count)
     _crash_point("after_redrive")
     final = pins.pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
@@ -417,7 +426,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     dlq = dlq.hint("rebalance", "address", "dt") if adaptive else dlq.repartition("address", "dt")
     writer = dlq.write.mode("overwrite").partitionBy("address", "dt")
     parquet_options(writer, DLQ_UNIQUE_COLUMNS).parquet(str(wh.staged(run_id, stage, "dlq")))
-    steps.done("stage_dlq")
+    dropped_dlq = _drop_revived_dead_letters(spark, wh, snap, merged, str(wh.staged(run_id, stage, "dlq"))) \
+        if revived else []
+    steps.done("stage_dlq", dlq_files_rewritten=len(dropped_dlq))
     quarantine = _quarantine_rows(spark, bad, batch.corrupt, run_id, as_of, codegen)
     parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ("raw",)) \
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
@@ -448,6 +459,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                    as_of_ms=max(as_of, snap.as_of_ms or as_of))
     touched_rel = {wh.relative(f) for f in touched}
     new.files["ledger"] = [f for f in new.files["ledger"] if f not in touched_rel]
+    dropped_rel = {wh.relative(f) for f in dropped_dlq}
+    new.files["dlq"] = [f for f in new.files["dlq"] if f not in dropped_rel]
     for name in ("ledger", "dlq", "outbox", "quarantine"):
         new.files[name] += wh.publish(run_id, name, wh.staged(run_id, stage, name))
     new.files["manifest"] = wh.publish(run_id, "manifest", wh.staged(run_id, stage, "manifest"))
@@ -531,21 +544,87 @@ def _due_stats(due: DataFrame) -> tuple[int, list[int] | None]:
     return int(row.n), row.p
 
 
-def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count: int, ctx: RunContext,
-             groups: list[tuple[str, Target, Column | None]] | None = None) -> tuple[DataFrame, dict[str, Any] | None]:
-    """Re-drive the due messages once, each through its policy's target or the run's (``groups``, as
-    _target_groups gives them; None: computed here); their outcomes (staged), and what failed if a target, or a
-    destination of one, did."""
-    outcomes_path = ctx.stage("outcomes")  # no leading "_": Spark warns it ignores such a root
-    if not due_count:
-        return spark.createDataFrame([], OUTCOME_SCHEMA), None
-    if groups is None:
-        groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
+def _drop_revived_dead_letters(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, merged: DataFrame,
+                               staged_dlq: str) -> list[str]:
+    """The DLQ files holding records of messages a new landing failure took out of the dead-lettered state (they
+    wait again, or this run dead-letters them again and writes their new record), rewritten without those records
+    into the run's staged DLQ; the files they replace, for the snapshot to drop. Before, such a message was both
+    waiting in the ledger and listed in the DLQ: `dlq list` and `stats` counted it, and no re-drive could move it.
+    Only a run with such messages reads the DLQ's ids."""
+    files = wh.live_files("dlq", snap)
+    if not files:
+        return []
+    uris = spark_file_uris(spark, files)
+    ids = merged.filter(F.col("revived")).select("message_id")
+    dlq = read_files(spark, "dlq", files, file_column="_file", uris=uris)
+    local = dict(zip(uris, files, strict=True))
+    # read_files gives only rows of the files it was given (by these uris), so each hit is one of them
+    hit = [r._file for r in dlq.join(ids, "message_id", "left_semi").select("_file").distinct().collect()]
+    touched = sorted(local[u] for u in hit)
+    if touched:
+        uri_of = dict(zip(files, uris, strict=True))
+        rest = read_files(spark, "dlq", touched, uris=[uri_of[f] for f in touched]).join(ids, "message_id",
+                                                                                           "left_anti")
+        parquet_options(rest.write.mode("append").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS).parquet(staged_dlq)
+    return touched
+
+
+def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due: DataFrame, due_count: int,
+                  ctx: RunContext, prepared_doc: dict[str, Any], groups: list[tuple[str, Target, Column | None]] | None,
+                  attempt: str) -> tuple[DataFrame, dict[str, Any] | None]:
+    """The run's re-drive, done once: its outcomes, and what failed if a target, or a destination of one, did
+    (_outcomes). ``attempt``: this attempt's stage's name."""
+    from reprocess.targets.outbox import OutboxTarget
+
+    sent = prepared_doc.get("outcomes")
+    run_dir = wh.run_dir(ctx.run_id)
+    if sent is None and due_count:
+        # Written where the inflight list is, out of the attempts' stages (a resumed attempt removes them); recorded in
+        # prepared.json once every target's are: from then on the re-drive is done, and a resumed attempt (after a
+        # crash, a failed check, a task's retry) reads them instead of sending its messages again.
+        if groups is None:
+            groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
+        outcomes_dir = f"outcomes-{attempt}"
+        _redrive(due, ctx, str(run_dir / outcomes_dir), groups)
+        # the outbox groups by what they are, not by their spelling (a ${VAR} may name the outbox)
+        sent = {"dir": outcomes_dir, "targets": [redact(spec) for spec, _t, _r in groups],
+                "outbox": [i for i, (_s, target, _r) in enumerate(groups) if isinstance(target, OutboxTarget)]}
+        wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes": sent})
+        paths = [str(run_dir / outcomes_dir / f"target={i}") for i in range(len(groups))]
+    elif sent is not None:
+        # Only the outbox's messages are written again: its files were in the first attempt's stage. They are the rows
+        # recorded for the outbox groups; no other target is built (its credentials are not needed).
+        log.warning("resuming run_id=%s: its re-drive finished before the stop; its outcomes are read, nothing is "
+                    "sent again", ctx.run_id)
+        outbox = set(sent["outbox"])
+        paths = [str(run_dir / sent["dir"] / f"target={i}") for i in range(len(sent["targets"])) if i not in outbox]
+        if outbox:
+            specs = [sent["targets"][i] for i in sorted(outbox)]
+            rows = F.coalesce(F.col(RECORDED_TARGET).isin(specs), F.lit(False))
+            again = f"outcomes-{attempt}"
+            _redrive(due, ctx, str(run_dir / again), [("outbox", OutboxTarget(), rows)])
+            paths.append(str(run_dir / again / "target=0"))
+    else:
+        paths = []
+    return _outcomes(spark, paths, ctx.run_id)
+
+
+def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str,
+             groups: list[tuple[str, Target, Column | None]]) -> None:
+    """Re-drive the due messages once, each through its group's target (``groups``, as _target_groups gives them);
+    each group's outcomes are written to ``<outcomes_dir>/target=<i>``."""
     for i, (spec, target, rows) in enumerate(groups):
-        log.info("re-driving due=%s target=%s", due_count if len(groups) == 1 else "(policy share)", redact(spec))
+        log.info("re-driving %s target=%s", "due" if len(groups) == 1 else "a policy's share of due", redact(spec))
         sent = target.redrive(due if rows is None else due.filter(rows), ctx)
-        sent.write.mode("overwrite").parquet(ctx.stage("outcomes", f"target={i}"))
-    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(outcomes_path)
+        sent.write.mode("overwrite").parquet(f"{outcomes_dir}/target={i}")
+
+
+def _outcomes(spark: SparkSession, paths: list[str], run_id: str) -> tuple[DataFrame, dict[str, Any] | None]:
+    """The re-drive's outcomes (written by _redrive to ``paths``), and what failed if a target, or a destination of
+    one, did."""
+    if not paths:
+        return spark.createDataFrame([], OUTCOME_SCHEMA), None
+    outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(*paths)
     # at most a row per partition of each target (a stopped partition emits one and calls no more), and one per
     # destination that refused writes in a partition (its other messages there were not tried)
     downs = F.col("error_class").isin(TARGET_DOWN, DESTINATION_DOWN)
@@ -566,7 +645,7 @@ def _redrive(spark: SparkSession, opts: CycleOptions, due: DataFrame, due_count:
         target_down = {"error": error,
                        "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
                        "destinations_down": len(errors), "destination_errors": errors[:10]}
-        log.error("target failed, stopping the re-drive run_id=%s error=%s", ctx.run_id, target_down["error"])
+        log.error("target failed, stopping the re-drive run_id=%s error=%s", run_id, target_down["error"])
     return outcomes.filter(~F.coalesce(downs, F.lit(False))), target_down
 
 

@@ -22,6 +22,7 @@ from reprocess.ledger.model import (
     LEDGER_SCHEMA,
     MAX_DELIVERIES_EXCEEDED,
     NO_DEAD_LETTER_ADDRESS,
+    NO_POLICY,
     NON_RETRYABLE,
     WAITING,
     bucket_column,
@@ -272,7 +273,11 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     ]
     c["out_end"] = [
         F.col("e_released_deliveries").alias("released_deliveries"),
+        F.col("e_resets").alias("resets"),
         has_new.alias("changed"),
+        # a dead letter a new landing failure takes back (it waits again, or is dead-lettered again in this run):
+        # its DLQ record goes (reprocess.cycle.run._drop_revived_dead_letters)
+        F.coalesce((F.col("e_state") == DEAD_LETTERED) & has_new, F.lit(False)).alias("revived"),
         (has_new & (new_state == DEAD_LETTERED)).alias("dlq_event"),
         F.col("e_state").isNull().alias("is_new"),
         F.col("n").alias("new_failures"),
@@ -316,7 +321,10 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
     pidx = policy_index_column(policies, F.col("address"))
     exhausted, delay = decision_columns(policies, pidx, F.col("o_delivery"), F.col("message_id"))
     nr = non_retryable_column(policies, pidx, F.col("o_class"), F.col("o_message"))
-    fail_state = F.when(nr | exhausted, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
+    # No policy matches the address any more (the file changed since the message was kept, or an operator re-drove
+    # it from the DLQ): there is no schedule to wait by, and waiting with none was never due again.
+    no_policy = pidx.isNull()
+    fail_state = F.when(nr | exhausted | no_policy, F.lit(DEAD_LETTERED)).otherwise(F.lit(WAITING))
     state = F.when(ok, F.lit(DELIVERED)).when(failed, fail_state).otherwise(F.col("state"))
     entry = F.struct(at.alias("failed_ms"), F.col("o_delivery").alias("delivery"),
                      F.col("o_class").alias("error_class"), F.col("o_message").alias("error_message"),
@@ -338,11 +346,12 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
             "last_error_class": F.when(failed, F.col("o_class")).otherwise(F.col("last_error_class")),
             "last_error_message": F.when(failed, F.col("o_message")).otherwise(F.col("last_error_message")),
             "error_history": F.when(failed, hist).otherwise(F.col("error_history")),
-            "reason_code": F.when(becomes_dead, F.when(nr, F.lit(NON_RETRYABLE))
+            "reason_code": F.when(becomes_dead, F.when(nr, F.lit(NON_RETRYABLE)).when(no_policy, F.lit(NO_POLICY))
                                   .otherwise(exhausted_reason_column(policies, pidx)))
             .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
-            "dead_letter_address": F.when(becomes_dead,
-                                          dead_letter_address_column(policies, pidx, F.col("address")))
+            "dead_letter_address": F.when(becomes_dead, F.coalesce(
+                dead_letter_address_column(policies, pidx, F.col("address")),
+                F.lit(policies.default_dead_letter_address)))
             .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
             "terminal_ms": F.when(ok | becomes_dead, at)
             .when(redriven, F.lit(None).cast("long")).otherwise(F.col("terminal_ms")),

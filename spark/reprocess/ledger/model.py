@@ -19,6 +19,7 @@ from reprocess.ledger.states import DEAD_LETTERED as DEAD_LETTERED
 from reprocess.ledger.states import DELIVERED as DELIVERED
 from reprocess.ledger.states import MAX_DELIVERIES_EXCEEDED as MAX_DELIVERIES_EXCEEDED
 from reprocess.ledger.states import NO_DEAD_LETTER_ADDRESS as NO_DEAD_LETTER_ADDRESS
+from reprocess.ledger.states import NO_POLICY as NO_POLICY
 from reprocess.ledger.states import NON_RETRYABLE as NON_RETRYABLE
 from reprocess.ledger.states import REASON_CODES as REASON_CODES
 from reprocess.ledger.states import STATES as STATES
@@ -63,6 +64,9 @@ LEDGER_SCHEMA = T.StructType([
     # The deliveries a message had when an operator moved it back from the DLQ without resetting its count (null
     # otherwise): it then gets one delivery more than that, whatever its policy's bound (docs/adr/0001-counting.md).
     T.StructField("released_deliveries", T.LongType()),
+    # How many times an operator's re-drive reset the count to 0 (null: never; ledger files written before the column
+    # read it as null too). It is part of the idempotency key of each later delivery, whose numbers start again.
+    T.StructField("resets", T.LongType()),
     T.StructField("bucket", T.StringType()),
 ])
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]

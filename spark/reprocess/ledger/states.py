@@ -14,4 +14,7 @@ STATES = (WAITING, DELIVERED, DEAD_LETTERED)
 MAX_DELIVERIES_EXCEEDED = "MAX_DELIVERIES_EXCEEDED"
 NON_RETRYABLE = "NON_RETRYABLE"
 NO_DEAD_LETTER_ADDRESS = "NO_DEAD_LETTER_ADDRESS"
-REASON_CODES = (MAX_DELIVERIES_EXCEEDED, NON_RETRYABLE, NO_DEAD_LETTER_ADDRESS)
+# a waiting message failed again after the policy file stopped matching its address (no schedule to follow): it
+# goes to the default dead-letter address, where an operator re-drives it once a policy matches again
+NO_POLICY = "NO_POLICY"
+REASON_CODES = (MAX_DELIVERIES_EXCEEDED, NON_RETRYABLE, NO_DEAD_LETTER_ADDRESS, NO_POLICY)

@@ -126,6 +126,19 @@ class Target(Protocol):
         ...
 
 
+def idempotency_key(rec: dict[str, Any]) -> str:
+    """``<message_id>:<delivery>`` for a due row (``message_id``, ``delivery``, ``resets``); after an operator's
+    re-drive reset the count, ``<message_id>:r<resets>:<delivery>``: the numbers start again at 1, and the keys of
+    the deliveries made before the reset, which a consumer may remember, must not come back."""
+    try:
+        resets = int(rec.get("resets"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # null: None, or NaN from a pandas column with nulls
+        resets = 0
+    if resets:
+        return f"{rec['message_id']}:r{resets}:{int(rec['delivery'])}"
+    return f"{rec['message_id']}:{int(rec['delivery'])}"
+
+
 def expand_target(spec: str, check: bool = True) -> str:
     """``${VAR}`` in a target spec from the environment (secrets stay out of policy files); with ``check``,
     a variable that is not set is a ConfigError."""

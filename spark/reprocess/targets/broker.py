@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, deliver_each
+from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, deliver_each, idempotency_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,7 +110,7 @@ def message_headers(rec: dict[str, Any]) -> dict[str, str]:
         f"{HEADER_PREFIX}original-address": rec["address"],
         f"{HEADER_PREFIX}delivery": str(delivery),
         f"{HEADER_PREFIX}deliveries-before": str(delivery - 1),
-        f"{HEADER_PREFIX}idempotency-key": f"{rec['message_id']}:{delivery}",
+        f"{HEADER_PREFIX}idempotency-key": idempotency_key(rec),
     })
     return headers
 
@@ -217,7 +217,7 @@ class BrokerTarget:
                     except Exception:  # noqa: BLE001, S110 - closing a broken connection may fail too
                         pass
 
-        cols = due.select("message_id", "address", "payload", "headers", "delivery").repartition(parts)
+        cols = due.select("message_id", "address", "payload", "headers", "delivery", "resets").repartition(parts)
         return cols.mapInPandas(publish_all, OUTCOME_SCHEMA)
 
 

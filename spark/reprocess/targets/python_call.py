@@ -17,7 +17,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError
-from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, TargetUnavailable, deliver_each
+from reprocess.targets.base import (
+    DESTINATION_DOWN,
+    OUTCOME_SCHEMA,
+    TARGET_DOWN,
+    TargetUnavailable,
+    deliver_each,
+    idempotency_key,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,7 +75,7 @@ class PythonTarget:
                     "message_id": rec["message_id"], "address": rec["address"], "payload": rec["payload"],
                     "headers": _headers(rec["headers"]), "delivery": delivery, "deliveries_before": delivery - 1,
                     "first_failed_at": datetime.fromtimestamp(rec["first_failed_ms"] / 1000, tz=UTC),
-                    "idempotency_key": f"{rec['message_id']}:{delivery}",
+                    "idempotency_key": idempotency_key(rec),
                 })
 
             def failure(exc: Exception) -> tuple[str, str]:
@@ -79,5 +86,5 @@ class PythonTarget:
 
             yield from deliver_each(batches, deliver, failure, lambda rec: rec["address"])
 
-        cols = due.select("message_id", "address", "payload", "headers", "delivery", "first_failed_ms")
+        cols = due.select("message_id", "address", "payload", "headers", "delivery", "first_failed_ms", "resets")
         return cols.mapInPandas(call, OUTCOME_SCHEMA)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from reprocess.ledger.model import DEAD_LETTERED, NON_RETRYABLE, WAITING
+from reprocess.ledger.model import DEAD_LETTERED, NO_POLICY, NON_RETRYABLE, WAITING
 from reprocess.policy.columns import by_policy, policy_index_column
 from reprocess.policy.durations import LONG_MAX
 from reprocess.policy.reference import max_deliveries
@@ -328,7 +328,7 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
 
 def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     """DLQ rows with ``really_exhausted_or_non_retryable``."""
-    ok = (F.col("reason_code") == NON_RETRYABLE) | (
+    ok = F.col("reason_code").isin(NON_RETRYABLE, NO_POLICY) | (
         F.col("deliveries") >= _limit(policies, F.col("original_address")))
     return dlq.select("message_id", "original_address", "reason_code", ok.alias("really_exhausted_or_non_retryable"))
 
