@@ -25,7 +25,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
-from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
+from reprocess.spark_env import mask_target_password, on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.submit import ReprocessSubmitOperator
 from reprocess.uris import asset_uri
 
@@ -44,17 +44,18 @@ ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 ON_CONNECT = on_spark_connect()
+mask_target_password(TARGET)  # parsed in every task's process before it runs
 
 
 def _fail_fast(fn, *args):
     """Run a core check; errors no retry can fix fail the task without retry."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
+    from reprocess.errors import FINAL_ERRORS
 
     try:
         return fn(*args)
-    except (ConfigError, ContractError, WarehouseDamagedError) as exc:
+    except tuple(FINAL_ERRORS) as exc:
         raise AirflowFailException(str(exc)) from exc
 
 
@@ -76,8 +77,11 @@ def _fail_fast(fn, *args):
                        description="Run as of this instant instead of the data interval end, ISO-8601 with an "
                        "offset, e.g. 2026-11-21T10:15:00Z."),
         "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; re-drive nothing."),
-        "target": Param(None, type=["null", "string"], pattern=r"^(outbox|python:[\w.]+:\w+|amqp://\S+|stomp://\S+)$",
-                        title="Target override", description="outbox, python:module:function, amqp://... or stomp://"),
+        "target": Param(None, type=["null", "string"],
+                        pattern=r"^(outbox|python:[\w.]+:\w+|amqp://[^\s$]+|stomp://[^\s$]+)$",
+                        title="Target override", description="outbox, python:module:function, amqp://... or "
+                        "stomp://..., without a password or ${VAR} (a target with credentials is the deployment's: "
+                        "REPROCESS_TARGET or a policy's)"),
     },
 )
 def reprocess_failed_messages():
@@ -95,11 +99,18 @@ def reprocess_failed_messages():
 
     @task
     def validate_landing(found: dict, params=None) -> list[str]:
-        from reprocess.orchestration import check_address_filter, check_config, check_landing_suite, cycle_args
+        from reprocess.orchestration import (
+            check_address_filter,
+            check_config,
+            check_landing_suite,
+            check_target_override,
+            cycle_args,
+        )
 
         _fail_fast(check_config, CONFIG)
         print("expectation suites:", _fail_fast(check_landing_suite))
         _fail_fast(check_address_filter, params["address_filter"])
+        _fail_fast(check_target_override, params["target"])
         return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
                           params["address_filter"], params["dry_run"])
 

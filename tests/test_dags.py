@@ -122,7 +122,8 @@ def test_invalid_form_values_are_rejected_by_the_params_schema(af):
 from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.definitions.param import ParamsDict
 dag = DagBag().get_dag("reprocess_failed_messages")
-bad = [{"as_of": "yesterday"}, {"address_filter": "orders..x"}, {"target": "ftp://x"}, {"dry_run": "maybe"}]
+bad = [{"as_of": "yesterday"}, {"address_filter": "orders..x"}, {"target": "ftp://x"}, {"dry_run": "maybe"},
+       {"target": "amqp://x:${REPROCESS_AIRFLOW_PASSWORD}@elsewhere/"}]
 for conf in bad:
     (key, value), = conf.items()
     try:
@@ -137,7 +138,7 @@ print("GOOD OK")
 """
     proc = python(code, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("REJECTED") == 4, proc.stdout
+    assert proc.stdout.count("REJECTED") == 5, proc.stdout
     assert "GOOD OK" in proc.stdout
 
 

@@ -224,3 +224,35 @@ def test_the_cli_leaves_out_py4j_info_records_and_keeps_its_warnings_and_everyon
     assert _without_py4j_info(record(py4j, logging.WARNING))
     assert _without_py4j_info(record("/work/spark/reprocess/cycle/run.py", logging.INFO))
     assert _without_py4j_info(record("/venv/lib/python3.11/site-packages/py4jish/x.py", logging.INFO))
+
+
+@pytest.mark.airflow
+def test_the_dags_spark_submit_task_fails_without_retries_on_an_exit_code_no_retry_can_change(tmp_path):
+    """Exit 9 (a GX suite failed on what a run would commit) and the others of FINAL_EXITS: the provider failed the
+    task as on any failure, and Airflow retried it twice; each retry resumed the run and failed the same way."""
+    app = tmp_path / "exits.py"
+    app.write_text("import sys\nsys.exit(int(sys.argv[1]))\n")
+    env = {**os.environ, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+           "AIRFLOW_HOME": str(tmp_path / "airflow"), "PYSPARK_PYTHON": sys.executable}
+    code = textwrap.dedent("""
+        import sys
+        from airflow.exceptions import AirflowException
+        from reprocess.submit import ReprocessSubmitOperator
+
+        for exit_code in sys.argv[3:]:
+            op = ReprocessSubmitOperator(task_id="exits", conn_id="spark_default", application=sys.argv[1],
+                                         application_args=[exit_code], spark_binary=sys.argv[2],
+                                         env_vars={"PYSPARK_PYTHON": sys.executable})
+            try:
+                op.execute({})
+            except AirflowException as exc:
+                print("EXIT", exit_code, type(exc).__name__, str(exc).splitlines()[0], flush=True)
+    """)
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    proc = subprocess.run([sys.executable, "-c", code, str(app), spark_submit, "9", "6"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("EXIT ")]
+    assert lines[0] == ("EXIT 9 AirflowFailException the Spark job failed a GX suite on what it would commit (nothing "
+                        "committed) (exit 9): a retry cannot change that; see its log above"), proc.stderr[-3000:]
+    assert lines[1].startswith("EXIT 6 AirflowException "), lines  # a target down: retried
+    assert len(lines) == 2

@@ -26,7 +26,7 @@ from reprocess.connect_server import free_port
 from reprocess.dlq_stats import dlq_stats
 from reprocess.errors import ConfigError, NotFoundError, StorageUnavailableError, WarehouseDamagedError
 from reprocess.landing.generate import GenerateOptions, write_landing
-from reprocess.orchestration import check_outputs, find_new_landing, latest_audit, read_summary, run_on_connect
+from reprocess.orchestration import check_outputs, find_new_landing, read_summary, redrive_audit, run_on_connect
 from reprocess.redrive import RedriveRequest, redrive_dead_letters
 from warehouse_state import cycle_at
 
@@ -77,7 +77,8 @@ def warehouses(spark, s3, tmp_path_factory) -> dict[str, object]:
     fs = admin_filesystem(s3)
     fs.create_dir(BUCKET)
     pafs.copy_files(str(local), f"{BUCKET}/wh", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
-    return {"landing": str(landing), "local": str(local), "request": request.request_id, "fs": fs}
+    return {"landing": str(landing), "local": str(local), "fs": fs,
+            "request": request.at(parse_instant("2026-11-21T06:30:00Z")).request_id}
 
 
 def _json(capsys, *args: str) -> dict:
@@ -143,10 +144,11 @@ def test_the_dag_tasks_read_a_warehouse_in_the_bucket(spark, warehouses):
     assert found == find_new_landing(landing, local, "2026-11-21T09:00:00Z")
     assert found["files"] > 0
     assert found["partitions"] == ["dt=2026-11-21/hour=08"]
-    audit = latest_audit(uri)
+    audit = redrive_audit(uri, warehouses["request"])
     assert audit is not None
-    assert audit == latest_audit(local)
+    assert audit == redrive_audit(local, warehouses["request"])
     assert audit["request_id"] == warehouses["request"]
+    assert redrive_audit(uri, "redrive-0000000000000000") is None
     assert audit["moved"] == 5
 
 

@@ -142,3 +142,16 @@ class DiskFullError(ReprocessError):
 
     code = "no_space"
     exit_code = 14
+
+
+# The errors no retry of a job can change, each with what it says of the job: a DAG task fails at once on them,
+# through spark-submit (reprocess.submit.FINAL_EXITS, by exit code) as on Spark Connect
+# (reprocess.orchestration.run_on_connect). A failed conservation or GX check after a re-drive leaves its run
+# prepared with its outcomes recorded: a retry resumes it and fails the same way, sending nothing again.
+FINAL_ERRORS: dict[type[ReprocessError], str] = {
+    ConfigError: "refused its configuration",
+    ContractError: "found a broken landing contract",
+    ConservationError: "found books that do not balance (a bug; nothing committed)",
+    ValidationFailedError: "failed a GX suite on what it would commit (nothing committed)",
+    WarehouseDamagedError: "found a damaged warehouse file",
+}

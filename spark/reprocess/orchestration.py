@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reprocess.errors import ConfigError, ContractError, WarehouseDamagedError
+from reprocess.errors import FINAL_ERRORS, ConfigError, ContractError
 from reprocess.landing.manifest import list_landing, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
@@ -27,16 +27,27 @@ log = logging.getLogger(__name__)
 def to_iso(value: Any) -> str:
     """A datetime (or ISO string) as ``2026-11-21T10:15:00Z``."""
     if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:  # the form's pattern lets 2026-02-30 through
+            raise ConfigError(f"bad as-of {value!r}: {exc}", key="as_of") from None
     if value.tzinfo is None:
         raise ConfigError(f"the as-of needs a timezone: {value!r}", key="as_of")
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace(".000", "").replace("+00:00", "Z")
 
 
 def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any) -> str:
-    """The run's "now": the form's override, else the data interval end, else the run's run_after."""
+    """The run's "now": the form's override, else the data interval end, else the run's run_after.
+
+    An override later than the run's ``run_after`` (when it was triggered; stored, so a retry decides alike) is
+    refused: a mistyped year would re-drive and dead-letter messages before their time, and every scheduled run
+    after it would be refused as out of order until that instant."""
     if override:
-        return to_iso(override)
+        chosen = to_iso(override)
+        if run_after is not None and as_of_ms(chosen) > as_of_ms(to_iso(run_after)):
+            raise ConfigError(f"as-of {chosen} is later than the run was triggered ({to_iso(run_after)}); a run "
+                              "cannot re-drive messages before their time", key="as_of")
+        return chosen
     if data_interval_end is not None:
         return to_iso(data_interval_end)
     return to_iso(run_after)
@@ -59,6 +70,31 @@ def check_address_filter(pattern: str | None) -> None:
         why = validate_pattern(pattern)
         if why:
             raise ConfigError(f"bad address filter: {why}", key="address_filter")
+
+
+def check_target_override(target: str | None) -> None:
+    """A target typed into a trigger form, by anyone who may trigger the DAG: refused with a ``${VAR}`` (the driver
+    fills it in from the deployment's environment, its secrets included, and would send one to whatever host was
+    typed) or a password (it would be in the task's arguments, its log and XCom). A target that needs credentials is
+    the deployment's: ``REPROCESS_TARGET`` or a policy's own, with its password as ``${VAR}``."""
+    if not target:
+        return
+    from reprocess.targets.base import parse_target
+    from reprocess.targets.broker import redact
+
+    if "$" in target:
+        raise ConfigError("a target override may not use ${VAR}: the Spark job would fill it in from the deployment's "
+                          "environment and its secrets; set REPROCESS_TARGET or a policy's target instead",
+                          key="target")
+    try:
+        with_password = redact(target) != target
+    except ValueError as exc:  # urlsplit's: a port that is not a number
+        raise ConfigError(f"bad target override: {exc}", key="target") from None
+    if with_password:
+        raise ConfigError(f"a target override may not carry a password ({redact(target)}): it would be in the run's "
+                          "arguments and logs; set REPROCESS_TARGET or a policy's target, its password as ${VAR}",
+                          key="target")
+    parse_target(target)
 
 
 def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]:
@@ -142,12 +178,15 @@ def check_landing_suite() -> dict[str, int]:
 
 
 def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) -> str:
-    """A short Markdown note for the DAG run."""
+    """A short Markdown note for the DAG run. A dry run at an as-of a run has committed shows that run's summary
+    (read_summary finds it) under a line saying so: it was shown as this run's results."""
+    dry = f"**Dry run** as of `{as_of}`: nothing re-driven, nothing committed."
     if summary is None:
-        return f"**Dry run** as of `{as_of}`: nothing re-driven, nothing committed."
+        return dry
     dl = summary["dead_lettered"]
     reasons = ", ".join(f"{k} {v}" for k, v in dl.items() if k != "total" and v)
     return "\n".join([
+        *([dry + " What an earlier run committed at this as-of:", ""] if dry_run else []),
         f"### reprocess run `{summary['run_id']}` as of `{summary['as_of']}`",
         "",
         "| ingested | quarantined | duplicates | due | delivered | rescheduled | dead-lettered | waiting |",
@@ -198,6 +237,15 @@ def set_run_note(dag_id: str, run_id: str, note: str) -> bool:
     return True
 
 
+def requester(triggering_user: str | None, conf: Any) -> str:
+    """Who asked for a re-drive, for its audit: the user Airflow authenticated as the run's trigger. A
+    ``requested_by`` in the run's conf, which whoever triggers may write, is recorded only beside it, as whom they
+    asked for (it was taken alone before, so anyone could record another person)."""
+    who = str(triggering_user or "airflow")
+    asked_for = (conf or {}).get("requested_by")
+    return f"{who} (for {asked_for})" if asked_for and str(asked_for) != who else who
+
+
 def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by: str) -> list[str]:
     """The arguments of ``reprocess redrive`` from the re-drive DAG's params."""
     args = ["--warehouse", warehouse, "--address", params.get("address_pattern") or "#", "--now", now,
@@ -220,8 +268,9 @@ def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by:
 def run_on_connect(command: str, args: list[str], remote: str) -> None:
     """Run ``reprocess <command> <args>`` as a client of the Spark Connect server ``remote`` in a child process,
     its output in this task's log. The URL (it may carry a token) goes to the child in its environment, never on
-    its command line. Exit codes 3, 4 and 12 (a bad option, a broken contract, a damaged warehouse) raise what no
-    retry can fix; any other failure raises ``RuntimeError``, which the task's retries take."""
+    its command line. Exit codes 3, 4, 5, 9 and 12 (a bad option, a broken contract, books that do not balance, a
+    failed GX gate, a damaged warehouse) raise what no retry can fix (reprocess.errors.FINAL_ERRORS); any other
+    failure raises ``RuntimeError``, which the task's retries take."""
     import subprocess
     import sys
 
@@ -234,18 +283,33 @@ def run_on_connect(command: str, args: list[str], remote: str) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             log.info("%s", line.rstrip())
-    if proc.returncode == ConfigError.exit_code:
-        raise ConfigError(f"reprocess {command} refused its configuration (exit 3): see the log above")
-    if proc.returncode == ContractError.exit_code:
-        raise ContractError(f"reprocess {command} found a broken landing contract (exit 4): see the log above")
-    if proc.returncode == WarehouseDamagedError.exit_code:
-        raise WarehouseDamagedError(f"reprocess {command} found a damaged warehouse file (exit 12): see the log above")
+    for error, says in FINAL_ERRORS.items():
+        if proc.returncode == error.exit_code:
+            raise error(f"reprocess {command} {says} (exit {proc.returncode}): see the log above")
     if proc.returncode:
         raise RuntimeError(f"reprocess {command} failed with exit code {proc.returncode}: see the log above")
 
 
-def latest_audit(warehouse: str) -> dict[str, Any] | None:
-    """The newest re-drive audit record (``<warehouse>/redrive_audit/*.json``), or None."""
+def redrive_audit(warehouse: str, request_id: str) -> dict[str, Any] | None:
+    """The audit record of the re-drive request ``request_id`` once committed, else None. (The newest audit file,
+    shown before, could be another request's: a request already applied writes none, and an attempt stopped between
+    its audit and its commit leaves one.) A committed request whose audit file is gone (removed by hand) gives what
+    the run log keeps of it, as the re-drive itself does."""
+    from reprocess.storage.commit import redrive_audit_path
+
     wh = open_reader(warehouse)
-    files = sorted(wh.listing("redrive_audit", ".json"), key=lambda f: (f[1], f[0]))
-    return json.loads(wh.read_bytes(files[-1][0]).decode("utf-8")) if files else None
+    entry = next((r for r in wh.latest().runs if r.get("run_id") == request_id), None)
+    if entry is None:
+        return None
+    path = redrive_audit_path(wh, request_id)
+    if wh.exists(path):
+        return dict(json.loads(wh.read_bytes(path).decode("utf-8")))
+    return dict(entry.get("summary") or {"request_id": request_id, "moved": None})
+
+
+def redrive_request(args: list[str]) -> Any:
+    """The :class:`reprocess.redrive.RedriveRequest` that ``reprocess redrive <args>`` makes (its id names its audit
+    record), parsed as the job parses them."""
+    from reprocess.cli import build_parser, redrive_request_of
+
+    return redrive_request_of(build_parser().parse_args(["redrive", *args]))

@@ -244,3 +244,20 @@ def local_fs_conf() -> dict[str, str]:
         return {}
     return {"spark.driver.defaultExtraClassPath": str(jar), "spark.executor.defaultExtraClassPath": str(jar),
             "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS}
+
+
+def mask_target_password(spec: str) -> None:
+    """A literal password in the deployment's target (``REPROCESS_TARGET``) masked by Airflow's secrets masker, in
+    this task's process and its supervisor: it is in the Spark job's arguments, so in the provider's "Spark-Submit
+    cmd" log line and the rendered ``application_args``. (Written as ``${VAR}``, the driver reads it from its own
+    environment, and it is in neither; XCom holds the arguments unmasked.)"""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(spec).password
+    except ValueError:
+        return  # refused with its reason when the job parses it
+    if password:
+        from airflow.sdk.log import mask_secret
+
+        mask_secret(password)

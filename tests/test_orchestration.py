@@ -1,0 +1,129 @@
+"""What the DAGs' tasks check before a Spark job starts: the as-of a form may ask for, a target a form may name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from reprocess.errors import ConfigError
+from reprocess.orchestration import check_target_override, resolve_as_of
+
+pytestmark = pytest.mark.unit
+
+TRIGGERED = datetime(2026, 11, 21, 10, 20, tzinfo=UTC)
+
+
+def test_the_as_of_is_the_override_else_the_interval_end_else_run_after():
+    assert resolve_as_of("2026-11-21T10:15:00Z", None, TRIGGERED) == "2026-11-21T10:15:00Z"
+    assert resolve_as_of("2026-11-21T11:20:00+01:00", None, TRIGGERED) == "2026-11-21T10:20:00Z"  # run_after itself
+    assert resolve_as_of(None, datetime(2026, 11, 21, 10, 15, tzinfo=UTC), TRIGGERED) == "2026-11-21T10:15:00Z"
+    assert resolve_as_of(None, None, TRIGGERED) == "2026-11-21T10:20:00Z"
+
+
+def test_an_as_of_override_after_the_trigger_or_not_a_date_is_refused_as_configuration():
+    """A mistyped year re-drove and dead-lettered messages before their time, and every scheduled run after it was
+    refused as out of order; an impossible date (the form's pattern lets 2026-02-30 through) failed with a plain
+    ValueError, which the task retried."""
+    with pytest.raises(ConfigError, match=r"as-of 2027-11-21T10:15:00Z is later than the run was triggered "
+                                          r"\(2026-11-21T10:20:00Z\)"):
+        resolve_as_of("2027-11-21T10:15:00Z", None, TRIGGERED)
+    with pytest.raises(ConfigError, match="bad as-of '2026-02-30T10:00Z'"):
+        resolve_as_of("2026-02-30T10:00Z", None, TRIGGERED)
+
+
+@pytest.mark.parametrize("target", [None, "", "outbox", "python:reprocess.targets.examples:always_ok",
+                                    "amqp://broker:5672/%2F?routing_key={address}",
+                                    "stomp://user@broker:61613?destination=/queue/{address}"])
+def test_a_target_override_without_credentials_is_accepted(target):
+    check_target_override(target)
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("amqp://x:${REPROCESS_AIRFLOW_PASSWORD}@elsewhere:5672/%2F", r"may not use \$\{VAR\}"),
+    ("stomp://${USER_AND_PASSWORD}@broker:61613", r"may not use \$\{VAR\}"),
+    ("amqp://u:secret@broker:5672/%2F", r"may not carry a password \(amqp://u:\*\*\*@broker:5672/%2F\)"),
+    ("amqp://u:p@broker:notaport/", "bad target override"),
+    ("amqp://broker:notaport/", "Port could not be cast"),
+    ("python:no_such_module_here:fn", "cannot load target python:no_such_module_here:fn"),
+    ("kafka://broker:9092", "unknown target"),
+])
+def test_a_target_override_with_a_variable_a_password_or_no_target_is_refused(target, why):
+    """Anyone who may trigger the DAG types the form's target: a ${VAR} in it was filled in by the Spark job from the
+    deployment's environment (the Airflow admin password, the JWT secret) and sent to whatever host was typed; a
+    literal password went into the task's arguments, log and XCom."""
+    with pytest.raises(ConfigError, match=why):
+        check_target_override(target)
+
+
+def test_a_literal_password_in_the_deployments_target_is_masked_in_the_task_logs():
+    from airflow.sdk._shared.secrets_masker import redact
+
+    from reprocess.spark_env import mask_target_password
+
+    line = "Spark-Submit cmd: spark-submit ... --target amqp://svc:Tr0ub4dor-3@broker:5672/%2F"
+    assert redact(line) == line
+    mask_target_password("amqp://svc:Tr0ub4dor-3@broker:5672/%2F")
+    mask_target_password("outbox")
+    mask_target_password("amqp://broker:notaport/")
+    assert redact(line) == "Spark-Submit cmd: spark-submit ... --target amqp://svc:***@broker:5672/%2F"
+
+
+def test_the_requester_of_a_redrive_is_the_authenticated_trigger_and_conf_only_says_for_whom():
+    from reprocess.orchestration import requester
+
+    assert requester("alice", None) == "alice"
+    assert requester("alice", {"requested_by": "alice"}) == "alice"
+    assert requester("mallory", {"requested_by": "alice"}) == "mallory (for alice)"  # taken alone before
+    assert requester(None, {}) == "airflow"
+
+
+def test_the_dags_redrive_request_is_the_one_the_job_parses_from_its_arguments():
+    """The re-drive DAG's report reads the audit of the request its job makes: the same id from the same arguments,
+    asked at the run's logical time (a retry the same request, another run a new one)."""
+    from reprocess.cli import parse_instant
+    from reprocess.orchestration import redrive_args, redrive_request
+    from reprocess.redrive import RedriveRequest
+
+    params = {"address_pattern": "orders.#", "date_from": "2026-11-20", "date_to": None,
+              "reason_codes": ["NON_RETRYABLE"], "max_messages": 5, "rate_per_second": 2, "reset_deliveries": True}
+    req = redrive_request(redrive_args("/wh", params, "2026-11-21T01:05:00Z", "alice"))
+    assert req == RedriveRequest("orders.#", "2026-11-20", None, ("NON_RETRYABLE",), 5, 2.0, True,
+                                 now_ms=parse_instant("2026-11-21T01:05:00Z"))
+    assert req.request_id == redrive_request(redrive_args("/wh", params, "2026-11-21T01:05:00Z", "bob")).request_id
+    assert req.request_id != redrive_request(redrive_args("/wh", params, "2026-11-28T01:05:00Z", "alice")).request_id
+
+
+def test_a_dry_runs_note_says_so_when_it_shows_what_an_earlier_run_committed():
+    from reprocess.orchestration import summary_markdown
+
+    summary = {"run_id": "run-20261121T101500Z", "as_of": "2026-11-21T10:15:00Z", "ingested": 3, "quarantined": 0,
+               "duplicates": 0, "due": 2, "delivered": 2, "rescheduled": 0, "waiting": 1,
+               "dead_lettered": {"total": 0}, "lateness_ms": {"p50": 0, "p99": 0}, "conservation": {"balanced": True}}
+    assert summary_markdown(None, "2026-11-21T10:15:00Z", True).startswith("**Dry run**")
+    real = summary_markdown(summary, "2026-11-21T10:15:00Z", False)
+    assert real.startswith("### reprocess run `run-20261121T101500Z`")
+    dry = summary_markdown(summary, "2026-11-21T10:15:00Z", True)
+    assert dry.startswith("**Dry run** as of `2026-11-21T10:15:00Z`: nothing re-driven, nothing committed. What an "
+                          "earlier run committed at this as-of:")
+    assert dry.endswith(real)
+
+
+def test_the_redrive_report_reads_its_own_request_and_the_run_log_when_its_audit_file_is_gone(tmp_path):
+    import json
+
+    from reprocess.orchestration import redrive_audit
+    from reprocess.storage.commit import Snapshot, Warehouse, redrive_audit_path
+
+    wh = Warehouse(tmp_path / "wh")
+    for request_id, moved in (("redrive-a", 3), ("redrive-b", 0)):
+        base = wh.latest()
+        audit = {"request_id": request_id, "moved": moved}
+        wh.write_bytes(redrive_audit_path(wh, request_id), json.dumps({**audit, "messages": []}).encode())
+        wh.commit(base, Snapshot(files=base.files, runs=[*base.runs, {"run_id": request_id, "kind": "redrive",
+                                                                     "summary": audit}]))
+    wh.write_bytes(redrive_audit_path(wh, "redrive-c"), b'{"request_id": "redrive-c", "moved": 9}')  # never committed
+    assert redrive_audit(str(wh.root), "redrive-a") == {"request_id": "redrive-a", "moved": 3, "messages": []}
+    assert redrive_audit(str(wh.root), "redrive-c") is None
+    (wh.root / "redrive_audit" / "redrive-b.json").unlink()
+    assert redrive_audit(str(wh.root), "redrive-b") == {"request_id": "redrive-b", "moved": 0}
