@@ -46,7 +46,8 @@ MARKUP = '<script>alert("pwn")</script>'
 
 @pytest.fixture(scope="module")
 def wh(spark, tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("operator")
+    # kept under folders named like partitions: only the folders below a dataset are its partition values
+    root = tmp_path_factory.mktemp("operator") / "dt=2020-01-01" / "address=elsewhere" / "bucket=7"
     land(root / "landing", "10", "a.jsonl", [
         rec("o-ok", "2026-11-21T10:00:00Z"),
         rec("o-done", "2026-11-21T10:00:00Z"),

@@ -65,8 +65,11 @@ def opened(wh: ReadWarehouse, location: str) -> Iterator[Any]:
 
 
 def partition_value(path: str, name: str) -> str | None:
-    """The value of the ``name=...`` directory in ``path`` (Spark's escaping undone), or None."""
-    for part in path.replace("\\", "/").split("/"):
+    """The value of the deepest ``name=...`` directory in ``path`` (Spark's escaping undone), or None.
+
+    The deepest, as Spark's partition discovery reads only the folders below the dataset: a warehouse kept under a
+    folder such as ``/data/dt=2020-01-01/wh`` must not give its dead letters that date."""
+    for part in reversed(path.replace("\\", "/").split("/")[:-1]):
         if part.startswith(name + "="):
             return unquote(part[len(name) + 1:])
     return None
