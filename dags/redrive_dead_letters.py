@@ -80,12 +80,12 @@ def redrive_dead_letters():
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
         from airflow.sdk.exceptions import AirflowFailException
 
-        from reprocess.errors import ConfigError, WarehouseDamagedError
+        from reprocess.errors import FINAL_ERRORS
         from reprocess.orchestration import run_on_connect
 
         try:
             run_on_connect("redrive", args, SparkConnectHook().get_connection_url())
-        except (ConfigError, WarehouseDamagedError) as exc:
+        except tuple(FINAL_ERRORS) as exc:  # as the spark-submit operator's final exits: no retry can fix them
             raise AirflowFailException(str(exc)) from exc
 
     planned = plan()

@@ -78,6 +78,50 @@ def test_a_mistyped_reprocess_spark_breaks_both_dags_with_a_message_naming_it(af
         assert "REPROCESS_SPARK='conect' is not one of submit, connect" in error
 
 
+CONNECT_FAILURES = r"""
+from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.exceptions import AirflowFailException
+
+import reprocess.orchestration as orchestration
+from reprocess.errors import FINAL_ERRORS
+
+bag = DagBag()
+assert not bag.import_errors, bag.import_errors
+for dag_id, task_id in (("reprocess_failed_messages", "run_cycle"), ("redrive_dead_letters", "move_dead_letters")):
+    task = bag.get_dag(dag_id).get_task(task_id)
+    for error in (*FINAL_ERRORS, RuntimeError):
+        def stop(command, args, remote, error=error):
+            raise error("stopped")
+
+        orchestration.run_on_connect = stop  # what the job's exit code raises (tests/test_orchestration.py)
+        try:
+            task.python_callable([])
+        except AirflowFailException:
+            print("FAILED", task_id, error.__name__, "final")
+        except RuntimeError:
+            print("FAILED", task_id, error.__name__, "retried")
+"""
+
+
+def test_the_connect_tasks_of_both_dags_fail_without_retries_on_what_no_retry_can_change(af):
+    """With REPROCESS_SPARK=connect the Spark task is a Python task around run_on_connect: the errors of FINAL_ERRORS
+    fail it at once in both DAGs, as the spark-submit operator's final exits do (the re-drive's caught only a bad
+    option and a damaged warehouse, so a failed GX suite or books that do not balance were retried twice); any other
+    failure is left to the task's retries."""
+    from reprocess.errors import FINAL_ERRORS
+
+    env = {**af[0], "REPROCESS_SPARK": "connect", "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+        {"conn_type": "spark_connect", "host": "localhost", "port": 15002})}
+    proc = python(CONNECT_FAILURES, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("FAILED ")]
+    expected = [f"FAILED {task} {error.__name__} final" for task in ("run_cycle", "move_dead_letters")
+                for error in FINAL_ERRORS]
+    assert [x for x in lines if x.endswith(" final")] == expected
+    assert [x for x in lines if not x.endswith(" final")] == [
+        "FAILED run_cycle RuntimeError retried", "FAILED move_dead_letters RuntimeError retried"]
+
+
 def test_dag_structure_matches_the_snapshot(described):
     desc = described["dags"]
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":  # after a deliberate change: UPDATE_SNAPSHOTS=1 make test
