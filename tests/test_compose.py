@@ -77,3 +77,54 @@ def test_no_secret_is_written_in_the_file():
     for var in ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_ADMIN_PASSWORD"):
         assert re.search(r"\$\{" + var + r":\?", text), f"{var} must come from the environment"
     assert not re.search(r"(?i)password:\s*['\"]?[a-z0-9]{3,}['\"]?\s*$", text, re.M)
+
+
+def _dockerfile() -> tuple[list[tuple[list[str], str]], dict[str, str]]:
+    """The image's COPY instructions (sources, destination) and ENV values, continuation lines joined."""
+    import shlex
+
+    text = (ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    copies, env = [], {}
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["COPY"]:
+            paths = [w for w in words[1:] if not w.startswith("--")]
+            copies.append((paths[:-1], paths[-1]))
+        elif words[:1] == ["ENV"]:
+            env.update(w.split("=", 1) for w in words[1:])
+    return copies, env
+
+
+def test_the_image_holds_what_the_dags_look_for_where_they_look(compose, tmp_path):
+    """The image as its COPY lines lay it out: the DAGs' Spark entrypoints (ROOT/spark/entrypoints, ROOT the folder
+    above the DAGs), the GX suites and the plugin are where Airflow and the DAGs read them. (The DAGs were copied to
+    /opt/airflow/dags, away from the project under /opt/reprocess, and the suites not at all: a run in the image
+    could not have found its job.)"""
+    import shutil
+
+    copies, env = _dockerfile()
+    image = tmp_path / "image"
+    for sources, dest in copies:
+        target = image / dest.lstrip("/")
+        for src in sources:
+            path = ROOT / src
+            into = target / path.name if dest.endswith("/") else target
+            if path.is_dir():
+                shutil.copytree(path, into, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            else:
+                into.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, into)
+    for name in (*AIRFLOW, "airflow-init"):
+        service_env = compose["services"][name]["environment"]
+        for key in ("AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__PLUGINS_FOLDER"):
+            assert service_env.get(key, env[key]) == env[key], (name, key)
+    dags = image / env["AIRFLOW__CORE__DAGS_FOLDER"].lstrip("/")
+    assert sorted(p.name for p in dags.glob("*.py")) == sorted(p.name for p in (ROOT / "dags").glob("*.py"))
+    for dag in (ROOT / "dags").glob("*.py"):
+        source = dag.read_text()
+        assert "ROOT = Path(__file__).resolve().parents[1]" in source
+        for app in re.findall(r'ROOT / "spark" / "entrypoints" / "(\w+\.py)"', source):
+            assert (dags.parent / "spark" / "entrypoints" / app).is_file(), (dag.name, app)
+    suites = image / env["REPROCESS_EXPECTATIONS"].lstrip("/")
+    assert {p.name for p in suites.glob("*.json")} >= {"landing.json", "ledger.json", "dlq.json", "run.json"}
+    assert (image / env["AIRFLOW__CORE__PLUGINS_FOLDER"].lstrip("/") / "reprocess_plugin.py").is_file()
