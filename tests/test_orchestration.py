@@ -80,7 +80,7 @@ def test_the_requester_of_a_redrive_is_the_authenticated_trigger_and_conf_only_s
 
 def test_the_dags_redrive_request_is_the_one_the_job_parses_from_its_arguments():
     """The re-drive DAG's report reads the audit of the request its job makes: the same id from the same arguments,
-    asked at the run's logical time (a retry the same request, another run a new one)."""
+    asked at the run's run_after (a retry the same request, another run a new one)."""
     from reprocess.cli import parse_instant
     from reprocess.orchestration import redrive_args, redrive_request
     from reprocess.redrive import RedriveRequest

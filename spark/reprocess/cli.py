@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--as-of", metavar="ISO8601", required=True, type=parse_instant,
                    help="the run's 'now', e.g. 2026-11-21T10:15:00Z (Airflow passes the data interval end)")
     r.add_argument("--target", metavar="SPEC", default="outbox",
-                   help="where due messages go: 'outbox' (default) or 'python:module:function'")
+                   help="where due messages go: 'outbox' (default), 'python:module:function', 'amqp://...' or "
+                        "'stomp://...' (README: Re-drive targets)")
     r.add_argument("--address", metavar="PATTERN", dest="address_filter",
                    help="only re-drive due messages whose address matches this wildcard (e.g. 'orders.#')")
     r.add_argument("--dry-run", action="store_true", help="compute and report, re-drive nothing, commit nothing")
@@ -224,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", metavar="PER_SECOND", type=float, help="due times spaced at this rate (messages/s)")
     d.add_argument("--reset-deliveries", action="store_true", help="restart the delivery count at 0")
     d.add_argument("--now", metavar="ISO8601", type=parse_instant, required=True,
-                   help="the request's 'now' (Airflow passes the run's logical time)")
+                   help="the request's 'now' (Airflow passes the run's run_after, stored: a retry is the same request)")
     d.add_argument("--requested-by", metavar="WHO", default="cli", help="recorded in the audit (default cli)")
     _add_writer_options(d)
     _add_spark_options(d)
@@ -310,7 +311,8 @@ class _ExamplesFormatter(argparse.HelpFormatter):
 
 
 WAREHOUSE_HELP = ("warehouse root (ledger, dlq, outbox, ...): a directory, or a Hadoop filesystem URI (s3a://...) "
-                  "whose store does conditional writes, with --master (docs/adr/0005-warehouse-on-object-storage.md)")
+                  "whose store does conditional writes, with --master or --remote "
+                  "(docs/adr/0005-warehouse-on-object-storage.md)")
 
 
 def _ops_parser(sub: Any, name: str, help_: str, description: str, examples: str,
