@@ -794,6 +794,43 @@ def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     assert ledger(spark, tmp_path)["o"]["deliveries"] == 1
 
 
+def test_a_late_landing_failure_waits_its_delay_from_the_messages_last_failure(spark, tmp_path):
+    """A late file brings a consumer's failure older than the re-drive failure already recorded. Its next attempt was
+    that old failure plus the delay, before the last failure: the ledger suite failed the run, and as the message was
+    not re-driven in it (another partition's filter here; its target down or an ordered hold-back alike) every resume
+    failed the same way, and the DLQ re-drive was refused behind it. The delay runs from the last failure."""
+    policies = parse_policies(POLICIES_TEXT + '  - match: "late.#"\n    profile: stepped\n'
+                              '    settings: {delays: [10m], max_deliveries: 5}\n')
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z", address="late.x")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z", policies=policies)
+    assert cycle(spark, tmp_path, "2026-11-21T10:15:00Z", policies=policies)["due"] == 1  # fails again at 10:15
+    land(tmp_path / "landing", "10", "late.jsonl", [rec("m", "2026-11-21T10:02:00Z", address="late.x",
+                                                        error_class="SomeOtherConsumerError")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:20:00Z", policies=policies, address_filter="orders.#")
+    assert s["validation"]["passed"]
+    m = ledger(spark, tmp_path)["m"]
+    assert (m["state"], m["deliveries"]) == ("WAITING_RETRY", 3)
+    assert m["last_failed_ms"] == parse_instant("2026-11-21T10:15:00Z")
+    assert m["next_attempt_ms"] == parse_instant("2026-11-21T10:25:00Z")  # was 10:12
+
+
+def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_at_that_failure(spark, tmp_path):
+    """A retried re-drive DAG run asks at its stored run_after, which a cycle dead-lettering the message since can
+    have passed: its due time was that run_after, before its last failure (the ledger suite's
+    next_attempt_after_last_failure). It is due at its last failure then."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    bad = "com.acme.ValidationError"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("d", "2026-11-21T10:00:00Z", error_class=bad)])
+    land(tmp_path / "landing", "09", "b.jsonl", [rec("e", "2026-11-21T09:00:00Z", error_class=bad)])
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    audit = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(), parse_instant("2026-11-21T09:50:00Z"))
+    assert audit["moved"] == 2
+    rows = ledger(spark, tmp_path)
+    assert rows["d"]["next_attempt_ms"] == rows["d"]["last_failed_ms"] == parse_instant("2026-11-21T10:00:00Z")
+    assert rows["e"]["next_attempt_ms"] == parse_instant("2026-11-21T09:50:00Z")  # after its last failure: as asked
+
+
 def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lettered_with_reason_no_policy(spark,
                                                                                                           tmp_path):
     """A waiting message whose address no policy matches any more (the policy removed from the file; or re-driven

@@ -197,7 +197,10 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     touched = sorted(to_local[u] for u in hit if u in to_local)
     rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
     spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
-    due_at = F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long")
+    # never before the message's last failure: a retried DAG run asks at its stored run_after, which a cycle that
+    # dead-lettered the message since can have passed (the ledger suite's next_attempt_after_last_failure)
+    due_at = F.greatest(F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long"),
+                        F.col("last_failed_ms"))
     sel = F.col("_seq").isNotNull()
     updated = rows.withColumns({
         "state": F.when(sel, F.lit(WAITING)).otherwise(F.col("state")),

@@ -246,7 +246,11 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         return F.when(has_new, new_value).otherwise(F.col(f"e_{name}")).alias(name)
 
     state_col = F.when(has_new, new_state).otherwise(F.col("e_state"))
-    next_ms = F.when(new_state == WAITING, sat_add(last["failed_ms"], delay))
+    # the delay runs from the message's last failure: a late landing record (a consumer's failure older than a
+    # re-drive's failure already recorded) must not make it due before that failure (the ledger suite's
+    # next_attempt_after_last_failure)
+    next_ms = F.when(new_state == WAITING, sat_add(
+        F.greatest(F.coalesce(F.col("e_last_failed_ms"), F.lit(0)), last["failed_ms"]), delay))
     c["out"] = [
         "message_id",
         pick("address", last["address"]),
