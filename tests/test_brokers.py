@@ -307,7 +307,13 @@ def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_
     with nothing else between stop the partition as a target down (a broker refusing every destination)."""
     import pandas as pd
 
-    from reprocess.targets.base import DESTINATION_DOWN, DESTINATIONS_DOWN_IN_A_ROW, TARGET_DOWN, deliver_each
+    from reprocess.targets.base import (
+        DESTINATION_DOWN,
+        DESTINATIONS_DOWN_IN_A_ROW,
+        NOT_TRIED,
+        TARGET_DOWN,
+        deliver_each,
+    )
 
     def run(recs: list[tuple[str, str]]) -> tuple[list[tuple], list[str]]:
         tried: list[str] = []
@@ -321,17 +327,20 @@ def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_
                               "delivery": [2] * len(recs)})
         out = pd.concat(deliver_each(iter([batch]), deliver, lambda exc: (DESTINATION_DOWN, str(exc)),
                                      lambda rec: rec["address"]))
-        return [(r.message_id, r.ok, r.error_class, r.error_message) for r in out.itertuples()], tried
+        return [(r.message_id, r.delivery, r.ok, r.error_class, r.error_message) for r in out.itertuples()], tried
 
     rows, tried = run([("1", "ok"), ("2", "no.a"), ("3", "ok"), ("4", "no.a"), ("5", "no.b"), ("6", "ok")])
-    assert rows == [("1", True, None, None), ("2", False, DESTINATION_DOWN, "no.a\nno.a"), ("3", True, None, None),
-                    ("5", False, DESTINATION_DOWN, "no.b\nno.b"), ("6", True, None, None)]
+    assert rows == [("1", 2, True, None, None), ("2", 2, False, DESTINATION_DOWN, "no.a\nno.a"),
+                    ("3", 2, True, None, None), ("5", 2, False, DESTINATION_DOWN, "no.b\nno.b"),
+                    ("6", 2, True, None, None),
+                    ("", 1, False, NOT_TRIED, None)]  # message 4, not tried: counted, so the run checks it is left
     assert tried == ["1", "2", "3", "5", "6"]
     rows, _tried = run([("1", "no.a\nx"), ("2", "no.a\ny")])  # a newline in a destination (from a template)
-    assert [r[3].split("\n", 1)[0] for r in rows] == ["no.a\\nx", "no.a\\ny"], "one destination on the first line"
+    assert [r[4].split("\n", 1)[0] for r in rows] == ["no.a\\nx", "no.a\\ny"], "one destination on the first line"
     n = DESTINATIONS_DOWN_IN_A_ROW
     rows, tried = run([(f"d{i}", f"no.{i}") for i in range(n + 2)])
-    assert [r[2] for r in rows] == [DESTINATION_DOWN] * (n - 1) + [TARGET_DOWN]
+    assert [r[3] for r in rows] == [DESTINATION_DOWN] * (n - 1) + [TARGET_DOWN, NOT_TRIED]
+    assert rows[-1][1] == 2, "the two after the stop"
     assert len(tried) == n, "the partition stopped"
 
 

@@ -1060,6 +1060,11 @@ def test_a_python_target_whose_downstream_is_down_uses_no_delivery_and_the_retry
     with pytest.raises(TargetUnavailableError, match="3 due messages consumed no delivery"):
         cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:unavailable")
     assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("WAITING_RETRY", 1)}
+    from reprocess.storage.commit import Warehouse
+
+    balance = Warehouse(tmp_path / "wh").latest().run("run-20261121T103000Z")["summary"]["balance"]
+    # the messages left are counted where the partitions left them (the down row's, then NOT_TRIED's), and agree
+    assert (balance["left_due"], balance["not_redriven"]) == (3, 3)
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:always_ok")
     assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z-2", 3, 3)
     assert {(r["state"], r["deliveries"]) for r in ledger(spark, tmp_path).values()} == {("DELIVERED", 2)}

@@ -86,6 +86,7 @@ from reprocess.storage.commit import (
 from reprocess.storage.read import naming_damaged_files, read_files
 from reprocess.targets.base import (
     DESTINATION_DOWN,
+    NOT_TRIED,
     OUTCOME_SCHEMA,
     TARGET_DOWN,
     RunContext,
@@ -625,10 +626,16 @@ def _outcomes(spark: SparkSession, paths: list[str], run_id: str) -> tuple[DataF
     if not paths:
         return spark.createDataFrame([], OUTCOME_SCHEMA), None
     outcomes = spark.read.schema(OUTCOME_SCHEMA).parquet(*paths)
-    # at most a row per partition of each target (a stopped partition emits one and calls no more), and one per
-    # destination that refused writes in a partition (its other messages there were not tried)
-    downs = F.col("error_class").isin(TARGET_DOWN, DESTINATION_DOWN)
-    down = outcomes.filter(downs).groupBy("error_class", "error_message").count().collect()
+    # at most a row per partition of each target (a stopped partition emits one and calls no more), one per
+    # destination that refused writes in a partition (its other messages there were not tried), and one per partition
+    # counting the messages it did not try (NOT_TRIED, in ``delivery``)
+    downs = F.col("error_class").isin(TARGET_DOWN, DESTINATION_DOWN, NOT_TRIED)
+    counts = outcomes.filter(downs).groupBy("error_class", "error_message") \
+        .agg(F.count(F.lit(1)).alias("count"), F.sum("delivery").alias("not_tried")).collect()
+    down = [r for r in counts if r.error_class != NOT_TRIED]
+    # the due messages left without an outcome, counted where they were left (each down row's own message, and the
+    # ones not tried): the run's conservation checks them against the due messages that got none
+    not_redriven = sum(r["count"] for r in down) + sum(int(r.not_tried) for r in counts if r.error_class == NOT_TRIED)
     target_down = None
     if down:
         # A target, or a destination of one, failed: what it did not confirm consumes no delivery and stays due.
@@ -644,7 +651,8 @@ def _outcomes(spark: SparkSession, paths: list[str], run_id: str) -> tuple[DataF
             error += f" (and {len(errors)} destination(s) down)"
         target_down = {"error": error,
                        "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
-                       "destinations_down": len(errors), "destination_errors": errors[:10]}
+                       "destinations_down": len(errors), "destination_errors": errors[:10],
+                       "not_redriven": not_redriven}
         log.error("target failed, stopping the re-drive run_id=%s error=%s", run_id, target_down["error"])
     return outcomes.filter(~F.coalesce(downs, F.lit(False))), target_down
 
@@ -854,6 +862,8 @@ def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, lateness:
         "corrupt_files": len(corrupt), "quarantined": quarantined, "ledger_rows": a["rows"],
         "ledger_distinct_ids": a["distinct_ids"], "due": due_count, "delivered": a["delivered"],
         "rescheduled": a["rescheduled"], "redriven_dead_lettered": a["redrive_dead"], "left_due": left_due,
+        # counted where they were left (_outcomes), not inferred from the outcomes: "redriven" below checks them
+        "not_redriven": 0 if target_down is None else target_down.get("not_redriven", left_due),
         "target_down_partitions": 0 if target_down is None else target_down["partitions_stopped"],
         "target_down_destinations": 0 if target_down is None else target_down["destinations_down"]}
     return {
@@ -897,8 +907,10 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
         + b["bad_records"],
         "quarantine": b["quarantined"] == b["bad_records"] + b["corrupt_files"],
         "ledger_unique": b["ledger_rows"] == b["ledger_distinct_ids"],
-        # every due message got exactly one outcome
-        "redriven": b["due"] == b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
+        # every due message got exactly one outcome, or none and was counted as left where it was left (runs before
+        # those counts: their left_due)
+        "redriven": b["due"] == b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"]
+        + b.get("not_redriven", b["left_due"]),
         # a due message goes without an outcome only when the target failed
         "left_due_only_when_target_failed": suites.left_due_only_when_target_failed(b),
     }

@@ -26,6 +26,10 @@ OUTCOME_SCHEMA = T.StructType([
 # error_class of the one outcome row a partition emits when its target is down (a broker failing, a ``python:`` target
 # raising TargetUnavailable): no later message of that partition is tried
 TARGET_DOWN = "reprocess.TargetUnavailable"
+# error_class of the one row a partition adds at its end when some of its messages were not tried (after TARGET_DOWN,
+# or for a destination down): ``delivery`` holds how many, so that the run counts every due message left without an
+# outcome instead of inferring them (reprocess.cycle.run.conservation); ``message_id`` is empty
+NOT_TRIED = "reprocess.NotTried"
 # error_class of the outcome row of a message whose destination refuses every write while the target takes others
 # (a queue the broker does not let the target's user write to): like TARGET_DOWN, the message consumes no delivery and
 # stays due, and so do the partition's later messages for that destination, which are not tried; the partition goes
@@ -45,19 +49,26 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
     partition: its row is the last, and the messages after it get no row (no delivery used, they stay due).
     ``DESTINATION_DOWN`` (for targets that give ``destination(rec)``, where a message goes) stops only the messages
     for that destination: they get no row after its own, whose message is ``<destination>\n<error>``;
-    DESTINATIONS_DOWN_IN_A_ROW of them in a row stop the partition, the last one's row becoming TARGET_DOWN."""
+    DESTINATIONS_DOWN_IN_A_ROW of them in a row stop the partition, the last one's row becoming TARGET_DOWN. The
+    messages not tried are counted in one ``NOT_TRIED`` row at the partition's end."""
     import pandas as pd
 
     down = False
     refusing: set[str] = set()  # destinations down
     in_a_row = 0
+    not_tried = 0
     for batch in batches:
+        if down:
+            not_tried += len(batch)
+            continue
         rows: list[tuple[Any, ...]] = []
         for rec in batch.to_dict("records"):
             if down:
-                break
+                not_tried += 1
+                continue
             where = None if destination is None else destination(rec)
             if where in refusing:
+                not_tried += 1
                 continue
             delivery = int(rec["delivery"])
             try:
@@ -85,6 +96,8 @@ def deliver_each(batches: Iterator[pd.DataFrame], deliver: Callable[[dict[str, A
                 down = error_class == TARGET_DOWN
                 rows.append((rec["message_id"], delivery, False, error_class, message[:2000]))
         yield pd.DataFrame(rows, columns=OUTCOME_SCHEMA.fieldNames())
+    if not_tried:
+        yield pd.DataFrame([("", not_tried, False, NOT_TRIED, None)], columns=OUTCOME_SCHEMA.fieldNames())
 
 
 class TargetUnavailable(Exception):  # noqa: N818 - the name users raise

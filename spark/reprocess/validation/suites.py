@@ -378,7 +378,7 @@ def run_table(balance: dict[str, int]) -> pandas.DataFrame:
         "quarantined": b["quarantined"], "bad_records_plus_corrupt_files": b["bad_records"] + b["corrupt_files"],
         "ledger_rows": b["ledger_rows"], "ledger_distinct_ids": b["ledger_distinct_ids"],
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
-            b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b["left_due"],
+            b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b.get("not_redriven", b["left_due"]),
         "left_due_only_when_target_failed": left_due_only_when_target_failed(b),
     }])
 
