@@ -786,6 +786,29 @@ def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, 
     assert ledger(spark, tmp_path)["m"]["deliveries"] == 2
 
 
+def test_outbox_rows_carry_the_idempotency_key_that_a_reset_keeps_from_coming_back(spark, tmp_path):
+    """The outbox's rows had (message_id, delivery) only: after a reset re-drive they repeat the rows written before it,
+    and a consumer of the outbox that drops what it has seen dropped the re-driven message. They carry the brokers'
+    idempotency key, computed in Spark as targets.base.idempotency_key computes it for the others."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.targets.base import idempotency_key
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z", delivery_count=2),
+                                                 rec("n", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:15:00Z", target="outbox")  # m: 3rd delivery, n: 2nd, both delivered
+    cycle(spark, tmp_path, "2026-11-21T10:16:00Z", target="outbox")
+    land(tmp_path / "landing", "10", "b.jsonl", [rec("m", "2026-11-21T10:20:00Z", delivery_count=3,
+                                                     error_class="com.acme.ValidationError")])
+    cycle(spark, tmp_path, "2026-11-21T10:25:00Z", target="outbox")  # m: NON_RETRYABLE
+    assert redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(reset_deliveries=True),
+                                parse_instant("2026-11-21T10:26:00Z"))["moved"] == 1
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
+    rows = [r.asDict() for r in read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()]
+    got = sorted((r["message_id"], r["delivery"], r["idempotency_key"]) for r in rows)
+    assert got == [("m", 1, "m:r1:1"), ("m", 3, "m:3"), ("n", 2, "n:2")]
+    assert idempotency_key({"message_id": "m", "delivery": 1, "resets": 1}) == "m:r1:1"  # the brokers' own
+
+
 def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [rec("o", "2026-11-21T10:00:00Z"),
                                                  rec("f", "2026-11-21T10:00:00Z", address="fifo.q")])

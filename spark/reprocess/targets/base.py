@@ -12,7 +12,7 @@ from reprocess.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 OUTCOME_SCHEMA = T.StructType([
     T.StructField("message_id", T.StringType(), False),
@@ -150,6 +150,17 @@ def idempotency_key(rec: dict[str, Any]) -> str:
     if resets:
         return f"{rec['message_id']}:r{resets}:{int(rec['delivery'])}"
     return f"{rec['message_id']}:{int(rec['delivery'])}"
+
+
+def idempotency_key_column() -> Column:
+    """:func:`idempotency_key` as a column of a due frame (``message_id``, ``delivery``, ``resets``), for the targets
+    that write in Spark (the outbox)."""
+    from pyspark.sql import functions as F
+
+    delivery = F.col("delivery").cast("long").cast("string")
+    reset = F.when(F.coalesce(F.col("resets"), F.lit(0)) != 0,
+                   F.concat(F.lit("r"), F.col("resets").cast("long").cast("string"), F.lit(":"))).otherwise(F.lit(""))
+    return F.concat(F.col("message_id"), F.lit(":"), reset, delivery).alias("idempotency_key")
 
 
 def expand_target(spec: str, check: bool = True) -> str:
