@@ -81,7 +81,7 @@ def warehouse_state(spark: Any, wh: Path) -> dict[str, Any]:
             for r in ledger.select("message_id", "state", "deliveries", "next_attempt_ms", "reason_code").collect()}
     assert len(rows) == ledger.count(), "duplicate message in the ledger"
     out: dict[str, Any] = {"ledger": rows}
-    keys = {"dlq": ["message_id", "deliveries"], "outbox": ["message_id", "delivery"],
+    keys = {"dlq": ["message_id", "deliveries"], "outbox": ["message_id", "idempotency_key"],  # once per delivery
             "quarantine": ["source_file", "record_no"]}
     for name, key in keys.items():
         df = read_dataset(spark, str(wh), name)
