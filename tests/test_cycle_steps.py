@@ -495,6 +495,30 @@ def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_
     assert s["landing_files"] == 0  # both files are done: never read again
 
 
+def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
+    """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
+    a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and
+    the file was done, so it was lost; and a record quarantined as from the future was ingested once its time came
+    (in the quarantine and the ledger). Each record is decided once, when the as-of passes it (or at the first read
+    when it is beyond the future bound)."""
+    legacy = parse_policies(POLICIES_TEXT + '  - match: "legacy.#"\n    profile: stepped\n'
+                            '    settings: {delays: [10m], max_deliveries: 5}\n')
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("a", "2026-11-21T10:40:00Z"),
+        rec("b", "2026-11-22T11:30:00Z"),  # 25 h after the first as-of: from the future
+        rec("c", "2026-11-21T10:40:00Z", address="legacy.x")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=legacy)
+    assert (s["quarantined"], s["deferred_until_later_as_of"], s["new_messages"]) == (1, 2, 0)
+    s = cycle(spark, tmp_path, "2026-11-21T12:30:00Z", policies=POLICIES)  # the legacy policy removed
+    assert (s["new_messages"], s["quarantined"], s["deferred_until_later_as_of"]) == (1, 1, 0)
+    assert all(s["conservation"].values())
+    s = cycle(spark, tmp_path, "2026-11-22T12:00:00Z", policies=POLICIES)
+    assert s["landing_files"] == 0  # done: nothing in it was left for a later as-of
+    q = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert sorted((r.message_id, r.reason_code) for r in q) == [("b", "FUTURE_TIMESTAMP"), ("c", "UNKNOWN_ADDRESS")]
+    assert set(ledger(spark, tmp_path)) == {"a"}
+
+
 def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [
         rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),

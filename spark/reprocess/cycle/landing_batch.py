@@ -97,7 +97,8 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, in
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Batch:
-    """Parse the records of ``files``; columns ``is_new_file`` and ``prev_through_ms`` come from the manifest.
+    """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
+    first read's future bound: ManifestEntry.future_or) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
     from ``Batch.text_bytes``).
 
@@ -139,9 +140,10 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         raw = raw.unionByName(p)
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     window = spark.createDataFrame(
-        [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest)
+        [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest,
+          manifest[path].future_or(max_future_ms) if path in manifest else None)
          for uri, path in file_keys.items()],
-        "uri string, path string, prev_through_ms bigint, is_new_file boolean")
+        "uri string, path string, prev_through_ms bigint, is_new_file boolean, prev_future_ms bigint")
     raw, as_of = with_as_of(raw, as_of_ms, codegen)
     jvm = use_jvm_parser(spark)
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
@@ -195,11 +197,13 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))
     rows: list[tuple[Any, ...]] = [
         (path, line.record_no, contract.RECORD_TOO_LARGE, _too_long(path, line, max_line_bytes), path not in manifest,
-         manifest[path].through_ms if path in manifest else None, False, False, [])
+         manifest[path].through_ms if path in manifest else None, path not in manifest, False, False, [])
         for path, lines in skipped.items() for line in lines]
+    # a long line has no failure time: decided by its file's first read (cycle.run.landed)
     long_rows = spark.createDataFrame(rows, "source_file string, record_no bigint, problem string, "
                                             "problem_detail string, is_new_file boolean, prev_through_ms bigint, "
-                                            "in_window boolean, deferred boolean, expectations array<string>")
+                                            "bad boolean, in_window boolean, deferred boolean, "
+                                            "expectations array<string>")
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows), payload_bytes
 
 

@@ -311,7 +311,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         kept = pins.pin(rec, level, landing_checkpoint)
         # parses the batch into the cache once, for every use below, and adds up each file's lines
         rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
-    bad = rec.filter(F.col("problem").isNotNull() & F.col("is_new_file"))
+    bad = rec.filter(F.col("bad"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
         "non_retryable", non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
@@ -434,7 +434,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ("raw",)) \
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
     landing_counts, deferred_files = _landing_counts(rec, files)
-    entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id)
+    entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id, opts.max_future_ms)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
@@ -490,9 +490,17 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], opts: CycleOptions,
            codegen: str) -> tuple[Batch, DataFrame]:
     """The run's landing batch and its records, parsed and checked: ``problem`` names why a record is quarantined
-    (the contract, no policy for its address, the landing suite's row-level expectations), ``in_window`` whether
-    it is a new failure of this run, ``deferred`` whether it is a good record for a later as-of, ``fp`` its
-    fingerprint. ``codegen`` is the cycle's code generation mode (:func:`with_as_of`)."""
+    (the contract, no policy for its address, the landing suite's row-level expectations), ``bad`` whether this run
+    quarantines it, ``in_window`` whether it is a new failure of this run, ``deferred`` whether it waits for a later
+    as-of, ``fp`` its fingerprint. ``codegen`` is the cycle's code generation mode (:func:`with_as_of`).
+
+    Each record is decided once, by the run whose as-of passes its failure time (one without a usable time, or more
+    than ``max_future_ms`` after the as-of, by its file's first read): quarantined if it has a problem then, else
+    ingested. Until then it waits, problem or not, and its file is read again. A record a re-read finds decided
+    already (at or before the last read's as-of, or beyond the first read's future bound, ``prev_future_ms``) is
+    skipped. (Problems were taken from the first read only: a record that waited and then broke a check (its policy
+    removed, a lower payload limit) was dropped, and one quarantined as from the future was ingested when its time
+    came.)"""
     policies = opts.policies
     batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen,
                        opts.max_line_bytes)
@@ -520,11 +528,16 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
                     F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
                     F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
-    in_window = F.col("problem").isNull() & (F.col("failed_ms") <= batch.as_of) & (
-        F.col("prev_through_ms").isNull() | (F.col("failed_ms") > F.col("prev_through_ms")))
-    deferred = F.col("problem").isNull() & (F.col("failed_ms") > batch.as_of)
+    t = F.col("failed_ms")
+    undecided = F.col("is_new_file") | F.coalesce(
+        (t > F.col("prev_through_ms")) & (t <= F.col("prev_future_ms")), F.lit(False))
+    beyond = F.coalesce(t > batch.as_of + F.lit(opts.max_future_ms), F.lit(False))  # FUTURE_TIMESTAMP's bound
+    now = t.isNull() | (t <= batch.as_of) | beyond
+    bad = undecided & F.col("problem").isNotNull() & now
+    in_window = undecided & F.col("problem").isNull() & F.coalesce(t <= batch.as_of, F.lit(False))
+    deferred = undecided & ~now
     # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
-    return batch, rec.withColumns({"fp": fp, "in_window": in_window, "deferred": deferred,
+    return batch, rec.withColumns({"fp": fp, "bad": bad, "in_window": in_window, "deferred": deferred,
                                    "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).drop(AS_OF_COLUMN)
 
 
@@ -792,7 +805,7 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
     (row,) = rec.agg(  # a global aggregate: one row
         F.sum(F.col("in_window").cast("int")).alias("fresh"),
         F.count(F.lit(1)).alias("records"),
-        F.sum((F.col("problem").isNotNull() & F.col("is_new_file")).cast("int")).alias("bad"),
+        F.sum(F.col("bad").cast("int")).alias("bad"),
         F.sum(F.col("deferred").cast("int")).alias("deferred"),
         F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
         F.collect_set(F.when(F.col("deferred"), F.col("source_file"))).alias("deferred_files"),
@@ -803,14 +816,18 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
 
 
 def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntry], corrupt: list[tuple[str, str]],
-                      pending_files: set[str], as_of: int, run_id: str) -> dict[str, ManifestEntry]:
+                      pending_files: set[str], as_of: int, run_id: str,
+                      max_future_ms: int) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when no record of theirs is left
     for a later as-of: ``pending_files``)."""
     entries = dict(manifest)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
         done = f.path in corrupt_paths or f.path not in pending_files
-        entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id)
+        prev = manifest.get(f.path)
+        # the first read's bound of FUTURE_TIMESTAMP: the records beyond it were quarantined then (landed)
+        future = as_of + max_future_ms if prev is None else prev.future_or(max_future_ms)
+        entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id, future)
     return entries
 
 

@@ -4,7 +4,8 @@ A file is read by the first run whose as-of is after its partition's hour began.
 ingested when ``failed_at <= as-of``; later records of the same file wait for the run whose as-of
 passes them (the manifest keeps ``through_ms`` per file), so a backfill ingests each record in the
 same run a live schedule would. A file is ``done`` when nothing in it is left to ingest, and is
-never read again. Bad records are quarantined on the file's first read only.
+never read again. Each record is decided once (quarantined or ingested) by the run whose as-of passes its failure
+time, or by its file's first read when it has no usable time or one beyond the future bound (``future_ms``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ MANIFEST_SCHEMA = pa.schema([
     ("through_ms", pa.int64()),  # records with failed_at <= through_ms are ingested
     ("done", pa.bool_()),
     ("run_id", pa.string()),
+    ("future_ms", pa.int64()),  # the first read's FUTURE_TIMESTAMP bound (null in manifests from before it)
 ])
 
 
@@ -57,6 +59,12 @@ class ManifestEntry:
     through_ms: int
     done: bool
     run_id: str
+    future_ms: int | None = None
+
+    def future_or(self, max_future_ms: int) -> int:
+        """The first read's future bound; for an entry from before it was kept, this read's (``through_ms`` plus
+        the bound: records beyond it were beyond the first read's too)."""
+        return self.future_ms if self.future_ms is not None else self.through_ms + max_future_ms
 
 
 def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
@@ -163,7 +171,8 @@ def read_manifest(files: list[str], source: Callable[[str], Any] = str) -> dict[
     for f in files:
         table = pq.read_table(source(f), schema=MANIFEST_SCHEMA)
         for row in table.to_pylist():
-            entry = ManifestEntry(row["path"], row["size"], row["through_ms"], row["done"], row["run_id"])
+            entry = ManifestEntry(row["path"], row["size"], row["through_ms"], row["done"], row["run_id"],
+                                  row.get("future_ms"))
             prev = latest.get(entry.path)
             if prev is None or entry.through_ms >= prev.through_ms:
                 latest[entry.path] = entry
