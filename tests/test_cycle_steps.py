@@ -495,6 +495,21 @@ def test_records_after_the_as_of_wait_for_a_later_run_and_late_files_are_picked_
     assert s["landing_files"] == 0  # both files are done: never read again
 
 
+def test_a_landing_file_whose_name_spark_would_read_as_a_glob_is_quarantined_whole(spark, tmp_path):
+    """Spark's readers take a path holding {}[]*?\\ for a pattern: batch[1].jsonl read batch1.jsonl a second time and
+    never itself, which was then done, its record lost. Such a file is quarantined whole, named, with the reason."""
+    from reprocess.storage.read import read_dataset as read
+
+    land(tmp_path / "landing", "10", "batch[1].jsonl", [rec("x", "2026-11-21T10:00:00Z")])
+    land(tmp_path / "landing", "10", "batch1.jsonl", [rec("y", "2026-11-21T10:00:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["new_messages"], s["duplicates"], s["quarantined"]) == (1, 0, 1)
+    assert set(ledger(spark, tmp_path)) == {"y"}
+    (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.reason_code, q.source_file.rsplit("/", 1)[-1]) == ("CORRUPT_FILE", "batch[1].jsonl")
+    assert "'[' ']', which Spark's reader takes for a glob pattern" in q.reason
+
+
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
     """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
     a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and

@@ -31,7 +31,7 @@ from reprocess.landing.long_lines import (
     record_no_after_skips,
     scan,
 )
-from reprocess.landing.manifest import partition_problem
+from reprocess.landing.manifest import name_problem, partition_problem
 from reprocess.sparkutil import error_text, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
@@ -110,7 +110,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     readable = []
     text_bytes: dict[str, int] = {}
     for f in files:
-        problem = partition_problem(f.path)
+        problem = name_problem(f.path) or partition_problem(f.path)
         if problem is None and f.size == 0:
             readable.append(f)
             continue

@@ -151,6 +151,20 @@ def _hour_start_ms(day: str, hour: str) -> int | None:
     return int(start.timestamp() * 1000)
 
 
+# what Spark's readers take a path's glob for (SparkHadoopUtil.isGlobPath): a name holding one is read as a pattern
+GLOB_CHARACTERS = "{}[]*?\\"
+
+
+def name_problem(path: str) -> str | None:
+    """Why Spark cannot read a landing file by its path: a glob character in it, which its readers expand (so
+    ``batch[1].jsonl`` read ``batch1.jsonl``, twice, and not itself), or None."""
+    found = sorted({c for c in path if c in GLOB_CHARACTERS})
+    if not found:
+        return None
+    return (f"the path holds {' '.join(repr(c) for c in found)}, which Spark's reader takes for a glob pattern (it "
+            "would read other files, or none, in its place): rename the file without them")
+
+
 def partition_problem(path: str) -> str | None:
     """Why the ``dt=/hour=`` folders of a landing file are not a real date and hour, or None when they are."""
     parts = path.split("/")  # a local path or a URI alike
