@@ -510,6 +510,26 @@ def test_a_landing_file_whose_name_spark_would_read_as_a_glob_is_quarantined_who
     assert "'[' ']', which Spark's reader takes for a glob pattern" in q.reason
 
 
+def test_a_parquet_landing_file_with_a_column_spark_refuses_is_quarantined_whole(spark, tmp_path):
+    """A consumer's Parquet file with a nanosecond timestamp column (pandas' default) has a footer pyarrow reads, but
+    Spark refuses its schema (PARQUET_TYPE_ILLEGAL): the read failed the run, and every later one, until the file was
+    moved. It is quarantined whole with Spark's reason; the other files go on."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reprocess.storage.read import read_dataset as read
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("ok", "2026-11-21T10:00:00Z")])
+    nanos = tmp_path / "landing" / "dt=2026-11-21" / "hour=10" / "b.parquet"
+    pq.write_table(pa.table({**{k: [v] for k, v in rec("ns", "2026-11-21T10:00:00Z").items()},
+                             "seen": pa.array([1_795_255_200_123_456_789], pa.timestamp("ns"))}), nanos)
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["new_messages"], s["quarantined"]) == (1, 1)
+    (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.reason_code, q.source_file) == ("CORRUPT_FILE", str(nanos))
+    assert "Spark cannot read its schema: [PARQUET_TYPE_ILLEGAL]" in q.reason
+
+
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
     """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
     a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and

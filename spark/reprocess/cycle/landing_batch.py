@@ -84,6 +84,21 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
+def _spark_schema_problem(spark: SparkSession, path: str) -> str | None:
+    """Why Spark cannot take a readable Parquet file's schema (a column of a type it refuses, such as a nanosecond
+    timestamp: PARQUET_TYPE_ILLEGAL), or None. Its read failed every run until the file was moved."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.read.parquet(path).schema  # noqa: B018 - taking the schema is the check
+    except AnalysisException as exc:
+        condition = exc.getCondition() or ""
+        if condition == "PATH_NOT_FOUND":  # gone since it was listed: not its content's fault
+            raise
+        return f"Spark cannot read its schema: {str(exc).splitlines()[0]}"
+    return None
+
+
 def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, int | None]:
     """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text), and a
     readable ``.gz`` file's decoded length (None for others)."""
@@ -117,6 +132,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         decoded = None
         if problem is None:
             problem, decoded = _decode_problem(spark, f)
+        if problem is None and f.fmt == "parquet":
+            problem = _spark_schema_problem(spark, f.path)
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))
