@@ -530,6 +530,27 @@ def test_a_parquet_landing_file_with_a_column_spark_refuses_is_quarantined_whole
     assert "Spark cannot read its schema: [PARQUET_TYPE_ILLEGAL]" in q.reason
 
 
+def test_a_parquet_binary_payload_is_its_utf8_text_or_quarantined(spark, tmp_path):
+    """A Parquet payload column of BINARY (no UTF-8 annotation) became its bytes in base64, which passed as text and
+    was re-driven in place of the payload. Bytes that are UTF-8 are that text; others are INVALID_UTF8."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reprocess.storage.read import read_dataset as read
+
+    rows = [rec("text", "2026-11-21T10:00:00Z"), rec("bytes", "2026-11-21T10:00:00Z")]
+    table = pa.table({k: [r[k] for r in rows] for k in rows[0] if k != "payload"})
+    table = table.append_column("payload", pa.array(["héllo".encode(), b"\xff\xfe"], pa.binary()))
+    folder = tmp_path / "landing" / "dt=2026-11-21" / "hour=10"
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "a.parquet")
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["new_messages"], s["quarantined"]) == (1, 1)
+    assert ledger(spark, tmp_path)["text"]["payload"] == "héllo"
+    (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.record_no, q.reason_code) == (2, "INVALID_UTF8")
+
+
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
     """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
     a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES, READER_OPTION
 from reprocess.sparkutil import as_of_column, columns_once, sql_lambda
@@ -110,10 +111,20 @@ def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
     parts = []
     for f in files:
         df = spark.read.parquet(f)
+
+        def value(field: T.StructField) -> Column:
+            c = F.col(f"`{field.name}`")
+            if isinstance(field.dataType, T.BinaryType):
+                # BINARY (no UTF-8 annotation; older writers' strings): its text when the bytes are UTF-8, else
+                # U+FFFD, which quarantines the record as INVALID_UTF8 (to_json wrote the bytes in base64, which
+                # passed as text and was re-driven in place of the payload)
+                return F.when(F.is_valid_utf8(c), c.cast("string")).otherwise(F.lit("\ufffd")).alias(field.name)
+            return c
+
         parts.append(df.select(
             F.col("_metadata.file_path").alias("source_file"),
             (F.col("_metadata.row_index") + F.lit(1)).alias("record_no"),
-            F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("raw"),
+            F.to_json(F.struct(*[value(field) for field in df.schema.fields])).alias("raw"),
             F.lit(None).cast("long").alias("line_bytes"),
         ))
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
