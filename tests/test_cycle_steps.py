@@ -575,6 +575,30 @@ def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_
     assert set(ledger(spark, tmp_path)) == {"a"}
 
 
+def test_landing_files_changed_or_gone_while_records_of_theirs_wait_are_named(spark, tmp_path, caplog):
+    """Files must be written whole and never appended to. One that changed after a run read it was named only when it
+    was done; one still waiting for a later as-of that grew, or was removed, went unmentioned, its records with it."""
+    import logging
+
+    grows = land(tmp_path / "landing", "10", "grows.jsonl", [rec("g1", "2026-11-21T10:00:00Z"),
+                                                             rec("g2", "2026-11-21T10:40:00Z")])
+    goes = land(tmp_path / "landing", "10", "goes.jsonl", [rec("r1", "2026-11-21T10:45:00Z")])
+    done = land(tmp_path / "landing", "10", "done.jsonl", [rec("d1", "2026-11-21T10:00:00Z")])
+    assert cycle(spark, tmp_path, "2026-11-21T10:30:00Z")["deferred_until_later_as_of"] == 2
+    with grows.open("a", encoding="utf-8") as f:  # one record the last read's as-of passed, one for later
+        f.write(json.dumps(rec("g3", "2026-11-21T10:10:00Z")) + "\n" + json.dumps(rec("g4", "2026-11-21T10:50:00Z"))
+                + "\n")
+    goes.unlink()
+    with done.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(rec("d2", "2026-11-21T10:20:00Z")) + "\n")
+    with caplog.at_level(logging.ERROR, logger="reprocess.landing.manifest"):
+        s = cycle(spark, tmp_path, "2026-11-21T11:00:00Z")
+    assert sorted(s["changed_files_ignored"]) == sorted(str(p.resolve()) for p in (grows, goes, done))
+    assert "changed while records of theirs waited" in caplog.text
+    assert "are gone" in caplog.text
+    assert set(ledger(spark, tmp_path)) == {"g1", "g2", "g4", "d1"}  # g3 and d2 added after their as-of: not read
+
+
 def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark, tmp_path):
     land(tmp_path / "landing", "10", "a.jsonl", [
         rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),

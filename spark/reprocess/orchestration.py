@@ -111,7 +111,7 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
         raise ContractError(f"landing root {landing} does not exist")
     wh = open_reader(warehouse)
     manifest = read_manifest(wh.live_files("manifest"), wh.read_source)
-    files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest)
+    files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest, as_of_ms(as_of))
     return {"as_of": as_of, "files": len(files), "bytes": sum(f.size for f in files),
             "partitions": sorted({str(Path(f.path).parent.relative_to(root.resolve())) for f in files}),
             "changed_files_ignored": changed}

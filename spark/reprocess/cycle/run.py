@@ -265,7 +265,7 @@ def _landing_files(spark: SparkSession, opts: CycleOptions, manifest: dict[str, 
                    prepared: dict[str, Any] | None) -> tuple[list[LandingFile], list[str]]:
     if prepared is not None:
         return [LandingFile(**f) for f in prepared["files"]], []
-    return pending(list_landing(opts.landing, opts.as_of_ms, spark), manifest)
+    return pending(list_landing(opts.landing, opts.as_of_ms, spark), manifest, opts.as_of_ms)
 
 
 def _execute(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: CycleOptions, run_id: str,

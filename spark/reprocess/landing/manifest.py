@@ -193,18 +193,35 @@ def read_manifest(files: list[str], source: Callable[[str], Any] = str) -> dict[
     return latest
 
 
-def pending(files: list[LandingFile], manifest: dict[str, ManifestEntry]) -> tuple[list[LandingFile], list[str]]:
-    """``(to_read, changed)``: files not done yet, and done files whose size changed since (never re-read)."""
-    to_read, changed = [], []
+def pending(files: list[LandingFile], manifest: dict[str, ManifestEntry],
+            as_of_ms: int | None = None) -> tuple[list[LandingFile], list[str]]:
+    """``(to_read, changed)``: files not done yet, and the files that broke the contract's "written whole, never
+    appended to" since a run read them: done files whose size changed (never read again), files still waiting whose
+    size changed (read again for their later records; what was added at or before the last read's as-of is not
+    read) and, given the ``as_of_ms`` that listed ``files``, files still waiting since an earlier as-of that are gone
+    (their later records with them). Each is logged as an error."""
+    to_read, changed, grown, gone = [], [], [], []
+    listed = set()
     for f in files:
+        listed.add(f.path)
         entry = manifest.get(f.path)
         if entry is None or not entry.done:
             to_read.append(f)
+            if entry is not None and entry.size != f.size:
+                grown.append(f.path)
         elif entry.size != f.size:
             changed.append(f.path)
+    if as_of_ms is not None:  # a file read at an earlier as-of is in a partition this listing covers
+        gone = sorted(p for p, e in manifest.items() if not e.done and e.through_ms < as_of_ms and p not in listed)
     if changed:
         log.error("landing files changed after they were ingested; they are not read again files=%s", changed[:10])
-    return to_read, changed
+    if grown:
+        log.error("landing files changed while records of theirs waited for a later as-of; they are read again, but "
+                  "what was added at or before the last read's as-of is not files=%s", grown[:10])
+    if gone:
+        log.error("landing files with records waiting for a later as-of are gone; those records were never read "
+                  "files=%s", gone[:10])
+    return to_read, changed + grown + gone
 
 
 def manifest_bytes(entries: list[ManifestEntry]) -> bytes:
