@@ -120,6 +120,9 @@ def _error(text: str, tmp_path) -> ConfigError:
          "settings.initialRedeliveryDelay"),
         ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-delay: -1}}]", "a.#",
          "settings.redelivery-delay"),
+        # Artemis refuses to start with a factor outside [0, 1] (FileConfigurationParser)
+        ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-collision-avoidance-factor: 1.5}}]",
+         "a.#", "settings.redelivery-collision-avoidance-factor"),
         ("policies: [{match: 'a.#', profile: exponential, settings: {multiplier: 0.5}}]", "a.#",
          "settings.multiplier"),
         ("policies: [{match: 'a.#', profile: exponential, settings: {initial_delay: '-3s'}}]", "a.#",
@@ -146,6 +149,15 @@ def test_invalid_config_names_file_policy_and_key(text, policy, key, tmp_path):
     assert err.key == key
     assert str(tmp_path / "policies.yaml") in str(err)
     assert key in str(err)
+
+
+@pytest.mark.parametrize(("text", "ms"), [("2.01s", 2010), ("4.1m", 246_000), ("1.001s", 1001), ("32.3s", 32_300),
+                                          ("0.5ms", 0), ("1.0005s", 1000), ("10s", 10_000), ("1.5d", 129_600_000)])
+def test_decimal_durations_are_exact_milliseconds_truncated_only_below_one(text, ms):
+    """As floats, 2.01 * 1000 is 2009.9999999999998: a stepped delay of 2.01s was 2009 ms."""
+    from reprocess.policy.durations import parse_duration_ms
+
+    assert parse_duration_ms(text) == ms
 
 
 def test_activemq_accepts_every_value_activemq_accepts():

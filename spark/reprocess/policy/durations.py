@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 LONG_MAX = (1 << 63) - 1
 LONG_MIN = -(1 << 63)
@@ -24,7 +25,7 @@ def parse_duration_ms(value: object) -> int:
     if isinstance(value, str):
         m = _DURATION.match(value)
         if m:
-            ms = float(m.group(1)) * _UNITS_MS[m.group(2)]
+            ms = Fraction(m.group(1)) * _UNITS_MS[m.group(2)]  # exact: 2.01s is 2010 ms (as a float, 2009)
             if ms > LONG_MAX:
                 raise ValueError(f"duration {value!r} is too large")
             return int(ms)

@@ -64,7 +64,7 @@ def _int(key: str, v: Any) -> int:
     return v
 
 
-def _double(key: str, v: Any, *, minimum: float | None = None) -> float:
+def _double(key: str, v: Any, *, minimum: float | None = None, maximum: float | None = None) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _Bad(key, f"must be a number, got {v!r}")
     f = float(v)
@@ -72,6 +72,8 @@ def _double(key: str, v: Any, *, minimum: float | None = None) -> float:
         raise _Bad(key, f"must be finite, got {v!r}")
     if minimum is not None and f < minimum:
         raise _Bad(key, f"must be >= {minimum}, got {v}")
+    if maximum is not None and f > maximum:
+        raise _Bad(key, f"must be <= {maximum}, got {v}")
     return f
 
 
@@ -197,7 +199,8 @@ class ArtemisSettings(_Settings):
             "redelivery-delay": _long,
             "redelivery-delay-multiplier": lambda k, v: _double(k, v, minimum=0.0),
             "max-redelivery-delay": _long,
-            "redelivery-collision-avoidance-factor": lambda k, v: _double(k, v, minimum=0.0),
+            # Artemis refuses to start outside [0, 1] (FileConfigurationParser: GE_ZERO, LE_ONE)
+            "redelivery-collision-avoidance-factor": lambda k, v: _double(k, v, minimum=0.0, maximum=1.0),
             "max-delivery-attempts": _int,
         }
         return converters[key](key, value)
