@@ -672,3 +672,22 @@ def test_the_corpus_readme_lists_every_kind():
     names += [str(p.relative_to(CORPUS / "isolated")) for p in (CORPUS / "isolated").rglob("*") if p.is_file()]
     missing = [n for n in names + [BIG] if f"`{n}`" not in readme]
     assert missing == []
+
+
+@pytest.mark.unit
+def test_landing_entries_outside_the_layout_are_named_in_a_warning_but_for_writers_own(tmp_path, caplog):
+    """A consumer that writes hour=5 (not 05) or a.json lost every file, with nothing said. They are still not read
+    (they cannot be placed in time, or are not a landing format), but a warning names them; what writers leave on
+    purpose (_SUCCESS, .crc, .tmp, hidden files) is not named."""
+    import logging
+
+    for rel in ("dt=2026-11-21/hour=10/a.jsonl", "dt=2026-11-21/hour=10/b.json", "dt=2026-11-21/hour=10/_SUCCESS",
+                "dt=2026-11-21/hour=10/.a.jsonl.crc", "dt=2026-11-21/hour=10/c.jsonl.tmp",
+                "dt=2026-11-21/hour=5/d.jsonl", "2026-11-21/hour=10/e.jsonl", "dt=2026-11-21/_temporary/f.jsonl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("{}\n")
+    with caplog.at_level(logging.WARNING, logger="reprocess.landing.manifest"):
+        files = list_landing(tmp_path, _ms(AS_OF))
+    assert [Path(f.path).name for f in files] == ["a.jsonl"]
+    (line,) = [r.getMessage() for r in caplog.records if "outside the layout" in r.getMessage()]
+    assert "count=3 entries=['2026-11-21', 'dt=2026-11-21/hour=10/b.json', 'dt=2026-11-21/hour=5']" in line

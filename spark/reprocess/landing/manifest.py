@@ -118,15 +118,20 @@ def _kind(entry: os.DirEntry[str]) -> str:
 def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
           describe: Callable[[Any], tuple[str, int]], as_of_ms: int) -> list[LandingFile]:
     """The landing files under ``root``; ``entries`` lists a folder as (name, handle, "d"/"f"/other), sorted by
-    name, and ``describe`` gives a file handle's path and size."""
+    name, and ``describe`` gives a file handle's path and size. Entries outside the layout (``hour=5``, ``a.json``)
+    are not read and are logged as a warning, but for the names writers leave on purpose (``.*``, ``_*``, ``*.tmp``,
+    ``*.crc``)."""
     out: list[LandingFile] = []
+    stray: list[str] = []
     for day_name, day, day_kind in entries(root):
         m = _PARTITION.match(day_name)
         if not m or day_kind != "d":
+            _note_stray(stray, day_name)
             continue
         for hour_name, hour, hour_kind in entries(day):
             h = _HOUR.match(hour_name)
             if not h or hour_kind != "d":
+                _note_stray(stray, f"{day_name}/{hour_name}")
                 continue
             start_ms = _hour_start_ms(m.group(1), h.group(1))
             if start_ms is None:
@@ -139,7 +144,19 @@ def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
                 if kind == "f" and name.endswith(SUFFIXES) and not name.startswith((".", "_")):
                     path, size = describe(f)
                     out.append(LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text"))
+                else:
+                    _note_stray(stray, f"{day_name}/{hour_name}/{name}")
+    if stray:
+        log.warning("landing entries outside the layout dt=YYYY-MM-DD/hour=HH/<name>%s are not read count=%s "
+                    "entries=%s", "|".join(SUFFIXES), len(stray), stray[:10])
     return out
+
+
+def _note_stray(stray: list[str], relative: str) -> None:
+    """Add ``relative`` (a path below the landing root) unless its name is one writers leave on purpose."""
+    name = relative.rsplit("/", 1)[-1]
+    if not name.startswith((".", "_")) and not name.endswith((".tmp", ".crc")):
+        stray.append(relative)
 
 
 def _hour_start_ms(day: str, hour: str) -> int | None:
