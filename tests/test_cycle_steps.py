@@ -507,7 +507,7 @@ def test_a_landing_file_whose_name_spark_would_read_as_a_glob_is_quarantined_who
     assert set(ledger(spark, tmp_path)) == {"y"}
     (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
     assert (q.reason_code, q.source_file.rsplit("/", 1)[-1]) == ("CORRUPT_FILE", "batch[1].jsonl")
-    assert "'[' ']', which Spark's reader takes for a glob pattern" in q.reason
+    assert "the name holds '[' ']', which Spark's reader takes for a glob pattern" in q.reason
 
 
 def test_a_parquet_landing_file_with_a_column_spark_refuses_is_quarantined_whole(spark, tmp_path):
@@ -541,12 +541,14 @@ def test_a_parquet_binary_payload_is_its_utf8_text_or_quarantined(spark, tmp_pat
     rows = [rec("text", "2026-11-21T10:00:00Z"), rec("bytes", "2026-11-21T10:00:00Z")]
     table = pa.table({k: [r[k] for r in rows] for k in rows[0] if k != "payload"})
     table = table.append_column("payload", pa.array(["héllo".encode(), b"\xff\xfe"], pa.binary()))
+    table = table.append_column("consumer_group", pa.array([None, b"g"], pa.binary()))  # a null is absent, not bad
     folder = tmp_path / "landing" / "dt=2026-11-21" / "hour=10"
     folder.mkdir(parents=True)
     pq.write_table(table, folder / "a.parquet")
     s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     assert (s["new_messages"], s["quarantined"]) == (1, 1)
-    assert ledger(spark, tmp_path)["text"]["payload"] == "héllo"
+    text = ledger(spark, tmp_path)["text"]
+    assert (text["payload"], text["consumer_group"]) == ("héllo", None)
     (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
     assert (q.record_no, q.reason_code) == (2, "INVALID_UTF8")
 
@@ -594,9 +596,43 @@ def test_landing_files_changed_or_gone_while_records_of_theirs_wait_are_named(sp
     with caplog.at_level(logging.ERROR, logger="reprocess.landing.manifest"):
         s = cycle(spark, tmp_path, "2026-11-21T11:00:00Z")
     assert sorted(s["changed_files_ignored"]) == sorted(str(p.resolve()) for p in (grows, goes, done))
+    # the one gone is done once named; the done one that changed is named on each run, as it is never read again
+    assert cycle(spark, tmp_path, "2026-11-21T11:15:00Z")["changed_files_ignored"] == [str(done.resolve())]
     assert "changed while records of theirs waited" in caplog.text
     assert "are gone" in caplog.text
     assert set(ledger(spark, tmp_path)) == {"g1", "g2", "g4", "d1"}  # g3 and d2 added after their as-of: not read
+
+
+@pytest.mark.parametrize("first_read", ["this code", "the code before future_ms"])
+def test_a_re_read_decides_each_record_once_by_the_rules_its_first_read_followed(spark, tmp_path, first_read):
+    """What a re-read does with each record of a file still waiting (landed's bad / in_window / deferred), the last
+    read at 10:30, this one at 11:00 with a future bound lowered to 1 h. A first read by this code left every record
+    after its as-of undecided up to its future bound, and decides it now or later. One by the code before quarantined
+    every problem at that read: its re-reads quarantine nothing (b was quarantined then; quarantining it again
+    doubled it), and take what has no problem, as that code did."""
+    from reprocess.cycle.run import landed
+    from reprocess.landing.manifest import ManifestEntry, list_landing
+
+    path = land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("c", "2026-11-21T10:20:00Z"),  # at or before the last read's as-of: decided then
+        rec("a", "2026-11-21T10:40:00Z"),
+        {**rec("b", "2026-11-21T10:45:00Z"), "payload": "x" * 100},  # too large
+        rec("d", "2026-11-21T11:30:00Z"),
+        rec("e", "2026-11-21T12:30:00Z"),  # beyond the lowered bound: waits, as the first read let it
+        "{not json"])
+    last = parse_instant("2026-11-21T10:30:00Z")
+    future = last + 24 * 3_600_000 if first_read == "this code" else None
+    manifest = {str(path.resolve()): ManifestEntry(str(path.resolve()), path.stat().st_size, last, False, "run-1",
+                                                   future)}
+    as_of = parse_instant("2026-11-21T11:00:00Z")
+    opts = CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"), policies=POLICIES,
+                        as_of_ms=as_of, max_payload_bytes=50, max_future_ms=3_600_000)
+    _batch, rows = landed(spark, list_landing(tmp_path / "landing", as_of), manifest, opts, "interpreted")
+    got = {r.record_no: (r.message_id, r.bad, r.in_window, r.deferred) for r in rows.collect()}
+    assert got == {1: ("c", False, False, False), 2: ("a", False, True, False),
+                   3: ("b", first_read == "this code", False, False), 4: ("d", False, False, True),
+                   # e, old rules: a problem on a re-read is not quarantined (it may have been at the first read)
+                   5: ("e", False, False, first_read == "this code"), 6: (None, False, False, False)}
 
 
 def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark, tmp_path):
@@ -1523,3 +1559,23 @@ def test_a_warm_driver_compiles_nothing_for_its_next_cycles(spark, tmp_path, mon
     assert first[0]["dead_lettered"]["total"] > 0
     assert first[0]["rescheduled"] > 0
     assert first[1]["due"] > 0
+
+
+def test_outcomes_recorded_before_not_tried_rows_leave_the_left_due_to_the_older_check(spark, tmp_path):
+    """A run prepared by the code before NOT_TRIED rows, whose target was down, and resumed by this one from its
+    recorded outcomes: its down rows alone undercount what was left, which failed conservation on every resume. Such
+    outcomes (no counts_not_tried mark in prepared.json) leave not_redriven out, and the check takes left_due."""
+    from reprocess.cycle.run import _outcomes
+    from reprocess.targets.base import NOT_TRIED, OUTCOME_SCHEMA, TARGET_DOWN
+
+    rows = [("m1", 2, True, None, None), ("m2", 2, False, TARGET_DOWN, "amqp://h: down"),
+            ("", 3, False, NOT_TRIED, None)]
+    spark.createDataFrame(rows, OUTCOME_SCHEMA).write.parquet(str(tmp_path / "new"))
+    spark.createDataFrame(rows[:2], OUTCOME_SCHEMA).write.parquet(str(tmp_path / "old"))
+    outcomes, down = _outcomes(spark, [str(tmp_path / "new")], "run-x")
+    assert [r.message_id for r in outcomes.collect()] == ["m1"]
+    assert down is not None
+    assert down["not_redriven"] == 4  # m2, and the three its partition did not try
+    _, old = _outcomes(spark, [str(tmp_path / "old")], "run-x", counted=False)
+    assert old is not None
+    assert "not_redriven" not in old

@@ -113,7 +113,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
-    first read's future bound: ManifestEntry.future_or) come from the manifest.
+    first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
     from ``Batch.text_bytes``).
 
@@ -158,7 +158,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     window = spark.createDataFrame(
         [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest,
-          manifest[path].future_or(max_future_ms) if path in manifest else None)
+          manifest[path].future_ms if path in manifest else None)
          for uri, path in file_keys.items()],
         "uri string, path string, prev_through_ms bigint, is_new_file boolean, prev_future_ms bigint")
     raw, as_of = with_as_of(raw, as_of_ms, codegen)

@@ -20,7 +20,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -434,7 +434,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     parquet_options(quarantine.write.mode("overwrite").partitionBy("dt"), ("raw",)) \
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
     landing_counts, deferred_files = _landing_counts(rec, files)
-    entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id, opts.max_future_ms)
+    entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id, opts.max_future_ms,
+                                changed)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
@@ -528,14 +529,20 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
                     F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
                     F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
-    t = F.col("failed_ms")
-    undecided = F.col("is_new_file") | F.coalesce(
-        (t > F.col("prev_through_ms")) & (t <= F.col("prev_future_ms")), F.lit(False))
-    beyond = F.coalesce(t > batch.as_of + F.lit(opts.max_future_ms), F.lit(False))  # FUTURE_TIMESTAMP's bound
-    now = t.isNull() | (t <= batch.as_of) | beyond
-    bad = undecided & F.col("problem").isNotNull() & now
-    in_window = undecided & F.col("problem").isNull() & F.coalesce(t <= batch.as_of, F.lit(False))
-    deferred = undecided & ~now
+    t, new_file, ok = F.col("failed_ms"), F.col("is_new_file"), F.col("problem").isNull()
+    after_last = F.coalesce(t > F.col("prev_through_ms"), F.lit(False))
+    # a file first read by the code before future_ms was kept quarantined every problem at that read: its re-reads
+    # take the records after the last read's as-of that have none, as that code did, and quarantine nothing
+    old_rules = ~new_file & F.col("prev_future_ms").isNull()
+    undecided = new_file | (after_last & F.coalesce(t <= F.col("prev_future_ms"), F.lit(False)))
+    # FUTURE_TIMESTAMP's bound decides at the first read only: a re-read leaves a record beyond it waiting (the bound
+    # may have been lowered since), to be decided when the as-of passes it
+    beyond = new_file & F.coalesce(t > batch.as_of + F.lit(opts.max_future_ms), F.lit(False))
+    now = t.isNull() | F.coalesce(t <= batch.as_of, F.lit(False)) | beyond
+    bad = ~old_rules & undecided & ~ok & now
+    in_window = F.when(old_rules, ok & after_last).otherwise(undecided & ok) \
+        & F.coalesce(t <= batch.as_of, F.lit(False))
+    deferred = F.when(old_rules, ok & F.coalesce(t > batch.as_of, F.lit(False))).otherwise(undecided & ~now)
     # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
     return batch, rec.withColumns({"fp": fp, "bad": bad, "in_window": in_window, "deferred": deferred,
                                    "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).drop(AS_OF_COLUMN)
@@ -602,7 +609,8 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
         _redrive(due, ctx, str(run_dir / outcomes_dir), groups)
         # the outbox groups by what they are, not by their spelling (a ${VAR} may name the outbox)
         sent = {"dir": outcomes_dir, "targets": [redact(spec) for spec, _t, _r in groups],
-                "outbox": [i for i, (_s, target, _r) in enumerate(groups) if isinstance(target, OutboxTarget)]}
+                "outbox": [i for i, (_s, target, _r) in enumerate(groups) if isinstance(target, OutboxTarget)],
+                "counts_not_tried": True}  # its partitions count what they leave (NOT_TRIED rows)
         wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes": sent})
         paths = [str(run_dir / outcomes_dir / f"target={i}") for i in range(len(groups))]
     elif sent is not None:
@@ -620,7 +628,8 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
             paths.append(str(run_dir / again / "target=0"))
     else:
         paths = []
-    return _outcomes(spark, paths, ctx.run_id)
+    # outcomes recorded by the code before NOT_TRIED rows leave the run's left due uncounted (conservation falls back)
+    return _outcomes(spark, paths, ctx.run_id, counted=sent is None or sent.get("counts_not_tried", False))
 
 
 def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str,
@@ -633,7 +642,8 @@ def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str,
         sent.write.mode("overwrite").parquet(f"{outcomes_dir}/target={i}")
 
 
-def _outcomes(spark: SparkSession, paths: list[str], run_id: str) -> tuple[DataFrame, dict[str, Any] | None]:
+def _outcomes(spark: SparkSession, paths: list[str], run_id: str,
+              counted: bool = True) -> tuple[DataFrame, dict[str, Any] | None]:
     """The re-drive's outcomes (written by _redrive to ``paths``), and what failed if a target, or a destination of
     one, did."""
     if not paths:
@@ -664,8 +674,9 @@ def _outcomes(spark: SparkSession, paths: list[str], run_id: str) -> tuple[DataF
             error += f" (and {len(errors)} destination(s) down)"
         target_down = {"error": error,
                        "partitions_stopped": sum(r["count"] for r in down if r.error_class == TARGET_DOWN),
-                       "destinations_down": len(errors), "destination_errors": errors[:10],
-                       "not_redriven": not_redriven}
+                       "destinations_down": len(errors), "destination_errors": errors[:10]}
+        if counted:
+            target_down["not_redriven"] = not_redriven
         log.error("target failed, stopping the re-drive run_id=%s error=%s", run_id, target_down["error"])
     return outcomes.filter(~F.coalesce(downs, F.lit(False))), target_down
 
@@ -817,16 +828,23 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
 
 def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntry], corrupt: list[tuple[str, str]],
                       pending_files: set[str], as_of: int, run_id: str,
-                      max_future_ms: int) -> dict[str, ManifestEntry]:
+                      max_future_ms: int, changed: Sequence[str] = ()) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when no record of theirs is left
-    for a later as-of: ``pending_files``)."""
+    for a later as-of: ``pending_files``); a waiting file that is gone (among ``changed``, not among ``files``) is
+    done too, named once, by this run."""
     entries = dict(manifest)
+    read = {f.path for f in files}
+    for path in changed:
+        prev = manifest.get(path)
+        if prev is not None and not prev.done and path not in read:
+            entries[path] = ManifestEntry(path, prev.size, as_of, True, run_id, prev.future_ms)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
         done = f.path in corrupt_paths or f.path not in pending_files
         prev = manifest.get(f.path)
-        # the first read's bound of FUTURE_TIMESTAMP: the records beyond it were quarantined then (landed)
-        future = as_of + max_future_ms if prev is None else prev.future_or(max_future_ms)
+        # the first read's bound of FUTURE_TIMESTAMP: the records beyond it were quarantined then (landed); a file
+        # first read before it was kept keeps none, and that code's rules
+        future = as_of + max_future_ms if prev is None else prev.future_ms
         entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id, future)
     return entries
 

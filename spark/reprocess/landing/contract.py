@@ -118,7 +118,7 @@ def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
                 # BINARY (no UTF-8 annotation; older writers' strings): its text when the bytes are UTF-8, else
                 # U+FFFD, which quarantines the record as INVALID_UTF8 (to_json wrote the bytes in base64, which
                 # passed as text and was re-driven in place of the payload)
-                return F.when(F.is_valid_utf8(c), c.cast("string")).otherwise(F.lit("\ufffd")).alias(field.name)
+                return F.when(~F.is_valid_utf8(c), F.lit("\ufffd")).otherwise(c.cast("string")).alias(field.name)
             return c
 
         parts.append(df.select(

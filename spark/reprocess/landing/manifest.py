@@ -59,12 +59,7 @@ class ManifestEntry:
     through_ms: int
     done: bool
     run_id: str
-    future_ms: int | None = None
-
-    def future_or(self, max_future_ms: int) -> int:
-        """The first read's future bound; for an entry from before it was kept, this read's (``through_ms`` plus
-        the bound: records beyond it were beyond the first read's too)."""
-        return self.future_ms if self.future_ms is not None else self.through_ms + max_future_ms
+    future_ms: int | None = None  # the first read's FUTURE_TIMESTAMP bound; None: first read before it was kept
 
 
 def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
@@ -173,12 +168,14 @@ GLOB_CHARACTERS = "{}[]*?\\"
 
 
 def name_problem(path: str) -> str | None:
-    """Why Spark cannot read a landing file by its path: a glob character in it, which its readers expand (so
+    """Why Spark cannot read a landing file by its path: a glob character in its name, which its readers expand (so
     ``batch[1].jsonl`` read ``batch1.jsonl``, twice, and not itself), or None."""
-    found = sorted({c for c in path if c in GLOB_CHARACTERS})
+    # the file's name: the dt=/hour= folders cannot hold one, and one in the landing root fails the run loudly (a
+    # configuration to fix), where quarantining every file would not be
+    found = sorted({c for c in path.rsplit("/", 1)[-1] if c in GLOB_CHARACTERS})
     if not found:
         return None
-    return (f"the path holds {' '.join(repr(c) for c in found)}, which Spark's reader takes for a glob pattern (it "
+    return (f"the name holds {' '.join(repr(c) for c in found)}, which Spark's reader takes for a glob pattern (it "
             "would read other files, or none, in its place): rename the file without them")
 
 
