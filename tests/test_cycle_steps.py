@@ -1579,3 +1579,21 @@ def test_outcomes_recorded_before_not_tried_rows_leave_the_left_due_to_the_older
     _, old = _outcomes(spark, [str(tmp_path / "old")], "run-x", counted=False)
     assert old is not None
     assert "not_redriven" not in old
+
+
+def test_landing_records_whose_file_spark_names_otherwise_stop_the_run_instead_of_vanishing(spark, tmp_path,
+                                                                                         monkeypatch):
+    """The records learn their file's manifest state by the URI Spark reads them from, matched to the listing. A
+    record matching no listed file (a mismatch between the two spellings) was neither quarantined, ingested nor
+    deferred, and its file was then done: it vanished. The run stops and commits nothing instead."""
+    from reprocess.cycle import landing_batch
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z")])
+    real = landing_batch.spark_file_uris
+    monkeypatch.setattr(landing_batch, "spark_file_uris", lambda s, paths: [u + "-x" for u in real(s, paths)])
+    with pytest.raises(RuntimeError, match="1 landing records came from files Spark names otherwise"):
+        cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert Warehouse(tmp_path / "wh").latest().version == 0
+    monkeypatch.setattr(landing_batch, "spark_file_uris", real)
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["new_messages"] == 1

@@ -820,9 +820,17 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
         F.sum(F.col("deferred").cast("int")).alias("deferred"),
         F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
         F.collect_set(F.when(F.col("deferred"), F.col("source_file"))).alias("deferred_files"),
+        # records whose file Spark names otherwise than the listing did (read_batch's window): none of bad, in_window
+        # or deferred holds for them, so they would be dropped while their file was marked done
+        F.sum(F.col("is_new_file").isNull().cast("int")).alias("unmatched"),
     ).collect()
     counts = row.asDict()
     deferred_files = set(counts.pop("deferred_files") or ())
+    unmatched = int(counts.pop("unmatched") or 0)
+    if unmatched:
+        raise RuntimeError(f"{unmatched} landing records came from files Spark names otherwise than the landing "
+                           "listing (reprocess.cycle.landing_batch.spark_file_uris): nothing was committed, so that "
+                           "none is dropped; this is a bug, please report it with the landing root")
     return {k: int(v or 0) for k, v in counts.items()}, deferred_files
 
 
