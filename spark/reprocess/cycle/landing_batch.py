@@ -84,19 +84,21 @@ def _parquet_problem(path: str) -> str | None:
     return None
 
 
-def _spark_schema_problem(spark: SparkSession, path: str) -> str | None:
-    """Why Spark cannot take a readable Parquet file's schema (a column of a type it refuses, such as a nanosecond
-    timestamp: PARQUET_TYPE_ILLEGAL), or None. Its read failed every run until the file was moved."""
+def _spark_parquet(spark: SparkSession, path: str) -> tuple[DataFrame | None, str | None]:
+    """A readable Parquet file as Spark reads it, its schema taken; or why Spark cannot take that schema (a column of
+    a type it refuses, such as a nanosecond timestamp: PARQUET_TYPE_ILLEGAL), whose read failed every run until the
+    file was moved."""
     from pyspark.errors import AnalysisException
 
     try:
-        spark.read.parquet(path).schema  # noqa: B018 - taking the schema is the check
+        df = spark.read.parquet(path)
+        df.schema  # noqa: B018 - a remote client's frame asks its server only now
     except AnalysisException as exc:
         condition = exc.getCondition() or ""
         if condition == "PATH_NOT_FOUND":  # gone since it was listed: not its content's fault
             raise
-        return f"Spark cannot read its schema: {str(exc).splitlines()[0]}"
-    return None
+        return None, f"Spark cannot read its schema: {str(exc).splitlines()[0]}"
+    return df, None
 
 
 def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, int | None]:
@@ -124,6 +126,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     corrupt: list[tuple[str, str]] = []
     readable = []
     text_bytes: dict[str, int] = {}
+    frames: dict[str, DataFrame] = {}  # the Parquet files', read once: their schema check is their read
     for f in files:
         problem = name_problem(f.path) or partition_problem(f.path)
         if problem is None and f.size == 0:
@@ -133,7 +136,9 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         if problem is None:
             problem, decoded = _decode_problem(spark, f)
         if problem is None and f.fmt == "parquet":
-            problem = _spark_schema_problem(spark, f.path)
+            frame, problem = _spark_parquet(spark, f.path)
+            if frame is not None:
+                frames[f.path] = frame
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)
             corrupt.append((f.path, problem))
@@ -149,7 +154,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     if texts:
         parts.append(read_text_records(spark, texts, max_line_bytes))
     if parquets:
-        parts.append(read_parquet_records(spark, parquets))
+        parts.append(read_parquet_records([frames[p] for p in parquets]))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
                            T.StructField("raw", T.StringType()), T.StructField("line_bytes", T.LongType())])
     raw = parts[0] if parts else spark.createDataFrame([], schema)

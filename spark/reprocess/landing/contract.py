@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
@@ -103,14 +104,14 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
     )
 
 
-def read_parquet_records(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Parquet landing files as the same ``source_file, record_no, raw, line_bytes`` rows (``raw`` = the row as
-    JSON, ``line_bytes`` null)."""
+def read_parquet_records(frames: Sequence[DataFrame]) -> DataFrame:
+    """Parquet landing files, each read on its own (``spark.read.parquet(file)``: the caller has taken its schema
+    already), as the same ``source_file, record_no, raw, line_bytes`` rows (``raw`` = the row as JSON,
+    ``line_bytes`` null)."""
     # One read per file: Spark reads the files of one read with one schema, which drops the columns other
     # files have and fails on a column whose type differs between files.
     parts = []
-    for f in files:
-        df = spark.read.parquet(f)
+    for df in frames:
 
         def value(field: T.StructField) -> Column:
             c = F.col(f"`{field.name}`")
