@@ -3,7 +3,7 @@
 A request names an address pattern (Artemis wildcards, matched on the original address), a date
 range of dead-lettering, reason codes, a maximum number of messages, a rate (messages per second:
 the moved messages become due one after another at that rate, so the cycles re-drive them no
-faster), and whether deliveries restart from zero. A request is made at a "now" (the DAG run's logical time, the
+faster), and whether deliveries restart from zero. A request is made at a "now" (the DAG run's ``run_after``, the
 CLI's ``--now``), and its id is a hash of both: the same request at the same now (a task's retry, a crash's
 re-run) moves nothing the second time and writes no second audit record; asked again at another now (draining the
 DLQ in batches of ``--max``, the same button pressed next week) it is a request of its own.

@@ -378,9 +378,15 @@ def run_table(balance: dict[str, int]) -> pandas.DataFrame:
         "quarantined": b["quarantined"], "bad_records_plus_corrupt_files": b["bad_records"] + b["corrupt_files"],
         "ledger_rows": b["ledger_rows"], "ledger_distinct_ids": b["ledger_distinct_ids"],
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
-            b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + b.get("not_redriven", b["left_due"]),
+            b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + left_without_outcome(b),
         "left_due_only_when_target_failed": left_due_only_when_target_failed(b),
     }])
+
+
+def left_without_outcome(b: dict[str, int]) -> int:
+    """The due messages a run's re-drive left without an outcome, as counted where they were left (``not_redriven``);
+    for runs before those counts, inferred (``left_due``: due minus outcomes)."""
+    return b.get("not_redriven", b["left_due"])
 
 
 def left_due_only_when_target_failed(b: dict[str, int]) -> bool:
@@ -391,4 +397,4 @@ def left_due_only_when_target_failed(b: dict[str, int]) -> bool:
 
 __all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
            "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame",
-           "left_due_only_when_target_failed", "load_suite", "run_table", "validate"]
+           "left_due_only_when_target_failed", "left_without_outcome", "load_suite", "run_table", "validate"]
