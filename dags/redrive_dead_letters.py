@@ -17,7 +17,7 @@ from pathlib import Path
 from airflow.sdk import Asset, Param, dag, task
 
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
-from reprocess.submit import ReprocessSubmitOperator
+from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,15 +78,10 @@ def redrive_dead_letters():
     @task(task_id="move_dead_letters", outlets=[LEDGER_ASSET, DLQ_ASSET])
     def move_on_connect(args: list[str]) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-        from airflow.sdk.exceptions import AirflowFailException
 
-        from reprocess.errors import FINAL_ERRORS
         from reprocess.orchestration import run_on_connect
 
-        try:
-            run_on_connect("redrive", args, SparkConnectHook().get_connection_url())
-        except tuple(FINAL_ERRORS) as exc:  # as the spark-submit operator's final exits: no retry can fix them
-            raise AirflowFailException(str(exc)) from exc
+        fail_fast(run_on_connect, "redrive", args, SparkConnectHook().get_connection_url())
 
     planned = plan()
     move = move_on_connect(planned["args"]) if ON_CONNECT else ReprocessSubmitOperator(

@@ -26,7 +26,7 @@ from pathlib import Path
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
 from reprocess.spark_env import mask_target_password, on_spark_connect, spark_submit_conf, spark_submit_env
-from reprocess.submit import ReprocessSubmitOperator
+from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,18 +45,6 @@ BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 ON_CONNECT = on_spark_connect()
 mask_target_password(TARGET)  # parsed in every task's process before it runs
-
-
-def _fail_fast(fn, *args):
-    """Run a core check; errors no retry can fix fail the task without retry."""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from reprocess.errors import FINAL_ERRORS
-
-    try:
-        return fn(*args)
-    except tuple(FINAL_ERRORS) as exc:
-        raise AirflowFailException(str(exc)) from exc
 
 
 @dag(
@@ -89,13 +77,13 @@ def reprocess_failed_messages():
     def resolve_as_of(params=None, data_interval_end=None, dag_run=None) -> str:
         from reprocess.orchestration import resolve_as_of as resolve
 
-        return _fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after)
+        return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after)
 
     @task(inlets=[LANDING_ASSET])
     def find_new_landing(as_of: str) -> dict:
         from reprocess.orchestration import find_new_landing as find
 
-        return _fail_fast(find, LANDING, WAREHOUSE, as_of)
+        return fail_fast(find, LANDING, WAREHOUSE, as_of)
 
     @task
     def validate_landing(found: dict, params=None) -> list[str]:
@@ -107,10 +95,10 @@ def reprocess_failed_messages():
             cycle_args,
         )
 
-        _fail_fast(check_config, CONFIG)
-        print("expectation suites:", _fail_fast(check_landing_suite))
-        _fail_fast(check_address_filter, params["address_filter"])
-        _fail_fast(check_target_override, params["target"])
+        fail_fast(check_config, CONFIG)
+        print("expectation suites:", fail_fast(check_landing_suite))
+        fail_fast(check_address_filter, params["address_filter"])
+        fail_fast(check_target_override, params["target"])
         return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
                           params["address_filter"], params["dry_run"])
 
@@ -120,7 +108,7 @@ def reprocess_failed_messages():
 
         from reprocess.orchestration import run_on_connect
 
-        _fail_fast(run_on_connect, "run", args, SparkConnectHook().get_connection_url())
+        fail_fast(run_on_connect, "run", args, SparkConnectHook().get_connection_url())
 
     args = validate_landing(find_new_landing(resolve_as_of()))
     run_cycle = run_cycle_on_connect(args) if ON_CONNECT else ReprocessSubmitOperator(
@@ -139,7 +127,7 @@ def reprocess_failed_messages():
     def validate_outputs(as_of: str) -> dict:
         from reprocess.orchestration import check_outputs, read_summary
 
-        return _fail_fast(check_outputs, read_summary(WAREHOUSE, as_of))
+        return fail_fast(check_outputs, read_summary(WAREHOUSE, as_of))
 
     @task
     def publish_summary(as_of: str, params=None, dag_run=None) -> dict | None:

@@ -22,6 +22,17 @@ _EXIT_CODES = re.compile(r"(?:Error code is|Kubernetes spark exit code is): (-?\
 FINAL_EXITS = {error.exit_code: says for error, says in FINAL_ERRORS.items()}
 
 
+def fail_fast(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a DAG task: the errors no retry can change (FINAL_ERRORS: a core check's, or a Spark Connect
+    job's exit) fail the task at once, as :class:`ReprocessSubmitOperator` does for spark-submit's exit codes."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    try:
+        return fn(*args)
+    except tuple(FINAL_ERRORS) as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
 class ReprocessSubmitOperator(SparkSubmitOperator):
     """``spark-submit`` of a reprocess job through the ``spark_default`` connection.
 
