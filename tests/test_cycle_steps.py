@@ -553,6 +553,37 @@ def test_a_parquet_binary_payload_is_its_utf8_text_or_quarantined(spark, tmp_pat
     assert (q.record_no, q.reason_code) == (2, "INVALID_UTF8")
 
 
+def test_binary_nested_in_parquet_headers_and_unknown_fields_is_its_utf8_text_or_quarantined(spark, tmp_path):
+    """BINARY inside a map, a struct or an array (headers written as map<binary, binary>) went through ``to_json``
+    as base64 values and JVM array names as keys: a header ``b"k": b"v"`` was re-driven as ``"[B@6d3af739": "dg=="``.
+    Bytes that are UTF-8 are that text at any depth; others quarantine their record as INVALID_UTF8; nulls stay
+    null. A column name with a backtick in it is read too (it failed every run as a syntax error)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reprocess.storage.read import read_dataset as read
+
+    rows = [rec(m, "2026-11-21T10:00:00Z") for m in ("text", "bad-value", "bad-key", "bad-deep", "nulls")]
+    table = pa.table({k: [r[k] for r in rows] for k in rows[0]})
+    headers = pa.array([[(b"k", "vé".encode()), (b"k2", b"w")], [(b"k", b"\xff")], [(b"\xfe", b"v")], [(b"k", b"v")],
+                        None], pa.map_(pa.binary(), pa.binary()))
+    meta = pa.array([{"it's": [b"a", None], "n": 1}, None, None, {"it's": [b"\xc3"], "n": 3}, None],
+                    pa.struct([("it's", pa.list_(pa.binary())), ("n", pa.int64())]))
+    table = table.append_column("headers", headers).append_column("me`ta", meta)
+    folder = tmp_path / "landing" / "dt=2026-11-21" / "hour=10"
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "a.parquet")
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["new_messages"], s["quarantined"]) == (2, 3)
+    kept = ledger(spark, tmp_path)
+    assert kept["text"]["headers"] == {"k": "vé", "k2": "w"}
+    assert json.loads(kept["text"]["extra"]) == {"me`ta": {"it's": ["a", None], "n": 1}}
+    assert (kept["nulls"]["headers"], json.loads(kept["nulls"]["extra"] or "{}")) == ({}, {})  # absent: as in JSONL
+    q = read(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert sorted((r.record_no, r.reason_code) for r in q) == [(2, "INVALID_UTF8"), (3, "INVALID_UTF8"),
+                                                                 (4, "INVALID_UTF8")]
+
+
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
     """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
     a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and

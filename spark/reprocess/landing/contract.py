@@ -114,13 +114,8 @@ def read_parquet_records(frames: Sequence[DataFrame]) -> DataFrame:
     for df in frames:
 
         def value(field: T.StructField) -> Column:
-            c = F.col(f"`{field.name}`")
-            if isinstance(field.dataType, T.BinaryType):
-                # BINARY (no UTF-8 annotation; older writers' strings): its text when the bytes are UTF-8, else
-                # U+FFFD, which quarantines the record as INVALID_UTF8 (to_json wrote the bytes in base64, which
-                # passed as text and was re-driven in place of the payload)
-                return F.when(~F.is_valid_utf8(c), F.lit("\ufffd")).otherwise(c.cast("string")).alias(field.name)
-            return c
+            text = _binary_as_text(_ident(field.name), field.dataType, 0)
+            return F.col(_ident(field.name)) if text is None else sql_lambda(text).alias(field.name)
 
         parts.append(df.select(
             F.col("_metadata.file_path").alias("source_file"),
@@ -129,6 +124,51 @@ def read_parquet_records(frames: Sequence[DataFrame]) -> DataFrame:
             F.lit(None).cast("long").alias("line_bytes"),
         ))
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _ident(name: str) -> str:
+    """``name`` as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _binary_as_text(ref: str, data_type: T.DataType, depth: int) -> str | None:
+    """SQL text of the value ``ref`` (of ``data_type``) with every BINARY in it, at any depth (struct fields, array
+    elements, map values), as its text when the bytes are UTF-8 and U+FFFD when not, which quarantines the record as
+    INVALID_UTF8; None when ``data_type`` holds no BINARY (the value goes to ``to_json`` as it is).
+
+    BINARY without the UTF-8 annotation is how older writers store strings. ``to_json`` wrote it in base64, which
+    passed the checks as text and was re-driven in place of the payload (or a header's value). A null stays null.
+    """
+    if isinstance(data_type, T.BinaryType):
+        return f"CASE WHEN NOT is_valid_utf8({ref}) THEN '\\uFFFD' ELSE CAST({ref} AS STRING) END"
+    var = f"bin{depth}"
+    if isinstance(data_type, T.ArrayType):
+        inner = _binary_as_text(var, data_type.elementType, depth + 1)
+        return None if inner is None else f"transform({ref}, {var} -> {inner})"
+    if isinstance(data_type, T.MapType):
+        text, key = ref, f"key{depth}"
+        inner = _binary_as_text(var, data_type.valueType, depth + 1)
+        if inner is not None:
+            text = f"transform_values({text}, ({key}, {var}) -> {inner})"
+        if isinstance(data_type.keyType, T.BinaryType):
+            # to_json wrote a BINARY key as a JVM array's name ([B@6d3af739); a key not UTF-8 keeps its hex after
+            # the U+FFFD, so that two of them stay two keys
+            text = (f"transform_keys({text}, ({key}, {var}) -> CASE WHEN is_valid_utf8({key}) "
+                    f"THEN CAST({key} AS STRING) ELSE concat('\\uFFFD', hex({key})) END)")
+        return None if text == ref else text
+    if isinstance(data_type, T.StructType):
+        fields = [(f.name, f"{ref}.{_ident(f.name)}", f.dataType) for f in data_type.fields]
+        texts = [(name, _binary_as_text(field, dtype, depth), field) for name, field, dtype in fields]
+        if all(inner is None for _, inner, _ in texts):
+            return None
+        pairs = ", ".join(f"{_literal(name)}, {inner or field}" for name, inner, field in texts)
+        return f"CASE WHEN {ref} IS NULL THEN NULL ELSE named_struct({pairs}) END"
+    return None
 
 
 def use_jvm_parser(spark: SparkSession) -> bool:
