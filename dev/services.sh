@@ -4,6 +4,7 @@ set -euo pipefail
 need_apt=()
 if ! command -v psql >/dev/null || ! command -v pg_isready >/dev/null; then need_apt+=(postgresql postgresql-client); fi
 if ! command -v chromium >/dev/null; then need_apt+=(chromium); fi
+if ! command -v rabbitmq-server >/dev/null && ! [ -x /usr/sbin/rabbitmq-server ]; then need_apt+=(rabbitmq-server); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "services: installing ${need_apt[*]} from Debian"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -13,7 +14,18 @@ if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
   for _ in $(seq 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
 fi
-if ! psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1; then
+pg_trusts() { psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1; }
+if ! pg_trusts; then
+  # Debian's own pg_hba.conf asks for a password on 127.0.0.1 (scram-sha-256): the tests log in as postgres without
+  # one, so loopback connections of that user are trusted, in the first line (the first matching line decides).
+  hba="$(su postgres -s /bin/sh -c "psql -Atc 'show hba_file'" 2>/dev/null || true)"
+  if [ -n "$hba" ] && [ -w "$hba" ] && ! grep -q '^host all postgres 127.0.0.1/32 trust' "$hba"; then
+    echo "services: trusting user postgres on 127.0.0.1 in $hba (the tests log in without a password)"
+    sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+    su postgres -s /bin/sh -c "psql -Atc 'select pg_reload_conf()'" >/dev/null
+  fi
+fi
+if ! pg_trusts; then
   echo "services: PostgreSQL on 127.0.0.1:5432 does not accept user postgres without a password (trust auth)" >&2
   exit 1
 fi
@@ -47,9 +59,12 @@ if ! amq_up; then
 fi
 if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   echo "services: starting RabbitMQ"
-  rabbitmq-server -detached || true
+  PATH="$PATH:/usr/sbin" rabbitmq-server -detached || true
   for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
+  (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null \
+    || { echo "services: RabbitMQ did not open AMQP on 127.0.0.1:5672 (see /var/log/rabbitmq)" >&2; exit 1; }
 fi
+export PATH="$PATH:/usr/sbin"  # rabbitmqctl
 # A RabbitMQ user that may publish to amq.topic only with routing keys under allowed.: the amqp:// target's test of a
 # routing key the broker refuses (topic permissions) logs in as it.
 if ! rabbitmqctl -q list_users 2>/dev/null | grep '^reprocess-limited' >/dev/null; then  # not -q: no SIGPIPE
@@ -67,7 +82,7 @@ s3dir="$(cd "$(dirname "$0")/.." && pwd)/.s3server"
 if [ ! -x "$s3dir/bin/moto_server" ] || ! cmp -s "$(dirname "$0")/../requirements/s3-server.txt" "$s3dir/requirements.txt"; then
   echo "services: installing the S3 test server (moto) into .s3server/"
   rm -rf "$s3dir"
-  python3 -m venv "$s3dir"
+  "$(command -v python3.11 || command -v python3)" -m venv "$s3dir"
   "$s3dir/bin/pip" install -q --disable-pip-version-check -r "$(dirname "$0")/../requirements/s3-server.txt"
   cp "$(dirname "$0")/../requirements/s3-server.txt" "$s3dir/requirements.txt"
 fi
