@@ -231,6 +231,29 @@ def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_deliv
     assert "Invalid transaction id: t-unknown" in dead["c-transaction"].last_error_message
 
 
+def test_an_original_content_length_header_is_not_the_length_of_the_stomp_frame(spark, tmp_path):
+    """A failure captured from a STOMP frame carries that frame's ``content-length``. It went out with the re-driven
+    message, whose body differs: ActiveMQ waited for 1,000 bytes that never came (no receipt: the broker taken for
+    down, on every run, the message never re-driven), or read 2 bytes of a longer body. The frame's own length is
+    the body's."""
+    queue = "stomp.length"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)  # start empty
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_failures(landing, T0, "a", [
+        {"message_id": mid, "address": queue, "payload": body, "failed_at": "2026-11-21T10:00:00Z",
+         "headers": {"content-length": length, "app": mid}}
+        for mid, body, length in (("longer", "x", "1000"), ("shorter", "hello world", "2"), ("empty", "", "7"))])
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
+                              "max_deliveries: 3}}]")
+    s = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=policies,
+                                      as_of_ms=_ms(T0 + timedelta(minutes=5)),
+                                      target=f"stomp://{STOMP_HOST}:{STOMP_PORT}?partitions=1&timeout=3"))
+    assert (s["due"], s["delivered"]) == (3, 3)
+    taken, _ = drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: "kept", idle_seconds=0.5)
+    got = sorted((mid, body, headers["app"]) for mid, _q, body, _d, _e, headers in (t["_"] for t in taken))
+    assert got == [("empty", "", "empty"), ("longer", "x", "longer"), ("shorter", "hello world", "shorter")]
+
+
 def test_a_destination_activemq_does_not_let_the_target_write_to_stays_due_and_the_others_go(spark, tmp_path):
     """The ActiveMQ here (dev/activemq/activemq.xml) lets the user "limited" write only to queues under
     reprocess.allowed.; to any other it answers a SEND with an ERROR naming the SEND's receipt ("User limited is not

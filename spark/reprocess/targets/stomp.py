@@ -207,8 +207,13 @@ class StompPublisher(Publisher):
         dest = filled(self.destination, rec)
         body = (rec["payload"] or "").encode("utf-8")
 
+        # The original headers less the frame's own length: one captured from a STOMP frame is that frame's, and the
+        # broker read this body by it (a longer one: it waited for bytes that never came, on every run; a shorter
+        # one: it cut the body). stomp.py then writes this body's.
+        headers = {k: v for k, v in message_headers(rec).items() if k != "content-length"}
+
         def send(receipt: str) -> None:
-            self.conn.send(dest, body, headers=message_headers(rec) | {"persistent": "true", "receipt": receipt})
+            self.conn.send(dest, body, headers=headers | {"persistent": "true", "receipt": receipt})
 
         lost = None
         for _ in range(2):
