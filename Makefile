@@ -1,5 +1,5 @@
 # reprocess: `make demo` runs the main job end to end, `make test` runs every test.
-# Both create .venv on first use (about 2 minutes) and skip the install when it is current.
+# Both create .venv on first use (3 to 9 minutes) and skip the install when it is current.
 SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv

@@ -4,7 +4,8 @@
 Manual only. Moves the dead letters that match the form back into the retry ledger, due from now
 on (spaced at the given rate), and writes an audit record (who, when, what, how many) to
 `<warehouse>/redrive_audit/`. The scheduled cycles then re-drive them through their target.
-Triggering the same request twice moves nothing the second time.
+A retry of the same run moves nothing again (the request is asked at the run's `run_after`); submitting the
+form again is a new request (for draining the DLQ in batches of max messages).
 """
 
 from __future__ import annotations

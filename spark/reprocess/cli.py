@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deliveries", metavar="N", type=_positive_int, default=20,
                    help="show failed deliveries 1..N at most (default: 20)")
     p.add_argument("--message-id", metavar="ID",
-                   help="compute the exact jittered delays of this message (jitter is seeded by id and delivery)")
+                   help="compute the exact jittered delays of this message (jitter is seeded by id and delivery; "
+                   "default: the delays of message id '')")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_schedule)
 
@@ -209,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="move dead letters back into the ledger as due (with an audit record)",
         description="Move the DLQ records matching the filters back into the retry ledger, due from --now on "
         "(spread at --rate messages per second), and write an audit record to <warehouse>/redrive_audit/. "
-        "The same request applied twice moves nothing the second time.",
+        "The same request (the same filters at the same --now) applied twice moves nothing the second time.",
         epilog="examples:\n  reprocess redrive --warehouse wh/ --address 'orders.#' --reason MAX_DELIVERIES_EXCEEDED "
         "--now 2026-11-22T09:00:00Z --rate 50\n\n" + exit_codes,
         formatter_class=_ExamplesFormatter,
