@@ -438,6 +438,15 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
         list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
 
 
+def test_a_local_landing_root_that_does_not_exist_fails_the_run_as_a_uri_does(tmp_path):
+    """A mistyped local --landing was a warning, and `reprocess run` made green runs that read nothing (the DAG's
+    find_new_landing already failed on it)."""
+    with pytest.raises(ConfigError, match=f"landing root {tmp_path / 'nowhere'} does not exist"):
+        list_landing(tmp_path / "nowhere", _ms(AS_OF))
+    (tmp_path / "there").mkdir()
+    assert list_landing(tmp_path / "there", _ms(AS_OF)) == []
+
+
 # -- legal but unusual -------------------------------------------------------------------------------------------
 @pytest.mark.spark
 def test_addresses_with_equals_percent_reserved_characters_or_unicode_stay_one_escaped_dlq_partition(landed):

@@ -71,9 +71,8 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     scheme = remote_scheme(landing)
     if scheme is None:
         root = local_path(landing)
-        if not root.is_dir():
-            log.warning("landing root does not exist landing=%s", root)
-            return []
+        if not root.is_dir():  # a typo must fail the run, not make green runs that read nothing (as for a URI)
+            raise ConfigError(f"landing root {landing} does not exist", key="--landing")
         return _walk(root, _local_entries, lambda f: (str(f.resolve()), f.stat().st_size), as_of_ms)
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
