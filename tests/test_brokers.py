@@ -317,8 +317,8 @@ def test_a_routing_key_rabbitmq_does_not_let_the_target_publish_with_is_that_des
     assert ch.queue_declare("reprocess.allowed.topic", passive=True).method.message_count == 2
     conn.close()
     missing = parse_target(AMQP + "?exchange=reprocess.no-such-exchange&timeout=5").publisher_factory()()
-    err, _took = _publish_guarded(missing, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
-                                            "delivery": 2})
+    err = _publish_guarded(missing, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                    "delivery": 2})
     assert isinstance(err, TargetDown), err
     assert not isinstance(err, DestinationDown), err
     assert "NOT_FOUND" in str(err)
@@ -405,8 +405,8 @@ def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broke
 
         threading.Thread(target=serve, daemon=True).start()
         publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=2").publisher_factory()()
-        err, _took = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
-                                                  "delivery": 1})
+        err = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                          "delivery": 1})
         for conn in conns:
             conn.close()
     assert isinstance(err, TargetDown)
@@ -456,9 +456,10 @@ def test_an_error_about_nothing_of_ours_before_a_send_is_not_taken_for_its_answe
 
         threading.Thread(target=serve, daemon=True).start()
         publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=2").publisher_factory()()
-        time.sleep(0.5)  # the ERROR is read by the receiver thread
-        err, _took = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
-                                                  "delivery": 1})
+        with publisher.listener.cond:  # the ERROR read by the receiver thread before the SEND (not a timed wait)
+            assert publisher.listener.cond.wait_for(lambda: publisher.listener.error, timeout=30), "no ERROR read"
+        err = _publish_guarded(publisher, {"message_id": "m", "address": "q", "payload": "p", "headers": {},
+                                          "delivery": 1})
         for conn in conns:
             conn.close()
     assert err is None
@@ -505,27 +506,25 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
     assert "no CONNECTED frame within 1.0s" in str(err)
 
 
-def _publish_guarded(publisher, rec: dict) -> tuple[BaseException | None, float]:
+def _publish_guarded(publisher, rec: dict) -> BaseException | None:
     """Publishes ``rec``, then closes the publisher, in a thread given 60 s: a publish with no deadline of its own
-    fails the test instead of hanging it. Returns what the publish raised and how long it took."""
+    fails the test instead of hanging it (the error's text names the deadline that ended it; nothing is timed).
+    Returns what the publish raised."""
     raised: list[BaseException] = []
-    took: list[float] = []
 
     def publish() -> None:
-        start = time.monotonic()
         try:
             publisher.publish(rec)
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             raised.append(exc)
         finally:
-            took.append(time.monotonic() - start)
             publisher.close()
 
     sender = threading.Thread(target=publish, daemon=True)
     sender.start()
     sender.join(60)
     assert not sender.is_alive(), "the publisher still waits on a broker that stopped answering"
-    return (raised or [None])[0], took[0]
+    return (raised or [None])[0]
 
 
 def test_a_stomp_broker_that_stops_reading_is_down_after_the_timeout_not_never():
@@ -549,14 +548,13 @@ def test_a_stomp_broker_that_stops_reading_is_down_after_the_timeout_not_never()
         broker.start()
         publisher = parse_target(f"stomp://127.0.0.1:{port}?timeout=1").publisher_factory()()
         broker.join(10)
-        err, took = _publish_guarded(publisher, {"message_id": "m-large", "address": "orders",
-                                                 "payload": "x" * (64 << 20), "headers": {}, "delivery": 1})
+        err = _publish_guarded(publisher, {"message_id": "m-large", "address": "orders",
+                                          "payload": "x" * (64 << 20), "headers": {}, "delivery": 1})
         for conn in accepted:
             conn.close()
     assert isinstance(err, TargetDown)
     assert "TimeoutError" in str(err)
     assert "in 1.0s and no more" in str(err)
-    assert took < 10  # one deadline of 1 s for the frame, not the connection's life
 
 
 @contextlib.contextmanager
@@ -599,10 +597,9 @@ def test_a_new_amqp_channel_the_broker_never_opens_is_down_after_the_timeout():
         with pytest.raises(DestinationDown):
             publisher.publish({**rec, "message_id": "refused", "address": "forbidden.x"})
         frozen.set()
-        err, took = _publish_guarded(publisher, {**rec, "message_id": "next", "address": "allowed.x"})
+        err = _publish_guarded(publisher, {**rec, "message_id": "next", "address": "allowed.x"})
     assert isinstance(err, TargetDown), err
     assert "within 1.0s" in str(err)
-    assert took < 10
 
 
 def test_an_amqp_broker_whose_confirms_stop_coming_is_down_after_the_timeout_not_never():
@@ -616,7 +613,7 @@ def test_an_amqp_broker_whose_confirms_stop_coming_is_down_after_the_timeout_not
         rec = {"address": "hung.q", "payload": "p", "headers": {}, "delivery": 1}
         publisher.publish({**rec, "message_id": "through"})  # the proxy passes a publish and its confirm
         frozen.set()
-        err, took = _publish_guarded(publisher, {**rec, "message_id": "held"})
+        err = _publish_guarded(publisher, {**rec, "message_id": "held"})
     got = []
     while (msg := ch.basic_get("hung.q", auto_ack=True))[0] is not None:
         got.append(msg[1].message_id)
@@ -624,7 +621,6 @@ def test_an_amqp_broker_whose_confirms_stop_coming_is_down_after_the_timeout_not
     assert got == ["through"]  # "held" never reached the broker: not confirmed, not delivered
     assert isinstance(err, TargetDown)
     assert "no publisher confirm (or new channel) within 1.0s" in str(err)
-    assert took < 10
 
 
 def test_rate_limiter_spaces_messages_evenly(monkeypatch):

@@ -54,6 +54,19 @@ _RACER = textwrap.dedent("""
 """)
 
 
+# A child that logs what the lock does to stderr, where :func:`_waiting` reads it.
+_LOGGING = ("import logging, sys\nlogging.basicConfig(level=logging.INFO, stream=sys.stderr, format='%(message)s')\n"
+            "from reprocess.storage.commit import Warehouse\n")
+
+
+def _waiting(child: subprocess.Popen) -> str:
+    """The line in which ``child`` says it waits for the lock (its stderr read up to it; "" if it ends first)."""
+    for line in child.stderr:
+        if "waiting up to" in line:
+            return line
+    return ""
+
+
 def _python(code: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -91,18 +104,15 @@ def test_a_second_writer_fails_at_once_naming_the_holder_and_the_holder_may_re_e
 def test_a_waiting_writer_gets_the_lock_when_the_holder_releases_it(tmp_path):
     holder = _python(_HOLDER, str(tmp_path / "wh"))
     assert holder.stdout.readline().strip() == "locked"
-    t = time.monotonic()
-    waiter = _python("import sys\nfrom reprocess.storage.commit import Warehouse\n"
-                     "with Warehouse(sys.argv[1]).lock(owner='waiter', wait_seconds=60):\n    print('got it')",
-                     str(tmp_path / "wh"))
-    time.sleep(1.5)
+    waiter = _python(_LOGGING + "with Warehouse(sys.argv[1]).lock(owner='waiter', wait_seconds=60):\n"
+                     "    print('got it')", str(tmp_path / "wh"))
+    assert "waiting up to 60s for the warehouse lock held by holder-run" in _waiting(waiter)
     assert waiter.poll() is None, "the waiter did not wait for the holder"
     holder.terminate()
     out, err = waiter.communicate(timeout=60)
     holder.wait(timeout=10)
     assert waiter.returncode == 0, err
     assert out.strip() == "got it"
-    assert time.monotonic() - t < 30
 
 
 @pytest.mark.unit
@@ -124,8 +134,9 @@ def test_racing_writers_never_hold_the_lock_together_even_when_its_holder_dies(t
     wh, log = tmp_path / "wh", tmp_path / "holders.log"
     holder = _python(_HOLDER, str(wh))
     assert holder.stdout.readline().strip() == "locked"
-    racers = [_python(_RACER, str(wh), str(log), "5") for _ in range(8)]
-    time.sleep(1.0)  # every racer is polling a held lock
+    racers = [_python(_LOGGING + _RACER, str(wh), str(log), "5") for _ in range(8)]
+    for r in racers:  # every racer is polling the held lock
+        assert "waiting up to 120s for the warehouse lock held by holder-run" in _waiting(r)
     holder.send_signal(signal.SIGKILL)
     for r in racers:
         _, err = r.communicate(timeout=120)

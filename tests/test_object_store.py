@@ -256,8 +256,9 @@ def test_a_writer_killed_on_a_hadoop_warehouse_blocks_until_its_lease_expires_th
     assert holder["owner"] == "run-20261121T023000Z"
     with pytest.raises(CommitConflictError, match="locked by run-20261121T023000Z"):
         cycle_at(spark, landing, uri, t2, target)
+    # the lease of REPROCESS_LEASE_SECONDS, taken or renewed before the kill (a lease, not a timing of ours)
+    assert holder["expires_ms"] <= killed_at * 1000 + 8_000
     time.sleep(max(0.0, holder["expires_ms"] / 1000 - time.time()) + 0.5)
-    assert time.time() - killed_at < 30
     summary = cycle_at(spark, landing, uri, t2, target)  # takes the expired lease over, resumes and commits
     assert all(summary["conservation"].values())
     assert warehouse_state(spark, uri) == warehouse_state(spark, reference)

@@ -294,8 +294,7 @@ def test_report_renders_in_headless_chromium_with_visible_plots(report, tmp_path
     from PIL import Image
 
     chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not installed (make test installs it)")
+    assert chromium is not None, "chromium is not installed: run `make services` (dev/services.sh), as make test does"
     path, _ = report
     shot = tmp_path / "report.png"
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
