@@ -1628,3 +1628,27 @@ def test_landing_records_whose_file_spark_names_otherwise_stop_the_run_instead_o
     assert Warehouse(tmp_path / "wh").latest().version == 0
     monkeypatch.setattr(landing_batch, "spark_file_uris", real)
     assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["new_messages"] == 1
+
+
+def test_ledger_files_spark_names_otherwise_stop_the_run_instead_of_doubling_their_messages(spark, tmp_path,
+                                                                                            monkeypatch):
+    """The run finds the ledger files holding a batch's messages by the URI Spark reads them from, matched to the
+    warehouse's list. A file matching none was left out silently: its rows were not rewritten, and the merge added
+    each of their messages again as new (two ledger rows for one message). The run stops and commits nothing."""
+    from reprocess.cycle import run
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z")])
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["new_messages"] == 1
+    land(tmp_path / "landing", "10", "b.jsonl", [rec("m", "2026-11-21T10:20:00Z")])
+    real = run.spark_file_uris
+    monkeypatch.setattr(run, "spark_file_uris", lambda s, paths: [u + "-x" for u in real(s, paths)])
+    with pytest.raises(RuntimeError, match="1 ledger files read by Spark as"):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    assert Warehouse(tmp_path / "wh").latest().version == 1
+    monkeypatch.setattr(run, "spark_file_uris", real)
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    assert s["new_messages"] == 0
+    rows = read_dataset(spark, str(tmp_path / "wh"), "ledger").filter("message_id = 'm'").count()
+    assert rows == 1
+

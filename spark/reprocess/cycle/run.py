@@ -337,7 +337,12 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
             "message_id", F.col("_metadata.file_path").alias("uri")).join(ids, "message_id", "left_semi")
         uris = {r.uri for r in located.select("uri").distinct().collect()}
         to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
-        hit_files = sorted(to_local[u] for u in uris if u in to_local)
+        if unnamed := sorted(uris - to_local.keys()):
+            # a ledger file Spark names otherwise than the warehouse lists it: its rows would not be rewritten and
+            # the merge would add each of its messages again, as new
+            raise RuntimeError(f"{len(unnamed)} ledger files read by Spark as {unnamed[:3]} are not among the "
+                               f"warehouse's as Spark names them ({sorted(to_local)[:3]}...): nothing committed")
+        hit_files = sorted(to_local[u] for u in uris)
     touched = sorted(set(due_files) | set(hit_files))
     existing = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched) if touched else None
     touched_bytes = sum(wh.sizes(touched))
