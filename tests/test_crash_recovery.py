@@ -67,3 +67,36 @@ def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, lan
     assert all(summary["conservation"].values())
     assert warehouse_state(spark, wh) == reference[target]
     assert_committed_cleanly(wh)
+
+
+def test_a_removed_policy_target_with_a_password_no_delivery_went_to_does_not_block_the_resume(spark, tmp_path):
+    """A run killed after its prepare recorded a policy's own target whose password is not stored. The target was
+    then removed from the policy file: the resume stopped (exit 3) on every run, though none of its deliveries was
+    recorded for that target. It resumes, through the targets its deliveries were recorded for."""
+    import json
+
+    from reprocess.cli import parse_instant
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.policy import parse_policies
+    from reprocess.storage.read import read_dataset
+
+    body = ('policies:\n  - match: "orders.#"\n    profile: stepped\n    settings: {delays: [1m], max_deliveries: 5}\n'
+            '  - match: "billing.#"\n    profile: stepped\n    settings: {delays: [1m], max_deliveries: 5}\n')
+    config = tmp_path / "policies.yaml"
+    config.write_text(body + "    target: amqp://guest:guest@127.0.0.1:5672/%2F\n")
+    folder = tmp_path / "landing" / "dt=2026-11-21" / "hour=10"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_text(json.dumps({"message_id": "m", "address": "orders.created", "payload": "p",
+                                                "failed_at": "2026-11-21T10:00:00Z"}) + "\n")
+    wh = tmp_path / "wh"
+    proc = cli_run(tmp_path / "landing", wh, "2026-11-21T10:05:00Z", "--config", str(config), "--target", "outbox",
+                   env={"REPROCESS_CRASH_AT": "after_prepare"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    prepared = Warehouse(wh).read_prepared("run-20261121T100500Z")
+    assert prepared["policy_targets"] == {"billing.#": "amqp://guest:***@127.0.0.1:5672/%2F"}
+    summary = run_cycle(spark, CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(wh),
+                                            policies=parse_policies(body), target="outbox",
+                                            as_of_ms=parse_instant("2026-11-21T10:05:00Z")))
+    assert (summary["run_id"], summary["due"], summary["delivered"]) == ("run-20261121T100500Z", 1, 1)
+    assert [r.message_id for r in read_dataset(spark, str(wh), "outbox").collect()] == ["m"]
+    assert_committed_cleanly(wh)

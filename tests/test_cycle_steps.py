@@ -1198,6 +1198,19 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     assert _prepared_policy_targets(prep, policies(None), run_target=secret) == {"a.#": secret}
     rotated = "amqp://u:n3w@broker:5672/"  # the same target, its password changed in between
     assert _prepared_policy_targets(prep, policies(None), run_target=rotated) == {"a.#": rotated}
+    # removed, and none of the run's deliveries was recorded for it (they all went to the run's target): the run
+    # needs no such target and resumes without it; one recorded for it, or a prepare that recorded none, still stops
+    asked = []
+
+    def inflight(*targets: str) -> object:
+        return lambda: asked.append(1) or (set(targets) if targets else None)
+
+    assert _prepared_policy_targets(prep, policies(None), "outbox", inflight("outbox")) == {}
+    for recorded in (inflight("outbox", "amqp://u:***@broker:5672/"), inflight()):
+        with pytest.raises(ConfigError, match=r"resumed with its target amqp://u:\*\*\*@broker:5672/"):
+            _prepared_policy_targets(prep, policies(None), "outbox", recorded)
+    assert _prepared_policy_targets(prep, policies(secret), "outbox", inflight("outbox")) == {"a.#": secret}
+    assert len(asked) == 3, "asked only when a stored password is written nowhere"
 
 
 def test_a_resumed_runs_rows_are_each_taken_by_one_target_when_two_differ_only_in_a_password(spark, monkeypatch):

@@ -15,6 +15,7 @@ Inside a cycle "now" is the as-of: failures of re-drives happen "at" the as-of.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -181,7 +182,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                 target, policy_targets = prep["target"], prep.get("policy_targets")
             else:
                 target = _prepared_target(prep, opts)
-                policy_targets = _prepared_policy_targets(prep, opts.policies, opts.target)
+                policy_targets = _prepared_policy_targets(prep, opts.policies, opts.target,
+                                                          functools.partial(_inflight_targets, spark, wh, prep))
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
@@ -231,30 +233,47 @@ def _prepared_target(prep: dict[str, Any], opts: CycleOptions) -> str:
     return target
 
 
-def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_target: str = "outbox"
+def _inflight_targets(spark: SparkSession, wh: AnyWarehouse, prep: dict[str, Any]) -> set[str] | None:
+    """The (redacted) targets a prepared run's inflight deliveries were recorded for; None when its prepare recorded
+    none (older code)."""
+    inflight = spark.read.parquet(str(wh.run_dir(prep["run_id"]) / prep.get("inflight", "inflight")))
+    if "target" not in inflight.columns:
+        return None
+    return {r.target for r in inflight.select("target").distinct().collect()}
+
+
+def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_target: str = "outbox",
+                             inflight_targets: Callable[[], set[str] | None] = lambda: None
                              ) -> dict[str, str] | None:
     """The policies' own targets a prepared run re-drives through when it resumes: the ones it prepared with, as
     its run target. A policy file changed in between (a policy's target changed, added or removed) would otherwise
     send the rest of the run elsewhere, and the messages its first attempt delivered again to a second target,
     where their idempotency keys mean nothing. A spec stored with a password (``***``) takes it from where that
     target is written now (_written_targets: ``run_target`` or any policy's own, so a policy renamed or removed whose
-    target is still written somewhere resumes, its password rotated or not); otherwise the run cannot resume. None for
-    a run prepared before they were recorded: the policy file's."""
+    target is still written somewhere resumes, its password rotated or not); otherwise the run cannot resume, unless
+    none of its inflight deliveries was recorded for that target (``inflight_targets``, asked only then: the run
+    needs no such target, and it is left out). None for a run prepared before they were recorded: the policy
+    file's."""
     stored: dict[str, str] | None = prep.get("policy_targets")
     if stored is None:
         return None
     current = _policy_targets(policies)
     written = _written_targets(run_target, policies)
-    targets = {}
+    targets: dict[str, str] = {}
+    used: list[set[str] | None] = []  # the inflight targets, once asked
     for match, spec in stored.items():
-        if spec in written:
-            targets[match] = written[spec]
-        elif "***" in spec:
-            raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
-                              "password is not stored): write that target back in the policy file, under any policy "
-                              "or as the run's target", key="target")
-        else:
-            targets[match] = spec
+        if spec in written or "***" not in spec:
+            targets[match] = written.get(spec, spec)
+            continue
+        if not used:
+            used.append(inflight_targets())
+        if used[0] is not None and spec not in used[0]:
+            log.info("resuming run_id=%s without the target %s of policy %r: none of its deliveries was recorded "
+                     "for it", prep["run_id"], spec, match)
+            continue
+        raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
+                          "password is not stored): write that target back in the policy file, under any policy "
+                          "or as the run's target", key="target")
     if targets != current:
         log.warning("resuming run_id=%s with the policies' own targets it prepared with, not the policy file's: %s",
                     prep["run_id"], {m: redact(t) for m, t in targets.items()})
