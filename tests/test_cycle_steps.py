@@ -1665,3 +1665,27 @@ def test_ledger_files_spark_names_otherwise_stop_the_run_instead_of_doubling_the
     rows = read_dataset(spark, str(tmp_path / "wh"), "ledger").filter("message_id = 'm'").count()
     assert rows == 1
 
+
+
+def test_a_landing_file_is_read_with_its_first_reads_line_limit_while_records_of_it_wait(spark, tmp_path):
+    """A file read again for records waiting on a later as-of was read with the run's --max-line-bytes. Lowered in
+    between, a waiting line now too long was skipped and neither quarantined (the first read had parsed it) nor
+    ingested: lost. Raised, a line the first read had quarantined as RECORD_TOO_LARGE was parsed and ingested: in the
+    quarantine and the ledger. Each file keeps its first read's limit (the manifest records it)."""
+    big = "x" * 2000
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("a-now", "2026-11-21T10:00:00Z"),
+                                                 {**rec("a-later", "2026-11-21T10:50:00Z"), "payload": big}])
+    s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z", max_line_bytes=1 << 20)
+    assert (s["new_messages"], s["deferred_until_later_as_of"]) == (1, 1)
+    land(tmp_path / "landing", "10", "b.jsonl", [{**rec("b-long", "2026-11-21T10:40:00Z"), "payload": big},
+                                                 rec("b-later", "2026-11-21T10:50:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", max_line_bytes=1024)  # lowered: a.jsonl keeps 1 MiB
+    assert (s["new_messages"], s["quarantined"], s["deferred_until_later_as_of"]) == (0, 1, 2)
+    assert all(s["conservation"].values())
+    s = cycle(spark, tmp_path, "2026-11-21T11:00:00Z", max_line_bytes=1 << 20)  # raised: b.jsonl keeps 1 KiB
+    assert (s["new_messages"], s["quarantined"], s["deferred_until_later_as_of"]) == (2, 0, 0)
+    assert all(s["conservation"].values())
+    assert set(ledger(spark, tmp_path)) == {"a-now", "a-later", "b-later"}
+    q = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert [(r.source_file.rsplit("/", 1)[-1], r.record_no, r.reason_code) for r in q] == [
+        ("b.jsonl", 1, "RECORD_TOO_LARGE")]

@@ -53,6 +53,13 @@ class Batch:
     jvm_parser: bool = False  # the structural checks of well-formed lines ran in the JVM (contract.use_jvm_parser)
     text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz; -1
     # when a .gz file's decoded size is unknown, as from a Connect server with an older jar: it is scanned)
+    line_limits: dict[str, int] = field(default_factory=dict)  # each text file read: the line limit it was read with
+
+
+def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
+    """The line limit a text file is read with: its first read's (ManifestEntry.max_line_bytes), else this run's."""
+    prev = manifest.get(path)
+    return prev.max_line_bytes if prev is not None and prev.max_line_bytes is not None else max_line_bytes
 
 
 def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
@@ -151,8 +158,13 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     largest = max((f.size for f in readable), default=0)
     one_file_per_partition(spark, largest)
     parts = []
-    if texts:
-        parts.append(read_text_records(spark, texts, max_line_bytes))
+    limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
+    for limit in sorted(set(limits.values())):  # one read per limit: this run's, and any first read's other one
+        group = [p for p in texts if limits[p] == limit]
+        if limit != max_line_bytes:
+            log.info("landing files read with their first read's line limit max_line_bytes=%s files=%s", limit,
+                     group[:10])
+        parts.append(read_text_records(spark, group, limit))
     if parquets:
         parts.append(read_parquet_records([frames[p] for p in parquets]))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
@@ -171,7 +183,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes)
+    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits)
 
 
 def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
@@ -202,12 +214,13 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     skipped: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
         got_bytes, lines = read.get(path, (0, 0))
-        if size >= 0 and not may_hold_long_lines(size, got_bytes, lines, max_line_bytes):
+        limit = batch.line_limits.get(path, max_line_bytes)
+        if size >= 0 and not may_hold_long_lines(size, got_bytes, lines, limit):
             continue
         log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
-                 "file=%s bytes=%s read_bytes=%s lines_read=%s", max_line_bytes, path, size, got_bytes, lines)
+                 "file=%s bytes=%s read_bytes=%s lines_read=%s", limit, path, size, got_bytes, lines)
         t0 = time.monotonic()
-        found = list(scan(read_chunks(spark, path), max_line_bytes))
+        found = list(scan(read_chunks(spark, path), limit))
         log.info("landing file scanned file=%s long_lines=%s seconds=%.1f", path, len(found), time.monotonic() - t0)
         for line in found:
             log.error("landing line too long, quarantined without its text file=%s record=%s offset=%s bytes=%s",
@@ -218,7 +231,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         return rec, records, payload_bytes
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))
     rows: list[tuple[Any, ...]] = [
-        (path, line.record_no, contract.RECORD_TOO_LARGE, _too_long(path, line, max_line_bytes), path not in manifest,
+        (path, line.record_no, contract.RECORD_TOO_LARGE,
+         _too_long(path, line, batch.line_limits.get(path, max_line_bytes)), path not in manifest,
          manifest[path].through_ms if path in manifest else None, path not in manifest, False, False, [])
         for path, lines in skipped.items() for line in lines]
     # a long line has no failure time: decided by its file's first read (cycle.run.landed)

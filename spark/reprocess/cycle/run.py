@@ -459,7 +459,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         .parquet(str(wh.staged(run_id, stage, "quarantine")))
     landing_counts, deferred_files = _landing_counts(rec, files)
     entries = _manifest_entries(files, manifest, batch.corrupt, deferred_files, as_of, run_id, opts.max_future_ms,
-                                changed)
+                                changed, opts.max_line_bytes)
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
@@ -860,7 +860,8 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
 
 def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntry], corrupt: list[tuple[str, str]],
                       pending_files: set[str], as_of: int, run_id: str,
-                      max_future_ms: int, changed: Sequence[str] = ()) -> dict[str, ManifestEntry]:
+                      max_future_ms: int, changed: Sequence[str] = (),
+                      max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> dict[str, ManifestEntry]:
     """The full manifest after this run: old entries, plus this run's files (done when no record of theirs is left
     for a later as-of: ``pending_files``); a waiting file that is gone (among ``changed``, not among ``files``) is
     done too, named once, by this run."""
@@ -869,7 +870,7 @@ def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntr
     for path in changed:
         prev = manifest.get(path)
         if prev is not None and not prev.done and path not in read:
-            entries[path] = ManifestEntry(path, prev.size, as_of, True, run_id, prev.future_ms)
+            entries[path] = ManifestEntry(path, prev.size, as_of, True, run_id, prev.future_ms, prev.max_line_bytes)
     corrupt_paths = {p for p, _ in corrupt}
     for f in files:
         done = f.path in corrupt_paths or f.path not in pending_files
@@ -877,7 +878,8 @@ def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntr
         # the first read's bound of FUTURE_TIMESTAMP: the records beyond it were quarantined then (landed); a file
         # first read before it was kept keeps none, and that code's rules
         future = as_of + max_future_ms if prev is None else prev.future_ms
-        entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id, future)
+        limit = (max_line_bytes if f.fmt == "text" else None) if prev is None else prev.max_line_bytes
+        entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id, future, limit)
     return entries
 
 

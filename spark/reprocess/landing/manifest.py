@@ -41,6 +41,7 @@ MANIFEST_SCHEMA = pa.schema([
     ("done", pa.bool_()),
     ("run_id", pa.string()),
     ("future_ms", pa.int64()),  # the first read's FUTURE_TIMESTAMP bound (null in manifests from before it)
+    ("max_line_bytes", pa.int64()),  # the first read's line limit (null in manifests from before it, and Parquet)
 ])
 
 
@@ -60,6 +61,9 @@ class ManifestEntry:
     done: bool
     run_id: str
     future_ms: int | None = None  # the first read's FUTURE_TIMESTAMP bound; None: first read before it was kept
+    # the first read's line limit (--max-line-bytes): a file's later reads keep it, so a line it skipped as too long
+    # (quarantined then) is not ingested by a read with a higher one, nor one it parsed skipped by a lower one
+    max_line_bytes: int | None = None
 
 
 def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None = None) -> list[LandingFile]:
@@ -199,7 +203,7 @@ def read_manifest(files: list[str], source: Callable[[str], Any] = str) -> dict[
         table = pq.read_table(source(f), schema=MANIFEST_SCHEMA)
         for row in table.to_pylist():
             entry = ManifestEntry(row["path"], row["size"], row["through_ms"], row["done"], row["run_id"],
-                                  row.get("future_ms"))
+                                  row.get("future_ms"), row.get("max_line_bytes"))
             prev = latest.get(entry.path)
             if prev is None or entry.through_ms >= prev.through_ms:
                 latest[entry.path] = entry
