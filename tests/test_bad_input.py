@@ -66,6 +66,7 @@ QUARANTINED = [
     ("wrong_type_ordering_key.jsonl", 2, "WRONG_TYPE", "'ordering_key' must be a string"),
     ("delivery_count_zero.jsonl", 2, "INVALID_DELIVERY_COUNT", "must be >= 1"),
     ("delivery_count_fraction.jsonl", 2, "INVALID_DELIVERY_COUNT", "must be an integer"),
+    ("delivery_count_overflow.jsonl", 2, "INVALID_DELIVERY_COUNT", "must be at most 2147483647"),
     ("empty_message_id.jsonl", 2, "EMPTY_MESSAGE_ID", "'message_id' is empty"),
     ("timestamp_without_offset.jsonl", 2, "INVALID_TIMESTAMP", "with an offset"),
     ("timestamp_date_only.jsonl", 2, "INVALID_TIMESTAMP", "with an offset"),

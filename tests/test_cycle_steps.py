@@ -1689,3 +1689,17 @@ def test_a_landing_file_is_read_with_its_first_reads_line_limit_while_records_of
     q = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
     assert [(r.source_file.rsplit("/", 1)[-1], r.record_no, r.reason_code) for r in q] == [
         ("b.jsonl", 1, "RECORD_TOO_LARGE")]
+
+
+def test_a_failure_before_1970_is_quarantined_not_a_stop_of_every_run(spark, tmp_path):
+    """A record whose failed_at is before the epoch (a consumer's zero time in another offset, a default date)
+    overflowed the merge's arithmetic: every run stopped, nothing committed, until the file was moved by hand."""
+    from reprocess.storage.read import read_dataset as read
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("old", "1970-01-01T00:59:59+01:00"),
+                                                 rec("new", "2026-11-21T10:00:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["new_messages"], s["quarantined"]) == (1, 1)
+    (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.message_id, q.record_no, q.reason_code) == ("old", 1, "INVALID_TIMESTAMP")
+    assert q.reason == 'failed_at ["1970-01-01T00:59:59+01:00"] is before 1970-01-01T00:00:00Z'

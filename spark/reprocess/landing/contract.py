@@ -81,6 +81,7 @@ _NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
 # was quarantined as MALFORMED_JSON, a reason that sent its operator looking for a syntax error that was not there.
 # Only a line of more bytes than that can hold such a string.
 JSON_STRING_CHARS = 20_000_000
+MAX_DELIVERY_COUNT = 2**31 - 1  # the largest delivery counter a broker keeps (an int in ActiveMQ, Artemis, RocketMQ)
 
 
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> DataFrame:
@@ -363,6 +364,10 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
         (~failed_at_s.rlike(_HAS_OFFSET) | ts.isNull(), INVALID_TIMESTAMP,
          F.concat(F.lit("failed_at "), F.to_json(F.array(failed_at_s)),
                   F.lit(" is not ISO-8601 with an offset (e.g. 2026-11-21T10:04:05Z)"))),
+        # the ledger's times are milliseconds since the epoch, never negative: one such record stopped every run
+        # (an overflow in the merge), nothing committed
+        (failed_ms < 0, INVALID_TIMESTAMP,
+         F.concat(F.lit("failed_at "), F.to_json(F.array(failed_at_s)), F.lit(" is before 1970-01-01T00:00:00Z"))),
         (failed_ms > as_of + F.lit(max_future_ms), FUTURE_TIMESTAMP,
          F.concat(F.lit("failed_at "), failed_at_s,
                   F.lit(f" is more than {max_future_ms // 3600000}h after the as-of"))),
@@ -371,6 +376,11 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
          F.concat(F.lit("'delivery_count' must be an integer >= 1, got "), dc_type)),
         (delivery_count < 1, INVALID_DELIVERY_COUNT,
          F.concat(F.lit("'delivery_count' must be >= 1, got "), delivery_count.cast("string"))),
+        # a broker's delivery counter is an int; near a long's end the ledger's sums (deliveries + failures in the
+        # batch) overflowed, and every later run failed on the row (nothing committed, the file pending again)
+        (delivery_count > MAX_DELIVERY_COUNT, INVALID_DELIVERY_COUNT,
+         F.concat(F.lit(f"'delivery_count' must be at most {MAX_DELIVERY_COUNT}, got "),
+                  delivery_count.cast("string"))),
         (F.octet_length(payload) > F.lit(max_payload_bytes), PAYLOAD_TOO_LARGE,
          F.concat(F.lit("payload is "), F.octet_length(payload).cast("string"),
                   F.lit(f" bytes, above the limit of {max_payload_bytes}"))),
