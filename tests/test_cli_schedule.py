@@ -91,3 +91,14 @@ def test_the_spark_commands_help_lists_the_exit_code_of_every_error_class(comman
     assert [(int(row[0]), row[1].rstrip(":")) for row in rows] == expected
     assert "  (2 is also a command line that does not parse" in proc.stdout
     assert listed[:2] == ["  0   done, or already committed", "  1   an unexpected error: a bug (its traceback)"]
+
+
+def test_redrive_of_a_warehouse_nothing_was_committed_to_exits_3_and_creates_nothing(tmp_path):
+    """A mistyped --warehouse: the writer's lock created the folder and the request committed there, moving
+    nothing, exit 0; the operator concluded the DLQ was empty."""
+    typo = tmp_path / "warehose"
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "redrive", "--warehouse", str(typo), "--now",
+                           "2026-11-21T10:00:00Z"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert f"warehouse {typo} has no committed run" in proc.stderr
+    assert not typo.exists()

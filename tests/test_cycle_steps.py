@@ -926,6 +926,61 @@ def test_a_dlq_redrive_waits_until_a_prepared_cycle_is_finished(spark, tmp_path,
     assert redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:46:00Z"))["moved"] == 2
 
 
+def test_a_retry_of_an_applied_redrive_answers_while_a_cycle_is_prepared_and_a_missing_warehouse_is_refused(
+        spark, tmp_path, monkeypatch):
+    """A retry of a re-drive that committed (its task failed after the commit) was refused while a cycle was
+    prepared, so the DAG run failed though the DLQ had been drained, and pressing the button again moved a second
+    batch. It answers with the applied request. A re-drive of a warehouse nothing was committed to (a mistyped path)
+    created it and committed a request there that moved nothing, exit 0; it is refused and creates nothing."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess.errors import CommitConflictError, ConfigError
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    class Stopped(Exception):
+        pass
+
+    def stop(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("dead", "2026-11-21T10:00:00Z",
+                                                     error_class="com.acme.ValidationError"),
+                                                 rec("due", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = str(tmp_path / "wh")
+    applied = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
+    assert applied["moved"] == 1
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "_crash_point", stop)
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    again = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
+    assert (again["request_id"], again["moved"], again["already_applied"]) == (applied["request_id"], 1, True)
+    with pytest.raises(CommitConflictError, match="cycle run-20261121T103000Z persisted its deliveries"):
+        redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:31:00Z"))
+    typo = tmp_path / "whx"
+    with pytest.raises(ConfigError, match=f"warehouse {typo} has no committed run"):
+        redrive_dead_letters(spark, str(typo), RedriveRequest(), parse_instant("2026-11-21T10:31:00Z"))
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("date_to", "20261121", "expected a UTC day YYYY-MM-DD"),  # date.fromisoformat takes it; compared as text
+    ("date_from", "2026-W47-6", "expected a UTC day YYYY-MM-DD"),
+    ("date_from", "2026-11-22", "is empty: from is after to"),
+    ("rate_per_second", float("nan"), "of at least 1.16e-05"),
+    ("rate_per_second", 1e-12, "of at least 1.16e-05"),  # spaced beyond a long's milliseconds
+])
+def test_a_redrive_request_refuses_dates_and_rates_its_filter_would_misread(field, value, why):
+    from reprocess.errors import ConfigError
+    from reprocess.redrive import RedriveRequest
+
+    ok = RedriveRequest(date_from="2026-11-21", date_to="2026-11-21", rate_per_second=1 / 86_400)
+    ok.validate()
+    with pytest.raises(ConfigError, match=why):
+        RedriveRequest(**{**ok.__dict__, field: value}).validate()
+
+
 def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, tmp_path):
     """A DLQ re-drive with reset_deliveries starts the delivery numbers again at 1. The keys were
     <message_id>:<delivery>, so those of the deliveries before came back, and a consumer that drops keys it has seen

@@ -217,8 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--warehouse", metavar="DIR|URI", required=True, help=WAREHOUSE_HELP)
     d.add_argument("--address", metavar="PATTERN", default="#", help="original-address wildcard (default '#': all)")
-    d.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="dead-lettered on or after this date")
-    d.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="dead-lettered on or before this date")
+    d.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="dead-lettered on or after this UTC day")
+    d.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="dead-lettered on or before this UTC day")
     d.add_argument("--reason", dest="reasons", action="append", default=[],
                    choices=REASON_CODES,
                    help="only these reason codes (repeatable; default all)")
@@ -476,11 +476,12 @@ def redrive_request_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
-    from reprocess.redrive import redrive_dead_letters
+    from reprocess.redrive import redrive_dead_letters, require_committed
     from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
     req = redrive_request_of(args)
     req.validate()
+    require_committed(args.warehouse)  # before the lock, which would create the folder of a mistyped path
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)

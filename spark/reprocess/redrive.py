@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -44,6 +46,7 @@ from reprocess.sparkutil import (
 from reprocess.steps import StepLog
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
 from reprocess.storage.read import naming_damaged_files, read_files
+from reprocess.uris import remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 
 # The steps a re-drive logs (``re-drive step=<name> ... seconds=``), in order.
 STEPS = ("select", "stage_ledger", "stage_dlq")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+MIN_RATE_PER_SECOND = 1 / 86_400  # one message a day
 
 
 @dataclass(frozen=True)
@@ -76,18 +81,27 @@ class RedriveRequest:
         for name in ("date_from", "date_to"):
             value = getattr(self, name)
             if value is not None:
+                # compared as text with the DLQ's dt=YYYY-MM-DD: date.fromisoformat also takes 20261121 and
+                # 2026-W47-6, which compare otherwise (--to 20261121 kept every day of 2026)
                 try:
+                    if not _DAY.fullmatch(value):
+                        raise ValueError(value)
                     date.fromisoformat(value)
                 except ValueError:
-                    raise ConfigError(f"expected YYYY-MM-DD, got {value!r}", key=name) from None
+                    raise ConfigError(f"expected a UTC day YYYY-MM-DD, got {value!r}", key=name) from None
+        if self.date_from and self.date_to and self.date_from > self.date_to:
+            raise ConfigError(f"the range {self.date_from}..{self.date_to} is empty: from is after to", key="date_from")
         unknown = set(self.reason_codes) - set(REASON_CODES)
         if unknown:
             raise ConfigError(f"unknown reason codes {sorted(unknown)}; allowed {list(REASON_CODES)}",
                               key="reason_codes")
         if self.max_messages is not None and self.max_messages < 1:
             raise ConfigError("must be >= 1", key="max_messages")
-        if self.rate_per_second is not None and self.rate_per_second <= 0:
-            raise ConfigError("must be > 0 messages per second", key="rate_per_second")
+        if self.rate_per_second is not None and not (math.isfinite(self.rate_per_second)
+                                                     and self.rate_per_second >= MIN_RATE_PER_SECOND):
+            # nan passed `<= 0`; a rate far below one a day spaced the messages beyond a long's milliseconds
+            raise ConfigError(f"must be a number of messages per second of at least {MIN_RATE_PER_SECOND:.3g} (one a "
+                              f"day), got {self.rate_per_second}", key="rate_per_second")
 
     @property
     def request_id(self) -> str:
@@ -116,13 +130,31 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
     req = req.at(now_ms)
     req.validate()
     wh = open_warehouse(warehouse, private=private_files)
+    require_committed(warehouse, wh)
     with owner_only_writes(wh.private):
         return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
+
+
+def require_committed(warehouse: str, wh: AnyWarehouse | None = None) -> None:
+    """Refuse a re-drive on a warehouse nothing was ever committed to: taking its lock created the folder of a
+    mistyped path, and the request committed there, moving nothing, exit 0. ``wh`` None: a local warehouse is
+    opened to look (one at a URI is looked at by the Spark job, which opens it)."""
+    if wh is None:
+        if remote_scheme(warehouse):
+            return
+        wh = open_warehouse(warehouse)
+    if wh.latest().version == 0:
+        raise ConfigError(f"warehouse {warehouse} has no committed run: nothing to re-drive (a mistyped path?)",
+                          key="--warehouse")
 
 
 def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms: int, requested_by: str,
              lock_wait_seconds: float) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
+        previous = _find_audit(wh, wh.latest(), req.request_id)
+        if previous is not None:  # a retry of an applied request answers, whatever a cycle has left since
+            log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
+            return {**previous, "already_applied": True}
         pending = [p["run_id"] for p in wh.prepared_runs()]
         if pending:
             # A prepared cycle resumes with the due set it persisted; moved dead letters could change it (an ordered
@@ -159,10 +191,6 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     by sparkutil.pinning if it fails). Each step is logged with its duration (progress
     on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
     steps = StepLog(log, STEPS, "request_id", req.request_id, prefix="re-drive ")
-    previous = _find_audit(wh, snap, req.request_id)
-    if previous is not None:
-        log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
-        return {**previous, "already_applied": True}
     dlq_files = wh.live_files("dlq", snap)
     audit = {"request_id": req.request_id, "requested_by": requested_by,
              "requested_at": datetime.fromtimestamp(now_ms / 1000, tz=UTC).isoformat(),
@@ -194,7 +222,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     # rewrite the ledger files holding the chosen messages: they become due again
     hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
     to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
-    touched = sorted(to_local[u] for u in hit if u in to_local)
+    touched = sorted(to_local[u] for u in _named(hit, to_local, "ledger"))
     rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
     spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
     # never before the message's last failure: a retried DAG run asks at its stored run_after, which a cycle that
@@ -225,7 +253,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     # take every DLQ record of the moved messages out of the DLQ (they are back in the ledger)
     dlq_hit = {r._file for r in dlq.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
     dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
-    dlq_touched = sorted(dlq_local[u] for u in dlq_hit if u in dlq_local)
+    dlq_touched = sorted(dlq_local[u] for u in _named(dlq_hit, dlq_local, "dlq"))
     uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
     rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
         chosen, "message_id", "left_anti")
@@ -242,6 +270,16 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     return _commit_audit(wh, snap, new, audit)
 
 
+def _named(uris: set[str], listed: dict[str, str], dataset: str) -> set[str]:
+    """``uris`` (files Spark read), each among the snapshot's ``listed`` ones (by Spark's name for them); one that is
+    not stops the re-drive, nothing committed (as in a cycle): left out, its messages would stay dead-lettered in the
+    ledger while leaving the DLQ, or stay in the DLQ while waiting again."""
+    if unnamed := sorted(uris - listed.keys()):
+        raise RuntimeError(f"{len(unnamed)} {dataset} files read by Spark as {unnamed[:3]} are not among the "
+                           f"snapshot's as Spark names them ({sorted(listed)[:3]}...): nothing committed")
+    return uris
+
+
 def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, Any] | None:
     for entry in snap.runs:
         if entry.get("run_id") == request_id:
@@ -255,8 +293,9 @@ def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, 
 
 
 def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
-    wh.write_bytes(redrive_audit_path(wh, audit["request_id"]),
-                   (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    """Commit ``new`` with the request's entry (its audit as summary), then write the audit record: written first, a
+    commit that failed (a full disk, a store down, a kill) left a record of a move that never happened. A kill between
+    the two leaves the entry's summary, which _find_audit answers with (without the message ids)."""
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
                        as_of_ms=base.as_of_ms)
@@ -264,6 +303,8 @@ def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[s
                      "summary": {k: v for k, v in audit.items() if k != "messages"}
                      | {"states": _carry_states(base, audit["moved"])}})
     wh.commit(base, new)
+    wh.write_bytes(redrive_audit_path(wh, audit["request_id"]),
+                   (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     wh.vacuum(new, keep_previous=base)
     wh.clear_run(audit["request_id"])
     log.info("re-drive committed request_id=%s moved=%s by=%s", audit["request_id"], audit["moved"],
