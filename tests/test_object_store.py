@@ -172,6 +172,25 @@ def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, 
     assert json.loads((tmp_path / "wh" / "_lock").read_text())["owner"] == "run-b"  # not deleted: not ours
 
 
+def test_a_writer_whose_lease_is_lost_deletes_nothing_in_its_vacuum(spark, tmp_path):
+    """A writer paused past its lease after its commit (a GC pause, a stopped VM) woke and vacuumed: it deleted the
+    attempt folder of the writer that had taken the lease over, which then published nothing of it."""
+    uri = _uri(tmp_path / "wh")
+    wh = open_warehouse(uri)
+    with wh.lock("run-a"):
+        wh.commit(wh.latest(), Snapshot())
+        theirs = tmp_path / "wh" / "ledger" / "run-b.attempt-0123456789ab" / "bucket=1"
+        theirs.mkdir(parents=True)
+        (theirs / "part-0.parquet").write_bytes(b"PAR1")
+        wh._lease["lost"] = "taken over by run-b"  # what the renewal thread sets when it finds the lease replaced
+        with pytest.raises(CommitConflictError, match="lease is lost"):
+            wh.vacuum(wh.latest())
+        assert (theirs / "part-0.parquet").exists()
+        wh._lease["lost"] = None
+        assert wh.vacuum(wh.latest()) == 1  # its own lease holding, the unreferenced folder goes
+        assert not theirs.exists()
+
+
 def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_path):
     """Three cycles (new failures, re-drives, dead letters) into a ``cfile:`` warehouse commit what the same cycles
     commit into a local one, and remove the same expired Data Docs (a retention of 0.2 days: 4.8 hours)."""

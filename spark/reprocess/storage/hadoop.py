@@ -241,7 +241,12 @@ class HadoopWarehouse:
         return published
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
-        """Delete published files no longer referenced (by ``snapshot`` or ``keep_previous``)."""
+        """Delete published files no longer referenced (by ``snapshot`` or ``keep_previous``).
+
+        Only while this writer's lease holds (checked first and before each dataset's deletes): a writer paused past
+        its lease (a GC pause, a stopped VM) woke and deleted the attempt folder the writer that took the lease over
+        was writing, which then published nothing of it."""
+        self.check_lease()
         live = referenced(snapshot, keep_previous)
         removed = 0
         for dataset in DATASETS:
@@ -254,6 +259,7 @@ class HadoopWarehouse:
             used = {f.split("/")[1] for f in live if f.startswith(dataset + "/") and f.count("/") > 1}
             folders = [base / f for f in self._children(base) if ATTEMPT_FOLDER.match(f) and f not in used]
             # a file in a folder deleted whole is not deleted on its own first (one call per file on S3)
+            self.check_lease()
             self._fs.delete([f for f in unused if not any(f.startswith(d + "/") for d in folders)], False)
             self._fs.delete(folders, True)
         self._fs.delete([self.snapshots_dir / name for name in expired_snapshots(
