@@ -1758,3 +1758,34 @@ def test_a_failure_before_1970_is_quarantined_not_a_stop_of_every_run(spark, tmp
     (q,) = read(spark, str(tmp_path / "wh"), "quarantine").collect()
     assert (q.message_id, q.record_no, q.reason_code) == ("old", 1, "INVALID_TIMESTAMP")
     assert q.reason == 'failed_at ["1970-01-01T00:59:59+01:00"] is before 1970-01-01T00:00:00Z'
+
+
+@pytest.mark.parametrize("lose", ["dropped", "twice"])
+def test_a_landing_record_in_no_place_or_two_fails_the_balance_and_nothing_is_committed(spark, tmp_path, monkeypatch,
+                                                                                       lose):
+    """Every record read is ingested, quarantined, left for a later as-of, or decided by an earlier read of its file:
+    exactly one. Nothing checked it: a record that none of the four took vanished (its file then done) while every
+    conservation check held, as when a lowered line limit skipped a waiting line (fixed this run). The run's balance
+    counts them now ("records"), so a record lost or counted twice fails the run before anything is committed."""
+    from reprocess.cycle import run
+    from reprocess.errors import ConservationError
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("a", "2026-11-21T10:00:00Z"), rec("b", "2026-11-21T10:00:00Z")])
+    real = run.landed
+
+    def broken(*args, **kw):
+        batch, rec_ = real(*args, **kw)
+        hit = F.col("message_id") == "b"
+        if lose == "dropped":
+            return batch, rec_.withColumn("in_window", F.col("in_window") & ~hit)
+        return batch, rec_.withColumn("earlier", F.col("earlier") | hit)
+
+    monkeypatch.setattr(run, "landed", broken)
+    with pytest.raises(ConservationError, match=r"does not balance \(records\)"):
+        cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert Warehouse(tmp_path / "wh").latest().version == 0
+    monkeypatch.setattr(run, "landed", real)
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    assert (s["records_read"], s["new_messages"], s["balance"]["records_not_in_one_place"]) == (2, 2, 0)
+    assert s["conservation"]["records"]

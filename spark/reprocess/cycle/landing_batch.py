@@ -233,12 +233,13 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     rows: list[tuple[Any, ...]] = [
         (path, line.record_no, contract.RECORD_TOO_LARGE,
          _too_long(path, line, batch.line_limits.get(path, max_line_bytes)), path not in manifest,
-         manifest[path].through_ms if path in manifest else None, path not in manifest, False, False, [])
+         manifest[path].through_ms if path in manifest else None, path not in manifest, False, False,
+         path in manifest, [])
         for path, lines in skipped.items() for line in lines]
     # a long line has no failure time: decided by its file's first read (cycle.run.landed)
     long_rows = spark.createDataFrame(rows, "source_file string, record_no bigint, problem string, "
                                             "problem_detail string, is_new_file boolean, prev_through_ms bigint, "
-                                            "bad boolean, in_window boolean, deferred boolean, "
+                                            "bad boolean, in_window boolean, deferred boolean, earlier boolean, "
                                             "expectations array<string>")
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows), payload_bytes
 

@@ -567,8 +567,12 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     in_window = F.when(old_rules, ok & after_last).otherwise(undecided & ok) \
         & F.coalesce(t <= batch.as_of, F.lit(False))
     deferred = F.when(old_rules, ok & F.coalesce(t > batch.as_of, F.lit(False))).otherwise(undecided & ~now)
+    # decided by an earlier read of its file (ingested, quarantined, or in a file first read by the older code): each
+    # record is exactly one of bad, in_window, deferred and earlier, which the run checks (conservation "records")
+    earlier = F.when(old_rules, ~(in_window | deferred)).otherwise(~undecided)
     # Only quarantined records keep their raw line: the cached batch would otherwise hold every payload twice.
     return batch, rec.withColumns({"fp": fp, "bad": bad, "in_window": in_window, "deferred": deferred,
+                                   "earlier": earlier,
                                    "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).drop(AS_OF_COLUMN)
 
 
@@ -836,12 +840,16 @@ def _landing_counts(rec: DataFrame, files: list[LandingFile]) -> tuple[dict[str,
     keeps them pending), in one job over the cached records. A run without landing files has no records: no frame
     is built and no job run for them."""
     if not files:
-        return dict.fromkeys(("fresh", "records", "bad", "deferred", "payload_bytes"), 0), set()
+        return dict.fromkeys(("fresh", "records", "bad", "deferred", "earlier", "not_in_one_place", "payload_bytes"),
+                             0), set()
     (row,) = rec.agg(  # a global aggregate: one row
         F.sum(F.col("in_window").cast("int")).alias("fresh"),
         F.count(F.lit(1)).alias("records"),
         F.sum(F.col("bad").cast("int")).alias("bad"),
         F.sum(F.col("deferred").cast("int")).alias("deferred"),
+        F.sum(F.col("earlier").cast("int")).alias("earlier"),
+        F.sum((F.coalesce(sum((F.col(c).cast("int") for c in ("in_window", "bad", "deferred", "earlier")),
+                              start=F.lit(0)), F.lit(0)) != 1).cast("int")).alias("not_in_one_place"),
         F.sum(F.when(F.col("in_window"), F.octet_length("payload"))).cast("long").alias("payload_bytes"),
         F.collect_set(F.when(F.col("deferred"), F.col("source_file"))).alias("deferred_files"),
         # records whose file Spark names otherwise than the listing did (read_batch's window): none of bad, in_window
@@ -927,6 +935,8 @@ def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, lateness:
     balance = {
         "messages_before": total_before, "new_messages": a["new_messages"], "messages_after": total_after,
         "ingested": fresh_n + c["bad"], "new_message_failures": a["new_message_failures"],
+        "records_read": c["records"], "deferred": c["deferred"], "decided_earlier": c["earlier"],
+        "records_not_in_one_place": c["not_in_one_place"],
         "repeat_failures": a["repeat_failures"], "duplicates": duplicates, "bad_records": c["bad"],
         "corrupt_files": len(corrupt), "quarantined": quarantined, "ledger_rows": a["rows"],
         "ledger_distinct_ids": a["distinct_ids"], "due": due_count, "delivered": a["delivered"],
@@ -975,6 +985,10 @@ def conservation(b: dict[str, int]) -> dict[str, bool]:
         "ingested": b["ingested"] == b["new_message_failures"] + b["repeat_failures"] + b["duplicates"]
         + b["bad_records"],
         "quarantine": b["quarantined"] == b["bad_records"] + b["corrupt_files"],
+        # every record read is ingested, quarantined, left for a later as-of, or decided by an earlier read: exactly
+        # one (runs before these counts: true)
+        "records": b.get("records_not_in_one_place", 0) == 0 and b.get("records_read", 0) == b.get("ingested", 0)
+        + b.get("deferred", 0) + b.get("decided_earlier", 0) if "records_read" in b else True,
         "ledger_unique": b["ledger_rows"] == b["ledger_distinct_ids"],
         # every due message got exactly one outcome, or none and was counted as left where it was left (runs before
         # those counts: their left_due)
