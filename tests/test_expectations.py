@@ -38,12 +38,15 @@ LEDGER_GOOD = [
 LEDGER_BROKEN = {  # expectation index -> rows that break exactly that expectation
     0: [(None, "orders.x", "DELIVERED", 1, None, 1000, None)],
     1: [("a", "orders.x", "DELIVERED", 1, None, 1000, None)],  # "a" twice
-    2: [("e", "orders.x", "LOST", 1, None, 1000, None)],
-    3: [("e", "orders.x", "DELIVERED", -1, None, 1000, None)],
-    4: [("e", "orders.x", "WAITING_RETRY", 1, None, 1000, None)],
-    5: [("e", "orders.x", "WAITING_RETRY", 1, 500, 1000, None)],
-    6: [("e", "orders.x", "DEAD_LETTERED", 4, None, 1000, None),  # stepped allows 3 deliveries
-        ("g", "orders.x", "DEAD_LETTERED", 5, None, 1000, 3)],  # moved back at 3: one more, not two
+    2: [("e", "orders.x", None, 1, None, 1000, None)],  # GX's in-set passes a null state
+    3: [("e", "orders.x", "LOST", 1, None, 1000, None)],
+    4: [("e", "orders.x", "DELIVERED", None, None, 1000, None)],  # and its between passes a null count
+    5: [("e", "orders.x", "DELIVERED", -1, None, 1000, None)],
+    6: [("e", "orders.x", "WAITING_RETRY", 1, None, 1000, None)],
+    7: [("e", "orders.x", "WAITING_RETRY", 1, 500, 1000, None)],
+    8: [("e", "orders.x", "DEAD_LETTERED", 4, None, 1000, None),  # stepped allows 3 deliveries
+        ("g", "orders.x", "DEAD_LETTERED", 5, None, 1000, 3),  # moved back at 3: one more, not two
+        ("h", "orders.x", "DEAD_LETTERED", None, None, 1000, None)],  # no count: false, not a null GX lets by
 }
 
 DLQ_SCHEMA = "message_id string, original_address string, reason_code string, deliveries bigint"
@@ -52,8 +55,10 @@ DLQ_GOOD = [("a", "orders.x", "MAX_DELIVERIES_EXCEEDED", 3), ("b", "orders.x", "
 DLQ_BROKEN = {
     0: [(None, "orders.x", "NON_RETRYABLE", 1)],
     1: [("e", None, "NON_RETRYABLE", 1)],
-    2: [("e", "orders.x", "BORED", 3)],
-    3: [("e", "orders.x", "MAX_DELIVERIES_EXCEEDED", 2)],  # not exhausted yet
+    2: [("e", "orders.x", None, 3)],
+    3: [("e", "orders.x", "BORED", 3)],
+    4: [("e", "orders.x", "MAX_DELIVERIES_EXCEEDED", 2),  # not exhausted yet
+        ("h", "orders.x", "MAX_DELIVERIES_EXCEEDED", None)],  # no count: false, not a null GX lets by
 }
 
 LANDING_SCHEMA = "message_id string, address string, payload string, failed_ms bigint, delivery_count bigint"

@@ -319,18 +319,25 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
         within = within | ((F.col("state") == DEAD_LETTERED) & F.coalesce(last["fp"].isNotNull(), F.lit(False)))
     return ledger.select(
         "message_id", "state", "deliveries",
-        (~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
-        (~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
+        _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
+        _true(~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
         .alias("next_attempt_after_last_failure"),
-        within.alias("deliveries_within_policy_bound"),
+        _true(within).alias("deliveries_within_policy_bound"),
     )
+
+
+def _true(check: Column) -> Column:
+    """``check``, false where it is null: GX's in-set expectation passes a null, and a check of a null input (a
+    state or a count missing) is null."""
+    return F.coalesce(check, F.lit(False))
 
 
 def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     """DLQ rows with ``really_exhausted_or_non_retryable``."""
     ok = F.col("reason_code").isin(NON_RETRYABLE, NO_POLICY) | (
         F.col("deliveries") >= _limit(policies, F.col("original_address")))
-    return dlq.select("message_id", "original_address", "reason_code", ok.alias("really_exhausted_or_non_retryable"))
+    return dlq.select("message_id", "original_address", "reason_code",
+                      _true(ok).alias("really_exhausted_or_non_retryable"))
 
 
 FAILED_AFTER_AS_OF = "failed_after_as_of_ms"  # failed_ms minus the run's as-of: a column landing records carry
