@@ -1782,9 +1782,13 @@ def test_a_landing_record_in_no_place_or_two_fails_the_balance_and_nothing_is_co
         return batch, rec_.withColumn("earlier", F.col("earlier") | hit)
 
     monkeypatch.setattr(run, "landed", broken)
-    with pytest.raises(ConservationError, match=r"does not balance \(records\)"):
+    with pytest.raises(ConservationError, match=r"does not balance \(records\)") as info:
         cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     assert Warehouse(tmp_path / "wh").latest().version == 0
+    # the suites ran first: the run that does not balance has its Data Docs, which the error names
+    docs = tmp_path / "wh" / "runs" / "run-20261121T100500Z" / "data_docs" / "index.html"
+    assert f"Data Docs: {docs}" in str(info.value)
+    assert docs.exists()
     monkeypatch.setattr(run, "landed", real)
     s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     assert (s["records_read"], s["new_messages"], s["balance"]["records_not_in_one_place"]) == (2, 2, 0)

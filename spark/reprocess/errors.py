@@ -90,6 +90,7 @@ class ValidationFailedError(ReprocessError):
 
     code = "validation"
     exit_code = 9
+    data_docs: str | None = None  # where the failed run's Data Docs are
 
 
 class NotFoundError(ReprocessError):

@@ -470,11 +470,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
     steps.done("summary")
-    _check_conservation(summary)
-    if opts.validate:
-        summary["validation"] = _validate(wh, run_id, as_of, fresh, final, dlq, summary, policies,
-                                          suites.landing_params(opts.max_payload_bytes, opts.max_future_ms))
-        steps.done("validate", data_docs=summary["validation"]["data_docs"])
+    _gate(wh, run_id, as_of, fresh, final, dlq, summary, opts, steps)
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)
     summary["step_seconds"] = steps.timings
     summary["codegen"] = codegen  # how its expressions ran: interpreted, generated (sparkutil.fit_codegen)
@@ -1021,9 +1017,11 @@ def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final
             log.info("data docs run_id=%s path=%s", run_id, index)
     failed = [r for r in v.results if not r.success]
     if failed:
-        raise ValidationFailedError(
+        error = ValidationFailedError(
             f"run {run_id}: " + "; ".join(r.describe() for r in failed)
             + f". This is a bug: nothing was committed. Data Docs: {index}")
+        error.data_docs = index
+        raise error
     return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
             "passed": True, "data_docs": index,
             "seconds": round(time.monotonic() - t, 3)}
@@ -1053,13 +1051,35 @@ def _states_in(spark: SparkSession, files: list[str]) -> dict[str, int]:
     return {r[0]: r[1] for r in df.groupBy("state").count().collect()}
 
 
-def _check_conservation(summary: dict[str, Any]) -> None:
+def _gate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final: DataFrame, dlq: DataFrame,
+          summary: dict[str, Any], opts: CycleOptions, steps: StepLog) -> None:
+    """The checks before the commit: the GX suites (with ``opts.validate``), then the conservation checks. The suites
+    go first so that a run that does not balance has its Data Docs too (the run suite's table shows the counts); its
+    ConservationError, the more precise, is raised before theirs."""
+    invalid: ValidationFailedError | None = None
+    if opts.validate:
+        try:
+            summary["validation"] = _validate(wh, run_id, as_of, fresh, final, dlq, summary, opts.policies,
+                                              suites.landing_params(opts.max_payload_bytes, opts.max_future_ms))
+            steps.done("validate", data_docs=summary["validation"]["data_docs"])
+        except ValidationFailedError as exc:
+            invalid = exc
+    docs = summary["validation"]["data_docs"] if "validation" in summary else None
+    _check_conservation(summary, docs or (invalid.data_docs if invalid is not None else None))
+    if invalid is not None:
+        raise invalid
+
+
+def _check_conservation(summary: dict[str, Any], docs: str | None = None) -> None:
+    """ConservationError when the run does not balance; ``docs``: its Data Docs, named in the error."""
     broken = [k for k, ok in summary["conservation"].items() if not ok]
     if broken:
         raise ConservationError(
             f"run {summary['run_id']} does not balance ({', '.join(broken)}): nothing was committed; summary: "
             + json.dumps({k: summary[k] for k in ('ingested', 'quarantined', 'duplicates', 'new_messages',
-                                                  'repeat_failures', 'messages_before', 'messages_after')}))
+                                                  'repeat_failures', 'messages_before', 'messages_after')})
+            + (f"; balance: {json.dumps(summary['balance'], sort_keys=True)}")
+            + (f". Data Docs: {docs}" if docs else ""))
 
 
 def _dry_summary(landing: dict[str, int], merged: DataFrame, due_count: int, run_id: str, as_of: int,
