@@ -22,8 +22,8 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml requirements/constraints.txt
-	@command -v $(PY) >/dev/null || { echo "need $(PY) (Python 3.11) on PATH"; exit 1; }
-	@command -v java >/dev/null || { echo "need java (JDK 17) on PATH for Spark"; exit 1; }
+	@test -x $(BIN)/python || bash dev/python.sh $(PY)
+	@command -v java >/dev/null || bash dev/jdk.sh || test $$? -eq 10
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@# --no-compile: byte-compiling every installed module costs ~35 s; Python compiles what it imports instead.
 	$(BIN)/pip install -q --disable-pip-version-check --no-compile -c requirements/constraints.txt -e '.[airflow,dev]'
