@@ -20,7 +20,8 @@ if ! pg_trusts; then
   # one, so loopback connections of that user are trusted, in the first line (the first matching line decides).
   hba="$(su postgres -s /bin/sh -c "psql -Atc 'show hba_file'" 2>/dev/null || true)"
   if [ -n "$hba" ] && [ -w "$hba" ] && ! grep -q '^host all postgres 127.0.0.1/32 trust' "$hba"; then
-    echo "services: trusting user postgres on 127.0.0.1 in $hba (the tests log in without a password)"
+    echo "services: trusting user postgres on 127.0.0.1 in $hba (the tests log in without a password; any local" \
+      "process may then log in as postgres: delete that first line and reload PostgreSQL to undo)" >&2
     sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
     su postgres -s /bin/sh -c "psql -Atc 'select pg_reload_conf()'" >/dev/null
   fi

@@ -439,13 +439,26 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
         list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
 
 
-def test_a_local_landing_root_that_does_not_exist_fails_the_run_as_a_uri_does(tmp_path):
+def test_a_local_landing_root_that_does_not_exist_fails_the_run_as_a_uri_does(tmp_path, monkeypatch):
     """A mistyped local --landing was a warning, and `reprocess run` made green runs that read nothing (the DAG's
     find_new_landing already failed on it)."""
     with pytest.raises(ConfigError, match=f"landing root {tmp_path / 'nowhere'} does not exist"):
         list_landing(tmp_path / "nowhere", _ms(AS_OF))
     (tmp_path / "there").mkdir()
     assert list_landing(tmp_path / "there", _ms(AS_OF)) == []
+    # not "does not exist" when it does: a file, or a folder this user may not read (root reads any: as nobody)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="landing root .*/file is not a folder"):
+        list_landing(tmp_path / "file", _ms(AS_OF))
+    # a folder this user may not enter (the tests run as root, whom no mode stops: the refusal is the OS's answer)
+    from reprocess.landing import manifest
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(manifest.os, "scandir", refused)
+    with pytest.raises(ConfigError, match="landing root .*/there cannot be read by this user \\(Permission denied\\)"):
+        list_landing(tmp_path / "there", _ms(AS_OF))
 
 
 # -- legal but unusual -------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import FINAL_ERRORS, ConfigError, ContractError
-from reprocess.landing.manifest import list_landing, pending, read_manifest
+from reprocess.landing.manifest import list_landing, local_root_problem, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
 from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, docs_text, run_summary, with_docs_state
@@ -107,8 +107,9 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
         return {"as_of": as_of, "files": None, "bytes": None, "partitions": [], "changed_files_ignored": [],
                 "listed_by": f"the Spark job (landing on {scheme}://)"}
     root = local_path(landing)
-    if not root.is_dir():
-        raise ContractError(f"landing root {landing} does not exist")
+    problem = local_root_problem(root)
+    if problem:
+        raise ContractError(f"landing root {landing} {problem}")
     wh = open_reader(warehouse)
     manifest = read_manifest(wh.live_files("manifest"), wh.read_source)
     files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest, as_of_ms(as_of))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -75,8 +76,9 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
     scheme = remote_scheme(landing)
     if scheme is None:
         root = local_path(landing)
-        if not root.is_dir():  # a typo must fail the run, not make green runs that read nothing (as for a URI)
-            raise ConfigError(f"landing root {landing} does not exist", key="--landing")
+        problem = local_root_problem(root)
+        if problem:  # a typo must fail the run, not make green runs that read nothing (as for a URI)
+            raise ConfigError(f"landing root {landing} {problem}", key="--landing")
         return _walk(root, _local_entries, lambda f: (str(f.resolve()), f.stat().st_size), as_of_ms)
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
@@ -96,6 +98,21 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         return [(name, (path, size), kinds.get(kind, "o")) for name, kind, path, size in fs.entries(folder[0])]
 
     return _walk((fs.qualify(str(landing)), 0), entries, lambda handle: handle, as_of_ms)
+
+
+def local_root_problem(root: Path) -> str | None:
+    """Why the local landing ``root`` cannot be listed ("does not exist", "is not a folder", "cannot be read ..."),
+    or None. ``Path.is_dir`` says False for all three, and "does not exist" sent a user who may not enter the
+    folder looking for a typo."""
+    try:
+        if not stat.S_ISDIR(os.stat(root).st_mode):
+            return "is not a folder"
+        os.scandir(root).close()
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except PermissionError as exc:
+        return f"cannot be read by this user ({exc.strerror})"
+    return None
 
 
 def _local_entries(folder: Path) -> list[tuple[str, Path, str]]:
