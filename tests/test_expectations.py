@@ -80,14 +80,17 @@ LANDING_BROKEN = {
 RUN_GOOD = {"messages_before": 10, "new_messages": 5, "messages_after": 15, "ingested": 9,
             "new_message_failures": 5, "repeat_failures": 1, "duplicates": 2, "bad_records": 1, "corrupt_files": 1,
             "quarantined": 2, "ledger_rows": 7, "ledger_distinct_ids": 7, "due": 4, "delivered": 1,
-            "rescheduled": 2, "redriven_dead_lettered": 1, "left_due": 0, "target_down_partitions": 0}
+            "rescheduled": 2, "redriven_dead_lettered": 1, "left_due": 0, "target_down_partitions": 0,
+            "records_read": 12, "deferred": 1, "decided_earlier": 2, "records_not_in_one_place": 0}
 RUN_BROKEN = {  # expectation index -> a count that breaks exactly that equality
     1: {"messages_after": 16},  # a message doubled
-    2: {"ingested": 10},  # a record unaccounted for
+    2: {"ingested": 10, "records_read": 13},  # a record unaccounted for
     3: {"quarantined": 1},  # a bad record lost
     4: {"ledger_distinct_ids": 6},  # a message id twice in the ledger
     5: {"delivered": 2},  # a due message with two outcomes
     6: {"due": 5, "left_due": 1},  # a due message without an outcome although the target did not fail
+    7: {"records_read": 13},  # a landing record read and put nowhere
+    8: {"records_not_in_one_place": 1},  # one given two places while another got none
 }
 
 

@@ -387,6 +387,10 @@ def run_table(balance: dict[str, int]) -> pandas.DataFrame:
         "due": b["due"], "delivered_plus_rescheduled_plus_dead_lettered_plus_left_due":
             b["delivered"] + b["rescheduled"] + b["redriven_dead_lettered"] + left_without_outcome(b),
         "left_due_only_when_target_failed": left_due_only_when_target_failed(b),
+        # runs before these counts had none: they balance as they did
+        "records_read": b.get("records_read", 0), "ingested_plus_deferred_plus_decided_earlier":
+            b.get("ingested", 0) + b.get("deferred", 0) + b.get("decided_earlier", 0) if "records_read" in b else 0,
+        "records_not_in_one_place": b.get("records_not_in_one_place", 0),
     }])
 
 
