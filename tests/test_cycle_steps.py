@@ -964,6 +964,40 @@ def test_a_retry_of_an_applied_redrive_answers_while_a_cycle_is_prepared_and_a_m
     assert not typo.exists()
 
 
+def test_a_redrive_stopped_between_its_commit_and_its_audit_record_writes_the_record_when_asked_again(
+        spark, tmp_path, monkeypatch):
+    """The audit record was written before the commit (a commit that failed left a record of a move that never
+    happened), then after it (a stop between the two lost it for good: the retry answered from the snapshot's
+    summary, without the message ids, and later not at all). It is staged beside the request until the commit,
+    and the request asked again writes it."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("dead", "2026-11-21T10:00:00Z",
+                                                     error_class="com.acme.ValidationError")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = str(tmp_path / "wh")
+    real = Warehouse.write_bytes
+
+    def stopped(self, location, data):
+        if "/redrive_audit/" in str(location):
+            raise OSError(28, "No space left on device")
+        return real(self, location, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "write_bytes", stopped)
+        with pytest.raises(OSError, match="No space left"):
+            redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"), requested_by="op")
+    assert Warehouse(wh).latest().runs[-1]["kind"] == "redrive"  # committed
+    assert not list((tmp_path / "wh").glob("redrive_audit/*.json"))
+    again = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
+    assert (again["already_applied"], again["moved"], again["messages"], again["requested_by"]) == (True, 1, ["dead"],
+                                                                                                   "op")
+    (written,) = (tmp_path / "wh").glob("redrive_audit/*.json")
+    assert json.loads(written.read_text())["messages"] == ["dead"]
+    assert not (tmp_path / "wh" / "_runs" / again["request_id"]).exists()
+
+
 @pytest.mark.parametrize(("field", "value", "why"), [
     ("date_to", "20261121", "expected a UTC day YYYY-MM-DD"),  # date.fromisoformat takes it; compared as text
     ("date_from", "2026-W47-6", "expected a UTC day YYYY-MM-DD"),

@@ -286,16 +286,30 @@ def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, 
             path = redrive_audit_path(wh, request_id)
             if wh.exists(path):
                 return dict(json.loads(wh.read_bytes(path)))
+            staged = _staged_audit(wh, request_id)
+            if wh.exists(staged):  # committed, then stopped before its record was written: written now
+                data = wh.read_bytes(staged)
+                wh.write_bytes(path, data)
+                wh.clear_run(request_id)
+                log.warning("re-drive audit record written after its commit request_id=%s", request_id)
+                return dict(json.loads(data))
             # committed, but its audit file is gone: never apply it twice (an entry older than the snapshot's
             # storage.commit.FULL_RUNS has no summary either)
             return dict(entry.get("summary") or {"request_id": request_id, "moved": None})
     return None
 
 
+def _staged_audit(wh: AnyWarehouse, request_id: str) -> str:
+    return str(wh.run_dir(request_id) / "audit.json")
+
+
 def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[str, Any]) -> dict[str, Any]:
-    """Commit ``new`` with the request's entry (its audit as summary), then write the audit record: written first, a
-    commit that failed (a full disk, a store down, a kill) left a record of a move that never happened. A kill between
-    the two leaves the entry's summary, which _find_audit answers with (without the message ids)."""
+    """Commit ``new`` with the request's entry (its audit as summary), then write the audit record. Written into
+    ``redrive_audit/`` first, a commit that failed (a full disk, a store down, a kill) left a record of a move that
+    never happened; so it is staged beside the run until the commit, and a stop between the two is completed by
+    the next call of the request (_find_audit)."""
+    data = (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    wh.write_bytes(_staged_audit(wh, audit["request_id"]), data)
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
                        as_of_ms=base.as_of_ms)
@@ -303,8 +317,7 @@ def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[s
                      "summary": {k: v for k, v in audit.items() if k != "messages"}
                      | {"states": _carry_states(base, audit["moved"])}})
     wh.commit(base, new)
-    wh.write_bytes(redrive_audit_path(wh, audit["request_id"]),
-                   (json.dumps(audit, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    wh.write_bytes(redrive_audit_path(wh, audit["request_id"]), data)
     wh.vacuum(new, keep_previous=base)
     wh.clear_run(audit["request_id"])
     log.info("re-drive committed request_id=%s moved=%s by=%s", audit["request_id"], audit["moved"],

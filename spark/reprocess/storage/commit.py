@@ -5,6 +5,7 @@ Layout of a warehouse::
     _snapshots/00000042.json     the committed state: every live file of every dataset (atomic create)
     _lock                        the writer lock (one run at a time)
     _runs/<run_id>/prepared.json a run that persisted its deliveries and may be re-driving
+    _runs/<request_id>/audit.json a DLQ re-drive's audit record until it is committed and copied to redrive_audit/
     _runs/<run_id>/stage/...     a run's outputs before they are published (a warehouse on object storage writes
                                  them in place instead: <dataset>/<run_id>.<attempt>/, storage.hadoop)
     ledger/ dlq/ outbox/ quarantine/ manifest/    published Parquet files (live only if a snapshot lists them)
