@@ -245,7 +245,16 @@ class HadoopWarehouse:
 
         Only while this writer's lease holds (checked first and before each dataset's deletes): a writer paused past
         its lease (a GC pause, a stopped VM) woke and deleted the attempt folder the writer that took the lease over
-        was writing, which then published nothing of it."""
+        was writing, which then published nothing of it. Without the lease it deletes nothing and says so (its commit
+        stands; the next writer's vacuum removes what this one left), returning the files it removed before."""
+        try:
+            return self._vacuum(snapshot, keep_previous)
+        except CommitConflictError as exc:
+            log.warning("vacuum stopped, this writer's lease is lost: what it committed stands, the next writer's "
+                        "vacuum removes the files it leaves (%s)", exc)
+            return 0
+
+    def _vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None) -> int:
         self.check_lease()
         live = referenced(snapshot, keep_previous)
         removed = 0
