@@ -882,7 +882,9 @@ def _manifest_entries(files: list[LandingFile], manifest: dict[str, ManifestEntr
         # the first read's bound of FUTURE_TIMESTAMP: the records beyond it were quarantined then (landed); a file
         # first read before it was kept keeps none, and that code's rules
         future = as_of + max_future_ms if prev is None else prev.future_ms
-        limit = (max_line_bytes if f.fmt == "text" else None) if prev is None else prev.max_line_bytes
+        # the line limit of its first read (one first read before limits were recorded: of this read, from now on)
+        limit = prev.max_line_bytes if prev is not None and prev.max_line_bytes is not None else (
+            max_line_bytes if f.fmt == "text" else None)
         entries[f.path] = ManifestEntry(f.path, f.size, as_of, done, run_id, future, limit)
     return entries
 
