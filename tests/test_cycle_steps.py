@@ -1827,3 +1827,18 @@ def test_a_landing_record_in_no_place_or_two_fails_the_balance_and_nothing_is_co
     s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     assert (s["records_read"], s["new_messages"], s["balance"]["records_not_in_one_place"]) == (2, 2, 0)
     assert s["conservation"]["records"]
+
+
+def test_a_file_first_read_before_line_limits_were_recorded_keeps_its_next_reads():
+    """Manifest entries written before the line limit was recorded have none: each run's limit applied to their
+    files for as long as records of theirs waited. Their next read records its own, which later reads keep."""
+    from reprocess.cycle.run import _manifest_entries
+    from reprocess.landing.manifest import LandingFile, ManifestEntry
+
+    files = [LandingFile("/l/a.jsonl", 10, 0, "text"), LandingFile("/l/b.parquet", 10, 0, "parquet"),
+             LandingFile("/l/c.jsonl", 10, 0, "text")]
+    old = {f.path: ManifestEntry(f.path, 10, 100, False, "run-old", None, None) for f in files[:2]}
+    old["/l/c.jsonl"] = ManifestEntry("/l/c.jsonl", 10, 100, False, "run-1", 5_000, 4096)
+    entries = _manifest_entries(files, old, [], {f.path for f in files}, 200, "run-2", 1_000, (), 1024)
+    assert {p: e.max_line_bytes for p, e in entries.items()} == {"/l/a.jsonl": 1024, "/l/b.parquet": None,
+                                                                 "/l/c.jsonl": 4096}
