@@ -108,7 +108,7 @@ def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark
 
     # a holder that died without releasing: its lease blocks until it expires, then the next writer takes it over
     dead = {"owner": "run-dead", "pid": 1, "host": "gone", "token": "t", "since": "2026-11-25T00:00:00Z",
-            "expires_ms": int(time.time() * 1000) + 1500}
+            "expires_ms": int(time.time() * 1000) + 5000}  # the next attempt comes before it, however loaded
     (tmp_path / "wh" / "_lock").write_text(json.dumps(dead))
     with pytest.raises(CommitConflictError, match="locked by run-dead"):
         with second.lock("run-b"):
@@ -120,7 +120,8 @@ def test_the_lease_excludes_a_second_writer_and_is_taken_over_once_expired(spark
 def test_racing_writers_never_hold_the_lease_together_even_when_its_holder_died(spark, tmp_path, monkeypatch):
     """Six writers (each its own warehouse object and lease, on threads of this process) take the lease 4 times
     each, while a dead holder's lease is still running and renewals go on: one holder at a time."""
-    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "1.5")  # renewed every 0.5 s while held
+    # renewed every 1.33 s while held: a renewal late by more than 2.6 s (a loaded machine) would lose it
+    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "4")
     uri = _uri(tmp_path / "wh")
     open_warehouse(uri)._conditional_write(str(open_warehouse(uri).path("_lock")), json.dumps(
         {"owner": "run-dead", "expires_ms": int(time.time() * 1000) + 1000}).encode(), None)
@@ -135,7 +136,7 @@ def test_racing_writers_never_hold_the_lease_together_even_when_its_holder_died(
                 with wh.lock(f"{name}-{i}", wait_seconds=120, poll=0.05):
                     with guard:
                         events.append(f"enter {name}")
-                    time.sleep(0.7 if i == 0 else 0.05)  # the first hold outlives a renewal
+                    time.sleep(1.6 if i == 0 else 0.05)  # the first hold outlives a renewal
                     wh.check_lease()
                     with guard:
                         events.append(f"leave {name}")
@@ -156,16 +157,16 @@ def test_racing_writers_never_hold_the_lease_together_even_when_its_holder_died(
 
 
 def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(spark, tmp_path, monkeypatch):
-    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "0.9")  # renewed every 0.3 s
+    monkeypatch.setenv("REPROCESS_LEASE_SECONDS", "3")  # renewed every second: late by 2 s on a loaded machine at most
     uri = _uri(tmp_path / "wh")
     wh = open_warehouse(uri)
     with wh.lock("run-a"):
-        time.sleep(1.2)  # renewed meanwhile: still ours
+        time.sleep(4)  # renewed meanwhile: still ours
         wh.check_lease()
         wh.commit(wh.latest(), Snapshot())
         # someone replaces the lease (a writer that judged it expired): the renewal notices, the next write stops
         (tmp_path / "wh" / "_lock").write_text(json.dumps({"owner": "run-b", "expires_ms": 2 ** 60}))
-        time.sleep(0.8)
+        time.sleep(2.5)  # a renewal or two
         with pytest.raises(CommitConflictError, match="lease is lost"):
             wh.commit(wh.latest(), Snapshot())
     assert wh.latest().version == 1
