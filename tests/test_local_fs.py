@@ -144,7 +144,8 @@ def test_make_test_installs_a_jdk_when_javac_is_missing_and_builds_the_jar_again
     stamp = tmp_path / ".local-fs"
     stamp.touch()
     # the recipe line of `make test` (Makefile), with its $$ unescaped
-    line = next(ln.strip().lstrip("@") for ln in (root / "Makefile").read_text().splitlines() if "dev/jdk.sh" in ln)
+    line = next(ln.strip().lstrip("@") for ln in (root / "Makefile").read_text().splitlines()
+                if "dev/jdk.sh" in ln and "$(LOCAL_FS)" in ln)
     line = line.replace("$$", "$").replace("$(LOCAL_FS)", str(stamp))
     done = subprocess.run(["/bin/bash", "-c", line], cwd=root, env={"PATH": str(bin_dir)}, capture_output=True,
                           text=True)
