@@ -418,6 +418,21 @@ def test_a_stomp_send_lost_or_refused_for_every_message_is_the_broker_down(broke
     assert len(conns) == expected[1]
 
 
+def test_a_stomp_connection_reset_before_connect_is_written_is_the_broker_down_not_a_crash():
+    """The broker takes the connection and resets it at once (a listener closed with the connection in its backlog):
+    stomp.py's receiver thread closes the socket and sets it to None a moment later. CONNECT written in between saw a
+    closed socket, and poll raised ValueError (file descriptor -1), which the publisher did not catch: the run
+    stopped with a traceback instead of taking the broker for down. Here the moment is made to last."""
+    from reprocess.targets.stomp import _send_within
+
+    class Transport:
+        socket = socket.socket()
+
+    Transport.socket.close()
+    with pytest.raises(ConnectionResetError, match="closed before the frame"):
+        _send_within(Transport(), 1)(b"CONNECT\n\n\x00")
+
+
 def test_an_error_about_nothing_of_ours_before_a_send_is_not_taken_for_its_answer():
     """An ERROR frame that names no receipt arrives between two messages (or the connection is lost after the last
     receipt): the next SEND goes on a new connection, once. Before, the SEND went on the old one and its wait ended at

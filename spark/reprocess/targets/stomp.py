@@ -97,6 +97,8 @@ def _send_within(transport: Any, timeout: float) -> Callable[[bytes], None]:
         sock = transport.socket
         if sock is None:
             raise NotConnectedException()
+        if sock.fileno() < 0:  # the receiver thread closed it (connection reset) and has not set it to None yet
+            raise ConnectionResetError("the connection was closed before the frame was written")
         left, deadline = memoryview(frame), time.monotonic() + timeout
         poll = select.poll()
         poll.register(sock, select.POLLOUT)
@@ -152,7 +154,8 @@ class StompPublisher(Publisher):
             # not wait=True: stomp.py waits for the CONNECTED frame with no deadline, so a broker (or a proxy in front
             # of a dead one) that takes the connection and never answered held the task, and the cycle its lease
             self.conn.connect(opts.user, opts.password, wait=False)
-        except (StompException, OSError) as exc:
+        except (StompException, OSError, ValueError, AttributeError) as exc:
+            # ValueError, AttributeError: as in _receipt, the receiver thread closing the socket as CONNECT is written
             self.broken = True
             self._drop()
             raise TargetDown(f"cannot connect to {self.where}: {type(exc).__name__} {exc}") from exc
