@@ -17,6 +17,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
+from reprocess.limits import MIN_RATE_PER_SECOND
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
@@ -53,8 +54,10 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
                               examples=["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS",
                                         "NO_POLICY"]),
         "max_messages": Param(None, type=["null", "integer"], minimum=1, title="Max messages"),
-        "rate_per_second": Param(None, type=["null", "number"], exclusiveMinimum=0,
-                                 title="Rate (messages per second)"),
+        "rate_per_second": Param(None, type=["null", "number"], minimum=MIN_RATE_PER_SECOND,
+                                 title="Rate (messages per second)",
+                                 description=f"Empty: as fast as the target takes them. At least "
+                                             f"{MIN_RATE_PER_SECOND:.3g} (one a day)."),
         "reset_deliveries": Param(False, type="boolean", title="Reset deliveries to 0"),
     },
 )

@@ -181,10 +181,19 @@ good = {"as_of": "2026-11-21T10:15:00Z", "address_filter": "orders.#", "target":
 for key, value in good.items():
     dag.params.get_param(key).resolve(value)
 print("GOOD OK")
+rate = DagBag().get_dag("redrive_dead_letters").params.get_param("rate_per_second")
+for value in (1e-6, 0, -1):  # below one a day: the form says so, not the plan task after the submit
+    try:
+        rate.resolve(value)
+        print("ACCEPTED", value)
+    except Exception as exc:
+        print("REJECTED", type(exc).__name__)
+rate.resolve(1 / 86_400)
+rate.resolve(None)
 """
     proc = python(code, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("REJECTED") == 5, proc.stdout
+    assert proc.stdout.count("REJECTED") == 8, proc.stdout
     assert "GOOD OK" in proc.stdout
 
 

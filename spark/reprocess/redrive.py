@@ -30,6 +30,7 @@ from reprocess.cycle.landing_batch import spark_file_uris
 from reprocess.errors import CommitConflictError, ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
+from reprocess.limits import MIN_RATE_PER_SECOND
 from reprocess.policy.wildcard import to_regex, validate_pattern
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS
 from reprocess.sparkutil import (
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 # The steps a re-drive logs (``re-drive step=<name> ... seconds=``), in order.
 STEPS = ("select", "stage_ledger", "stage_dlq")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-MIN_RATE_PER_SECOND = 1 / 86_400  # one message a day
 
 
 @dataclass(frozen=True)

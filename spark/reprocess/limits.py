@@ -1,0 +1,5 @@
+"""Limits shared by the jobs and the DAG forms that check them first (no Spark import: the DAG files load this)."""
+
+from __future__ import annotations
+
+MIN_RATE_PER_SECOND = 1 / 86_400  # a DLQ re-drive's slowest rate: one message a day
