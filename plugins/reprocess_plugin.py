@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from reprocess.errors import ReprocessError, StorageUnavailableError
+from reprocess.limits import MIN_RATE_PER_SECOND
 
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
                            str(Path(__file__).resolve().parents[1] / "demo-out" / "warehouse"))
@@ -79,11 +80,21 @@ def _chart(by_day: dict[str, dict[str, int]]) -> str:
     return "".join(parts) + f"<p>{legend}</p>"
 
 
+WILD_ATTR = ' data-wild="1"'
+
+
+def _wild(address: str) -> bool:
+    """An address holding '*' or '#': as a pattern, it is a wildcard and matches other addresses too (the pattern
+    language has no escape for them)."""
+    return "*" in address or "#" in address
+
+
 def _page(s: dict) -> str:
     reasons = list(COLORS)
     rows = "".join(
         f"<tr><td>{html.escape(a)}</td>" + "".join(f"<td>{c.get(r, 0)}</td>" for r in reasons)
-        + f'<td><a class="redrive" href="#" data-address="{html.escape(a)}">Re-drive&hellip;</a></td></tr>'
+        + f'<td><a class="redrive" href="#" data-address="{html.escape(a)}"{WILD_ATTR if _wild(a) else ""}>'
+          "Re-drive&hellip;</a></td></tr>"
         for a, c in s["by_address"].items())
     errors = "".join(f"<tr><td>{html.escape(e)}</td><td>{n}</td></tr>" for e, n in s["top_error_classes"])
     runs = "".join(
@@ -102,12 +113,16 @@ form{{border:1px solid #ccc;padding:1em;max-width:40em}} label{{display:block;ma
 </table>
 <form id="redrive-form" hidden><h3>Re-drive dead letters (DAG <code>redrive_dead_letters</code>)</h3>
 <label>Address pattern <input name="address_pattern" required></label>
+<p id="redrive-wild" hidden><strong>This address holds '*' or '#', which a pattern reads as a wildcard:</strong> it
+also re-drives the dead letters of every other address it matches (and a '*' or '#' inside a word is refused).
+Narrow it with reason codes and dates, and check the count in the audit.</p>
 <label>Reason codes <select name="reason_codes" multiple>{''.join(f'<option>{r}</option>' for r in reasons)}</select>
 </label>
 <label>Dead-lettered from <input name="date_from" placeholder="YYYY-MM-DD"></label>
 <label>Dead-lettered to <input name="date_to" placeholder="YYYY-MM-DD"></label>
 <label>Max messages <input name="max_messages" type="number" min="1"></label>
-<label>Rate (messages/s) <input name="rate_per_second" type="number" min="0" step="any"></label>
+<label>Rate (messages/s) <input name="rate_per_second" type="number" min="{MIN_RATE_PER_SECOND}" step="any"
+placeholder="as fast as the target takes them"></label>
 <label><input name="reset_deliveries" type="checkbox"> reset deliveries to 0</label>
 <button type="submit">Trigger re-drive</button> <span id="redrive-result"></span></form>
 <h2>Top error classes</h2><table id="errors"><tr><th>error class</th><th>dead letters</th></tr>{errors}</table>
@@ -116,7 +131,8 @@ form{{border:1px solid #ccc;padding:1em;max-width:40em}} label{{display:block;ma
 <script>
 const form = document.getElementById("redrive-form");
 document.querySelectorAll("a.redrive").forEach(a => a.addEventListener("click", e => {{
-  e.preventDefault(); form.hidden = false; form.address_pattern.value = a.dataset.address; form.scrollIntoView();
+  e.preventDefault(); form.hidden = false; form.address_pattern.value = a.dataset.address;
+  document.getElementById("redrive-wild").hidden = !a.dataset.wild; form.scrollIntoView();
 }}));
 form.addEventListener("submit", async e => {{
   e.preventDefault();

@@ -215,6 +215,8 @@ print("OUT" + json.dumps({"anon": anon.status_code, "anon_page": client.get("/re
 # the same app on a warehouse with a damaged file
 import os, sys
 plugin = next(m for name, m in sys.modules.items() if name.endswith("reprocess_plugin"))
+wild = plugin._page({**stats.json(), "by_address": {"orders.*.eu": {"NO_POLICY": 1}, "orders.eu": {"NO_POLICY": 2}}})
+print("WILD" + json.dumps(wild))
 plugin.WAREHOUSE = os.environ["DAMAGED_WAREHOUSE"]
 bad_stats, bad_page = client.get("/reprocess/api/stats", headers=auth), client.get("/reprocess/", headers=auth)
 print("BAD" + json.dumps({"stats": bad_stats.status_code, "body": bad_stats.json(), "page": bad_page.status_code,
@@ -255,6 +257,13 @@ def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_pat
     assert "<svg" in out["html"]
     assert "Re-drive" in out["html"]
     assert "redrive_dead_letters" in out["html"]
+    # an address holding a wildcard character is pre-filled with a warning that the pattern matches more
+    wild = json.loads([x for x in proc.stdout.splitlines() if x.startswith("WILD")][-1][4:])
+    assert 'data-address="orders.*.eu" data-wild="1">' in wild
+    assert 'data-address="orders.eu">' in wild
+    assert 'id="redrive-wild" hidden' in wild
+    assert "which a pattern reads as a wildcard" in wild
+    assert 'name="rate_per_second" type="number" min="1.1574074074074073e-05"' in wild
     bad = json.loads([x for x in proc.stdout.splitlines() if x.startswith("BAD")][-1][3:])
     assert bad["stats"] == bad["page"] == 500
     assert bad["body"]["error"] == "damaged"
