@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -250,6 +251,40 @@ def test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries(tmp_pat
     assert read_summary(str(wh.root), AS_OFS[1])["due"] == 1
     (wh.root / "runs" / "run-0" / "summary.json").unlink()
     assert run_summary(wh, runs[0]) is None  # a summary removed by hand: named as missing, not invented
+
+
+def test_a_local_warehouse_syncs_what_a_snapshot_names_before_the_snapshot(tmp_path, monkeypatch):
+    """A machine that loses power after a commit comes back with the files its snapshot names: each published file,
+    each folder on its way from the root and the run's summary are fsynced before the snapshot file is. Before,
+    only the snapshot was: Spark's writers do not sync, so the snapshot could name files still empty on disk.
+    Recorded through the fsync calls themselves (a power cut cannot be made here)."""
+    from reprocess.storage.commit import Snapshot, Warehouse
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    wh = Warehouse(tmp_path / "wh")
+    stage = tmp_path / "wh" / "_stage" / "attempt"
+    for part in ("bucket=1", "bucket=2"):
+        (stage / "ledger" / part).mkdir(parents=True)
+        (stage / "ledger" / part / "part-0.parquet").write_bytes(b"PAR1 not really")
+    monkeypatch.setattr(os, "fsync", fsync)
+    base = wh.latest()
+    files = wh.publish("run-0", "ledger", stage / "ledger")
+    wh.write_bytes(str(wh.path("runs", "run-0", "summary.json")), b"{}")
+    wh.commit(base, Snapshot(files={**base.files, "ledger": files}, runs=[{"run_id": "run-0", "as_of_ms": 0}]))
+    root = str(wh.root)
+    snapshot_at = next(i for i, p in enumerate(synced) if p.startswith(f"{root}/_snapshots/"))
+    before = set(synced[:snapshot_at])
+    assert sorted(files) == ["ledger/bucket=1/run-0-part-0.parquet", "ledger/bucket=2/run-0-part-0.parquet"]
+    assert {f"{root}/{f}" for f in files} <= before
+    assert {root, f"{root}/ledger", f"{root}/ledger/bucket=1", f"{root}/ledger/bucket=2"} <= before
+    assert {f"{root}/runs/run-0/summary.json", f"{root}/runs/run-0"} <= before
+    assert f"{root}/_snapshots" in synced[snapshot_at:]  # and the snapshot's own name, after it
 
 
 def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_the_retention(monkeypatch):

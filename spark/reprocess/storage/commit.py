@@ -345,6 +345,8 @@ class Warehouse:
         path = Path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        _fsync_file(path)  # a run's summary or a re-drive's audit: on disk before the snapshot that names the run
+        _fsync_dir(path.parent)
 
     @contextmanager
     def local_folder(self, rel: str) -> Iterator[str]:
@@ -397,9 +399,13 @@ class Warehouse:
         """Move the Parquet files of a staged dataset into ``<warehouse>/<dataset>/``, keeping partition dirs.
 
         Returns their paths relative to the warehouse. Names are prefixed with the run id; a retry of
-        the same run overwrites its own orphans from a crashed attempt.
+        the same run overwrites its own orphans from a crashed attempt. Each file and each folder it went into is
+        fsynced: the snapshot that names them is written next, and a machine that lost power after it (fsynced)
+        came back with files it names empty or missing (Spark's writers do not sync; a rename is not durable until
+        its folder is).
         """
         published: list[str] = []
+        folders: set[Path] = set()
         staged_root = Path(staged_root)
         if not staged_root.is_dir():
             return published
@@ -415,7 +421,13 @@ class Warehouse:
                 for d in (rel, *rel.parents):
                     if d != Path("."):
                         os.chmod(self.root / d, 0o700)
+            _fsync_file(dest)
+            folders.add(dest_dir)
             published.append(str(dest.relative_to(self.root)))
+        # and each folder up to the root: a folder made for them is an entry in its parent
+        for folder in sorted({self.root / d for f in folders for d in (f.relative_to(self.root),
+                                                                        *f.relative_to(self.root).parents)}):
+            _fsync_dir(folder)
         return published
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
@@ -556,6 +568,14 @@ def _describe(holder: Mapping[str, Any] | None) -> str:
         return "another writer"
     return (f"{holder.get('owner', '?')} (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
             f"since {holder.get('since', '?')})")
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
