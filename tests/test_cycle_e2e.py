@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -253,13 +254,8 @@ def test_a_local_warehouse_keeps_its_newest_snapshot_files_and_summaries(tmp_pat
     assert run_summary(wh, runs[0]) is None  # a summary removed by hand: named as missing, not invented
 
 
-def test_a_local_warehouse_syncs_what_a_snapshot_names_before_the_snapshot(tmp_path, monkeypatch):
-    """A machine that loses power after a commit comes back with the files its snapshot names: each published file,
-    each folder on its way from the root and the run's summary are fsynced before the snapshot file is. Before,
-    only the snapshot was: Spark's writers do not sync, so the snapshot could name files still empty on disk.
-    Recorded through the fsync calls themselves (a power cut cannot be made here)."""
-    from reprocess.storage.commit import Snapshot, Warehouse
-
+def record_fsyncs(monkeypatch) -> list[str]:
+    """Every fsync from now on, by the real path of what it synced (a power cut cannot be made here)."""
     synced: list[str] = []
     real = os.fsync
 
@@ -267,24 +263,155 @@ def test_a_local_warehouse_syncs_what_a_snapshot_names_before_the_snapshot(tmp_p
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real(fd)
 
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_a_local_warehouse_syncs_what_a_snapshot_names_before_the_snapshot(tmp_path, monkeypatch):
+    """A machine that loses power after a commit comes back with the files its snapshot names: each published file,
+    each folder on its way from the root and the run's summary are fsynced before the snapshot file is. Before,
+    only the snapshot was: Spark's writers do not sync, so the snapshot could name files still empty on disk.
+    Recorded through the fsync calls themselves (a power cut cannot be made here)."""
+    from reprocess.storage.commit import Snapshot, Warehouse
+
     wh = Warehouse(tmp_path / "wh")
     stage = tmp_path / "wh" / "_stage" / "attempt"
     for part in ("bucket=1", "bucket=2"):
         (stage / "ledger" / part).mkdir(parents=True)
         (stage / "ledger" / part / "part-0.parquet").write_bytes(b"PAR1 not really")
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     base = wh.latest()
     files = wh.publish("run-0", "ledger", stage / "ledger")
     wh.write_bytes(str(wh.path("runs", "run-0", "summary.json")), b"{}")
     wh.commit(base, Snapshot(files={**base.files, "ledger": files}, runs=[{"run_id": "run-0", "as_of_ms": 0}]))
-    root = str(wh.root)
+    root = os.path.realpath(wh.root)  # /proc/self/fd names the real path
     snapshot_at = next(i for i, p in enumerate(synced) if p.startswith(f"{root}/_snapshots/"))
     before = set(synced[:snapshot_at])
     assert sorted(files) == ["ledger/bucket=1/run-0-part-0.parquet", "ledger/bucket=2/run-0-part-0.parquet"]
     assert {f"{root}/{f}" for f in files} <= before
     assert {root, f"{root}/ledger", f"{root}/ledger/bucket=1", f"{root}/ledger/bucket=2"} <= before
-    assert {f"{root}/runs/run-0/summary.json", f"{root}/runs/run-0"} <= before
+    # the summary (synced under its temporary name, then renamed) and its folders up to the root: runs/ was made
+    # after the publish synced the root
+    assert any(re.fullmatch(rf"{re.escape(root)}/runs/run-0/\.summary\.json\.[0-9a-f]+\.tmp", p) for p in before)
+    assert {f"{root}/runs/run-0", f"{root}/runs"} <= before
+    assert [p.name for p in (wh.root / "runs" / "run-0").iterdir()] == ["summary.json"]
+    assert root in synced[synced.index(f"{root}/runs"):snapshot_at]
     assert f"{root}/_snapshots" in synced[snapshot_at:]  # and the snapshot's own name, after it
+    # a new warehouse's first commit makes _snapshots/: the root holding it, and its parent, are synced before the
+    # snapshot is written
+    other = Warehouse(tmp_path / "new" / "wh")
+    other.root.mkdir(parents=True)
+    synced.clear()
+    other.commit(other.latest(), Snapshot(runs=[{"run_id": "run-0", "as_of_ms": 0}]))
+    new_root = os.path.realpath(other.root)
+    at = next(i for i, p in enumerate(synced) if p.startswith(f"{new_root}/_snapshots/"))
+    assert {new_root, os.path.dirname(new_root)} <= set(synced[:at])
+
+
+def test_a_file_a_warehouse_writes_whole_is_whole_or_absent(tmp_path, monkeypatch):
+    """A run's summary and a re-drive's audit record were written in place: a stop in the middle left a partial file,
+    which every later read of it failed on (a re-drive's retry, its report). They are written under a temporary name,
+    synced, then renamed over the old one: a failure before the rename leaves the old file (or none) and no temporary
+    one."""
+    from reprocess.storage.commit import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    target = wh.path("redrive_audit", "redrive-1.json")
+    wh.write_bytes(str(target), b'{"moved": 1}')
+    assert target.read_bytes() == b'{"moved": 1}'
+    real = os.fsync
+
+    def fsync(fd):
+        if os.path.isfile(f"/proc/self/fd/{fd}"):
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        wh.write_bytes(str(target), b'{"moved": 2, "messages": ["a", "b"]}')
+    assert target.read_bytes() == b'{"moved": 1}'
+    with pytest.raises(OSError, match="Input/output error"):
+        wh.write_bytes(str(wh.path("redrive_audit", "redrive-2.json")), b"{}")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["redrive-1.json"]
+
+
+def test_a_prepared_runs_record_is_written_after_the_files_it_names_are_synced(tmp_path, monkeypatch):
+    """``prepared.json`` names the inflight list and, once the re-drive is done, its outcomes: Spark wrote those and
+    does not sync them, so a power cut after the record could leave it naming empty files, and every later call, which
+    must finish the prepared run first, failed reading them. They are synced before the record (folders up to the
+    root with it)."""
+    from reprocess.storage.commit import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    run = wh.run_dir("run-0")
+    for rel in ("inflight-a/part-0.parquet", "outcomes-a/target=0/part-0.parquet", "other/part-0.parquet"):
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_bytes(b"PAR1 not really")
+    synced = record_fsyncs(monkeypatch)
+    wh.write_prepared("run-0", {"run_id": "run-0", "inflight": "inflight-a"})
+    root, d = os.path.realpath(wh.root), os.path.realpath(run)
+    first = synced.index(f"{d}/prepared.json.tmp")
+    assert f"{d}/inflight-a/part-0.parquet" in synced[:first]
+    assert f"{d}/inflight-a" in synced[:first]
+    assert {d, f"{root}/_runs", root} <= set(synced[first:])
+    synced.clear()
+    wh.write_prepared("run-0", {"run_id": "run-0", "inflight": "inflight-a", "outcomes": {"dir": "outcomes-a"}})
+    first = synced.index(f"{d}/prepared.json.tmp")
+    assert {f"{d}/outcomes-a/target=0/part-0.parquet", f"{d}/outcomes-a/target=0", f"{d}/outcomes-a"} <= set(
+        synced[:first])
+    assert not any("/other" in p for p in synced)  # only what the record names
+
+
+def test_a_folder_fsync_a_filesystem_does_not_offer_is_not_a_failed_run(tmp_path, monkeypatch):
+    """Some filesystems refuse to fsync a folder (EINVAL, EBADF): a run that committed must not report failure for it
+    (PostgreSQL ignores these for folders too). Any other error, such as EIO, still fails the call."""
+    import errno
+
+    from reprocess.storage import commit
+    from reprocess.storage.commit import Snapshot, Warehouse
+
+    real = os.fsync
+    refuse = {"errno": errno.EINVAL}
+
+    def fsync(fd):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(refuse["errno"], os.strerror(refuse["errno"]))
+        real(fd)
+
+    wh = Warehouse(tmp_path / "wh")
+    monkeypatch.setattr(os, "fsync", fsync)
+    base = wh.latest()
+    wh.commit(base, Snapshot(runs=[{"run_id": "run-0", "as_of_ms": 0}]))
+    assert wh.latest().version == 1
+    refuse["errno"] = errno.EIO
+    with pytest.raises(OSError, match="Input/output error"):
+        commit._fsync_dir(wh.root)
+
+
+def test_a_partition_folder_named_like_a_parquet_file_is_published_file_by_file(tmp_path):
+    """A dead letter's or an outbox row's address partition may end with ``.parquet`` (``exports.parquet`` is a valid
+    address): publishing moved its folder whole as if it were a file, then failed on the files in it, and every resume
+    did the same. The vacuum unlinked it as a file. Only files are published and vacuumed."""
+    from reprocess.storage.commit import Snapshot, Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    stage = tmp_path / "wh" / "_stage" / "attempt" / "dlq"
+    for part in ("address=exports.parquet", "address=orders"):
+        (stage / "dt=2026-11-20" / part).mkdir(parents=True)
+        (stage / "dt=2026-11-20" / part / "part-0.parquet").write_bytes(b"PAR1 not really")
+    files = wh.publish("run-0", "dlq", stage)
+    assert sorted(files) == ["dlq/dt=2026-11-20/address=exports.parquet/run-0-part-0.parquet",
+                             "dlq/dt=2026-11-20/address=orders/run-0-part-0.parquet"]
+    assert all((wh.root / f).is_file() for f in files)
+    base = wh.latest()
+    wh.commit(base, Snapshot(files={**base.files, "dlq": files}, runs=[{"run_id": "run-0", "as_of_ms": 0}]))
+    assert wh.vacuum(wh.latest()) == 0
+    assert all((wh.root / f).is_file() for f in files)
+    keep = [f for f in files if "orders" in f]
+    wh.commit(wh.latest(), Snapshot(files={**base.files, "dlq": keep}, runs=[{"run_id": "run-1", "as_of_ms": 0}]))
+    assert wh.vacuum(wh.latest()) == 1
+    assert not (wh.root / files[0]).exists()
+    assert (wh.root / keep[0]).is_file()
 
 
 def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_the_retention(monkeypatch):

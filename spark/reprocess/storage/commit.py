@@ -19,6 +19,7 @@ snapshot file exclusively: the snapshot's creation is the commit point.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -342,11 +343,23 @@ class Warehouse:
                       if p.is_file() and p.name.endswith(suffix))
 
     def write_bytes(self, location: str, data: bytes) -> None:
+        """``data`` as the file ``location``, whole or not at all: written beside it under a temporary name, synced and
+        renamed over it. A stop in the middle of writing in place left a partial record (a run's summary, a re-drive's
+        audit) that every later read failed on. Its folders are synced up to the root (the first run makes ``runs/``
+        and ``runs/<id>/``): all on disk before the snapshot that names the run."""
         path = Path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        _fsync_file(path)  # a run's summary or a re-drive's audit: on disk before the snapshot that names the run
-        _fsync_dir(path.parent)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._fsync_up(path.parent)
 
     @contextmanager
     def local_folder(self, rel: str) -> Iterator[str]:
@@ -378,7 +391,11 @@ class Warehouse:
         ``link`` fails when the name exists, so two writers can never both commit version N+1.
         """
         new.version = base.version + 1
-        self.snapshots_dir.mkdir(parents=True, exist_ok=True)
+        if not self.snapshots_dir.is_dir():
+            self.snapshots_dir.mkdir(parents=True, exist_ok=True)
+            # a new warehouse's _snapshots/ is an entry in its root, and the root (made by the lock) in its parent
+            _fsync_dir(self.root)
+            _fsync_dir(self.root.parent)
         final = self.snapshots_dir / snapshot_name(new.version)
         tmp = self.snapshots_dir / f".{new.version}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -409,7 +426,8 @@ class Warehouse:
         staged_root = Path(staged_root)
         if not staged_root.is_dir():
             return published
-        for src in sorted(staged_root.rglob("*.parquet")):
+        # files only: a partition folder may end with .parquet too (a dead letter's address=exports.parquet)
+        for src in sorted(p for p in staged_root.rglob("*.parquet") if p.is_file()):
             rel_parent = src.parent.relative_to(staged_root)
             dest_dir = self.root / dataset / rel_parent
             dest_dir.mkdir(parents=True, exist_ok=True)
@@ -439,7 +457,7 @@ class Warehouse:
             if not base.is_dir():
                 continue
             for f in base.rglob("*.parquet"):
-                if str(f.relative_to(self.root)) not in live:
+                if f.is_file() and str(f.relative_to(self.root)) not in live:
                     f.unlink(missing_ok=True)
                     removed += 1
             _prune_empty_dirs(base)
@@ -470,20 +488,38 @@ class Warehouse:
         return uncommitted(docs, self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
-        """Durably record a run's intent (as-of, landing files, due deliveries) before any re-drive."""
+        """Durably record a run's intent (as-of, landing files, due deliveries) before any re-drive.
+
+        The folders it names in the run's folder (the inflight list, the re-drive's outcomes), which Spark wrote and
+        did not sync, are synced first: a machine that lost power after it came back with a ``prepared.json`` whose
+        files were empty, and every later call, which must finish the prepared run first, failed reading them."""
         d = self.run_dir(run_id)
         d.mkdir(parents=True, exist_ok=True)
+        outcomes = doc.get("outcomes")
+        for name in (doc.get("inflight"), outcomes.get("dir") if isinstance(outcomes, Mapping) else None):
+            if isinstance(name, str) and name and (d / name).is_dir():
+                _fsync_tree(d / name)
         tmp = d / "prepared.json.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, d / "prepared.json")
-        _fsync_dir(d)
+        self._fsync_up(d)
 
     def read_prepared(self, run_id: str) -> dict[str, Any] | None:
         p = self.run_dir(run_id) / "prepared.json"
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+    def _fsync_up(self, folder: Path) -> None:
+        """Sync ``folder`` and each folder above it up to the root: a folder made since is an entry in its parent."""
+        try:
+            rel = folder.relative_to(self.root)
+        except ValueError:  # not in the warehouse: its own folder alone
+            _fsync_dir(folder)
+            return
+        for d in (rel, *rel.parents):
+            _fsync_dir(self.root / d)
 
     # -- the writer lock -----------------------------------------------------------------------
     @contextmanager
@@ -578,6 +614,10 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+# A folder's fsync that a filesystem does not offer: PostgreSQL ignores these for folders too (fsync_fname_ext)
+_NO_DIR_FSYNC = {errno.EBADF, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -585,8 +625,20 @@ def _fsync_dir(path: Path) -> None:
         return
     try:
         os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _NO_DIR_FSYNC:
+            raise
+        log.debug("folder %s cannot be fsynced on its filesystem (%s)", path, exc)
     finally:
         os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Sync every file and folder under ``folder`` (files first, then their folders, deepest first)."""
+    for dirpath, _dirs, files in sorted(os.walk(folder), key=lambda w: -w[0].count(os.sep)):
+        for name in files:
+            _fsync_file(Path(dirpath) / name)
+        _fsync_dir(Path(dirpath))
 
 
 def _prune_empty_dirs(base: Path) -> None:
