@@ -964,6 +964,23 @@ def test_a_retry_of_an_applied_redrive_answers_while_a_cycle_is_prepared_and_a_m
     assert not typo.exists()
 
 
+def stopped_before_its_record(monkeypatch, redrive) -> None:
+    """``redrive()`` stopped between its commit and its audit record (the record's write fails: a full disk)."""
+    from reprocess.storage.commit import Warehouse
+
+    real = Warehouse.write_bytes
+
+    def no_record(self, location, data):
+        if "/redrive_audit/" in str(location):
+            raise OSError(28, "No space left on device")
+        return real(self, location, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "write_bytes", no_record)
+        with pytest.raises(OSError, match="No space left"):
+            redrive()
+
+
 def test_a_redrive_stopped_between_its_commit_and_its_audit_record_writes_the_record_when_asked_again(
         spark, tmp_path, monkeypatch):
     """The audit record was written before the commit (a commit that failed left a record of a move that never
@@ -977,17 +994,8 @@ def test_a_redrive_stopped_between_its_commit_and_its_audit_record_writes_the_re
                                                      error_class="com.acme.ValidationError")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     wh = str(tmp_path / "wh")
-    real = Warehouse.write_bytes
-
-    def stopped(self, location, data):
-        if "/redrive_audit/" in str(location):
-            raise OSError(28, "No space left on device")
-        return real(self, location, data)
-
-    with monkeypatch.context() as m:
-        m.setattr(Warehouse, "write_bytes", stopped)
-        with pytest.raises(OSError, match="No space left"):
-            redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"), requested_by="op")
+    stopped_before_its_record(monkeypatch, lambda: redrive_dead_letters(
+        spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"), requested_by="op"))
     assert Warehouse(wh).latest().runs[-1]["kind"] == "redrive"  # committed
     assert not list((tmp_path / "wh").glob("redrive_audit/*.json"))
     again = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
@@ -996,6 +1004,94 @@ def test_a_redrive_stopped_between_its_commit_and_its_audit_record_writes_the_re
     (written,) = (tmp_path / "wh").glob("redrive_audit/*.json")
     assert json.loads(written.read_text())["messages"] == ["dead"]
     assert not (tmp_path / "wh" / "_runs" / again["request_id"]).exists()
+
+
+def test_a_redrive_that_stopped_on_its_way_and_was_not_asked_again_is_settled_by_the_next_writer(
+        spark, tmp_path, monkeypatch):
+    """A re-drive stopped between its commit and its audit record got the record only if asked again: otherwise
+    never, and once its entry was past the snapshot's FULL_RUNS the ids it moved were nowhere. One stopped before its
+    commit left its stage (rewritten ledger and DLQ files, with payloads) for good. The next writer settles both: a
+    cycle writes the first's record and removes the second's stage; asked again, the second starts over."""
+    from reprocess.dlq_stats import dlq_stats
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+    from reprocess.storage.commit import Warehouse
+
+    runs = tmp_path / "wh" / "_runs"
+
+    def redrives() -> list[str]:
+        return sorted(p.name for p in runs.iterdir() if p.name.startswith("redrive-"))
+
+    def dead(at: str) -> list:
+        return [rec(m, at, error_class="com.acme.ValidationError") for m in ("dead-1", "dead-2")]
+
+    land(tmp_path / "landing", "10", "a.jsonl", dead("2026-11-21T10:00:00Z"))
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = str(tmp_path / "wh")
+    stopped_before_its_record(monkeypatch, lambda: redrive_dead_letters(
+        spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"), requested_by="op"))
+    (committed,) = [r["run_id"] for r in Warehouse(wh).latest().runs if r.get("kind") == "redrive"]
+    assert redrives() == [committed]
+    assert not list((tmp_path / "wh").glob("redrive_audit/*.json"))
+
+    land(tmp_path / "landing", "10", "b.jsonl", dead("2026-11-21T10:10:00Z"))  # they fail for good once more
+    cycle(spark, tmp_path, "2026-11-21T10:15:00Z")  # the next writer
+    record = json.loads((tmp_path / "wh" / "redrive_audit" / f"{committed}.json").read_text())
+    assert (record["moved"], record["messages"], record["requested_by"]) == (2, ["dead-1", "dead-2"], "op")
+    assert redrives() == []
+    assert dlq_stats(wh)["total"] == 2
+
+    second = RedriveRequest(reset_deliveries=True)
+    def no_commit(self, base, new):
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "commit", no_commit)
+        with pytest.raises(OSError, match="Input/output error"):
+            redrive_dead_letters(spark, wh, second, parse_instant("2026-11-21T10:16:00Z"))
+    (stopped,) = redrives()
+    assert (runs / stopped / "stage").is_dir()  # its stage (its files published, not committed: the vacuum's)
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
+    assert redrives() == []
+    assert dlq_stats(wh)["total"] == 2  # it moved nothing
+    again = redrive_dead_letters(spark, wh, second, parse_instant("2026-11-21T10:16:00Z"))
+    assert (again["request_id"], again["moved"], again.get("already_applied")) == (stopped, 2, None)
+
+
+def test_a_redrive_audit_record_cut_short_is_written_again_from_the_staged_one(spark, tmp_path, monkeypatch):
+    """On a store that writes a file in place (HDFS) a stop while the audit record is written leaves it cut short,
+    and every later call of the request failed reading it. The staged record, removed only after the final one is
+    whole, is read first; one staged by a writer that lost its lease (not the committed request's) is not."""
+    from reprocess.redrive import RedriveRequest, _is_committed, redrive_dead_letters
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("dead", "2026-11-21T10:00:00Z",
+                                                     error_class="com.acme.ValidationError")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = str(tmp_path / "wh")
+    real = Warehouse.write_bytes
+
+    def cut_short(self, location, data):
+        if "/redrive_audit/" in str(location):
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
+            Path(location).write_bytes(data[:10])
+            raise OSError(5, "Input/output error")
+        return real(self, location, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "write_bytes", cut_short)
+        with pytest.raises(OSError, match="Input/output error"):
+            redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"), requested_by="op")
+    again = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
+    assert (again["already_applied"], again["moved"], again["messages"]) == (True, 1, ["dead"])
+    (written,) = (tmp_path / "wh").glob("redrive_audit/*.json")
+    assert json.loads(written.read_text())["messages"] == ["dead"]
+
+    entry = next(r for r in Warehouse(wh).latest().runs if r.get("kind") == "redrive")
+    assert _is_committed(entry, written.read_bytes())
+    other = {**json.loads(written.read_text()), "moved": 3, "messages": ["a", "b", "c"]}
+    assert not _is_committed(entry, json.dumps(other).encode())
+    assert not _is_committed(entry, b'{"request_id": "redr')
+    assert _is_committed({"run_id": entry["run_id"]}, json.dumps(other).encode())  # past FULL_RUNS: no summary
 
 
 @pytest.mark.parametrize(("field", "value", "why"), [

@@ -162,6 +162,7 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
             raise CommitConflictError(f"cycle {pending[0]} persisted its deliveries but did not commit; the next "
                                       "cycle (reprocess run, or the DAG's next run) resumes it first (if that fails, "
                                       "its error says why): re-drive once it has committed")
+        settle_redrives(wh, wh.latest())
         snap = wh.latest()
         with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
             return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
@@ -284,19 +285,56 @@ def _find_audit(wh: AnyWarehouse, snap: Snapshot, request_id: str) -> dict[str, 
     for entry in snap.runs:
         if entry.get("run_id") == request_id:
             path = redrive_audit_path(wh, request_id)
-            if wh.exists(path):
-                return dict(json.loads(wh.read_bytes(path)))
             staged = _staged_audit(wh, request_id)
-            if wh.exists(staged):  # committed, then stopped before its record was written: written now
-                data = wh.read_bytes(staged)
+            # committed, then stopped before its record was written whole and its stage removed: written now, from the
+            # staged record (first: a record that a stop cut short, on a store that writes in place, is still there).
+            # Only one that is the committed request's: a writer that lost its lease may have staged another since.
+            data = wh.read_bytes(staged) if wh.exists(staged) else None
+            if data is not None and _is_committed(entry, data):
                 wh.write_bytes(path, data)
                 wh.clear_run(request_id)
                 log.warning("re-drive audit record written after its commit request_id=%s", request_id)
                 return dict(json.loads(data))
+            if wh.exists(path):
+                return dict(json.loads(wh.read_bytes(path)))
             # committed, but its audit file is gone: never apply it twice (an entry older than the snapshot's
             # storage.commit.FULL_RUNS has no summary either)
             return dict(entry.get("summary") or {"request_id": request_id, "moved": None})
     return None
+
+
+def _is_committed(entry: dict[str, Any], data: bytes) -> bool:
+    """Whether the staged audit ``data`` is the one ``entry`` committed (its summary is the audit but for the ids, with
+    the ledger's states); an entry past storage.commit.FULL_RUNS has no summary to tell, and is taken to be."""
+    summary = entry.get("summary")
+    if summary is None:
+        return True
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and ({k: v for k, v in doc.items() if k != "messages"}
+                                      == {k: v for k, v in summary.items() if k != "states"})
+
+
+def settle_redrives(wh: AnyWarehouse, snap: Snapshot) -> None:
+    """The re-drives that stopped on their way and were not asked again, settled by the next writer (a cycle or a
+    re-drive, under the warehouse's lock). One that committed gets its audit record, as when asked again; before, it
+    had none unless asked again, and once its entry was past storage.commit.FULL_RUNS neither the record nor the ids of
+    what it moved were anywhere. One that did not commit left a stage (rewritten ledger and DLQ files, payloads with
+    them) that nothing removed: removed, since a re-drive keeps nothing between attempts (asked again, it starts
+    over). On object storage only while this writer's lease holds (checked before each): a writer paused past its
+    lease would remove the stage of the re-drive that took the lease over, which then committed without its files."""
+    committed = {entry.get("run_id") for entry in snap.runs}
+    for request_id in wh.run_ids("redrive-"):
+        wh.check_lease()
+        if request_id in committed:
+            _find_audit(wh, snap, request_id)
+            wh.clear_run(request_id)  # a staged record that was not the committed one (_is_committed)
+        else:
+            log.warning("removing the stage of re-drive request_id=%s, which stopped before its commit: nothing of it "
+                        "was committed; asked again, it starts over", request_id)
+            wh.clear_run(request_id)
 
 
 def _staged_audit(wh: AnyWarehouse, request_id: str) -> str:

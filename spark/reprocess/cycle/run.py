@@ -53,6 +53,7 @@ from reprocess.ledger.model import (
 )
 from reprocess.policy.columns import policy_index_column
 from reprocess.policy.wildcard import to_regex
+from reprocess.redrive import settle_redrives
 from reprocess.routing.dlq import DLQ_UNIQUE_COLUMNS, dlq_records
 from reprocess.sparkutil import (
     ADAPTIVE_KEY,
@@ -187,6 +188,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
+        settle_redrives(wh, wh.latest())
         snap = wh.latest()
         done = snap.runs_at(opts.as_of_ms)
         if done:

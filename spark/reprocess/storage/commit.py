@@ -471,6 +471,11 @@ class Warehouse:
     def clear_run(self, run_id: str) -> None:
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
+    def run_ids(self, prefix: str) -> list[str]:
+        """The runs (or re-drive requests) whose folder in ``_runs/`` is there and starts with ``prefix``, by name."""
+        runs_dir = self.root / "_runs"
+        return sorted(p.name for p in runs_dir.glob(f"{prefix}*") if p.is_dir()) if runs_dir.is_dir() else []
+
     def remove_data_docs(self, run_ids: list[str]) -> list[str]:
         """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any; the runs whose docs
         are gone now (a folder a file of which could not be deleted is not). Summaries stay."""

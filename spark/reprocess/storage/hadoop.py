@@ -280,6 +280,11 @@ class HadoopWarehouse:
     def clear_run(self, run_id: str) -> None:
         self._fs.delete([self.run_dir(run_id)], True)
 
+    def run_ids(self, prefix: str) -> list[str]:
+        """The runs (or re-drive requests) whose folder in ``_runs/`` is there and starts with ``prefix``, by name."""
+        return [name for name, kind, _p, _n in self._fs.entries(self.root / "_runs")
+                if kind == "dir" and name.startswith(prefix)]
+
     def remove_data_docs(self, run_ids: list[str]) -> list[str]:
         """Delete the Data Docs of these runs (``runs/<run_id>/data_docs``), where there are any, in one call to the
         driver's store; the runs whose docs are gone now (all of them, or an error). Summaries stay."""
