@@ -17,7 +17,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
-from reprocess.limits import MIN_RATE_PER_SECOND
+from reprocess.limits import MATCH_PATTERN, MIN_RATE_PER_SECOND
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
@@ -42,7 +42,7 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
     doc_md=__doc__,
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
-        "address_pattern": Param("#", type="string", minLength=1, pattern=r"^[^\s./]+(\.[^\s./]+)*$",
+        "address_pattern": Param("#", type="string", minLength=1, pattern=MATCH_PATTERN,
                                  title="Address pattern",
                                  description="Original addresses to re-drive: '*' one word, '#' any words."),
         "date_from": Param(None, type=["null", "string"], pattern=DATE, title="Dead-lettered from (YYYY-MM-DD)"),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
+from reprocess.limits import MATCH_PATTERN
 from reprocess.spark_env import mask_target_password, on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
@@ -58,7 +59,7 @@ mask_target_password(TARGET)  # parsed in every task's process before it runs
     doc_md=__doc__,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     params={
-        "address_filter": Param(None, type=["null", "string"], pattern=r"^[^\s./]+(\.[^\s./]+)*$",
+        "address_filter": Param(None, type=["null", "string"], pattern=MATCH_PATTERN,
                                 title="Address filter", description="Only re-drive due messages whose address "
                                 "matches this wildcard: words separated by '.', '*' one word, '#' any words."),
         "as_of": Param(None, type=["null", "string"], pattern=ISO_INSTANT, title="As-of override",

@@ -47,6 +47,24 @@ def test_artemis_wildcards(pattern, address, expected):
     assert matches(pattern, address) is expected
 
 
+@pytest.mark.parametrize("pattern", ["#", "*", "orders", "orders.#", "orders.*.eu", "*.#.x", "orders#1", "orders.cre*",
+                                     "a.*#", "#a", "orders..x", ".orders", "orders.", "", " orders", "a b",
+                                     "x/y", "ÄÖ.*", "orders-1.eu_2"])
+def test_the_forms_address_pattern_takes_what_the_job_takes(pattern):
+    """The DAG forms check an address pattern with a regex (no Python in a Param), the job with validate_pattern:
+    they agree, but for '/' and spaces inside a word, which only the forms refuse. Before, the forms took a wildcard
+    mixed with text (``orders#1``, as the dead-letters page pre-fills an address holding '#'): the trigger said
+    "triggered" and the run then failed in its plan task."""
+    import re
+
+    from reprocess.limits import MATCH_PATTERN
+    from reprocess.policy.wildcard import validate_pattern
+
+    form = re.fullmatch(MATCH_PATTERN, pattern) is not None
+    job = validate_pattern(pattern) is None
+    assert form == (job and "/" not in pattern and " " not in pattern), (form, job)
+
+
 def test_most_specific_match_wins_exact_then_star_then_hash():
     pats = ["#", "orders.#", "orders.*", "orders.created", "orders.eu.#"]
     assert pats[most_specific(pats, "orders.created")] == "orders.created"

@@ -169,7 +169,7 @@ from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.definitions.param import ParamsDict
 dag = DagBag().get_dag("reprocess_failed_messages")
 bad = [{"as_of": "yesterday"}, {"address_filter": "orders..x"}, {"target": "ftp://x"}, {"dry_run": "maybe"},
-       {"target": "amqp://x:${REPROCESS_AIRFLOW_PASSWORD}@elsewhere/"}]
+       {"target": "amqp://x:${REPROCESS_AIRFLOW_PASSWORD}@elsewhere/"}, {"address_filter": "orders.cre*"}]
 for conf in bad:
     (key, value), = conf.items()
     try:
@@ -181,7 +181,15 @@ good = {"as_of": "2026-11-21T10:15:00Z", "address_filter": "orders.#", "target":
 for key, value in good.items():
     dag.params.get_param(key).resolve(value)
 print("GOOD OK")
-rate = DagBag().get_dag("redrive_dead_letters").params.get_param("rate_per_second")
+redrive = DagBag().get_dag("redrive_dead_letters").params
+for value in ("orders#1", "orders..x"):  # a wildcard inside a word: the job refuses it, so the form does
+    try:
+        redrive.get_param("address_pattern").resolve(value)
+        print("ACCEPTED", value)
+    except Exception as exc:
+        print("REJECTED", type(exc).__name__)
+redrive.get_param("address_pattern").resolve("orders.*.#")
+rate = redrive.get_param("rate_per_second")
 for value in (1e-6, 0, -1):  # below one a day: the form says so, not the plan task after the submit
     try:
         rate.resolve(value)
@@ -193,7 +201,7 @@ rate.resolve(None)
 """
     proc = python(code, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("REJECTED") == 8, proc.stdout
+    assert proc.stdout.count("REJECTED") == 11, proc.stdout
     assert "GOOD OK" in proc.stdout
 
 
