@@ -433,6 +433,26 @@ def test_a_stomp_connection_reset_before_connect_is_written_is_the_broker_down_n
         _send_within(Transport(), 1)(b"CONNECT\n\n\x00")
 
 
+@pytest.mark.parametrize("raised", [ValueError("file descriptor cannot be a negative integer (-1)"),
+                                    AttributeError("'NoneType' object has no attribute 'sendall'")])
+def test_a_stomp_connect_the_receiver_thread_breaks_is_the_broker_down_not_a_crash(monkeypatch, raised):
+    """The rest of the same race: the receiver thread closes the socket (ValueError on fd -1) or clears it (None)
+    between stomp.py's checks and its write of CONNECT. The publisher takes the broker for down (the messages stay
+    due), where the error went through and stopped the run."""
+    import stomp
+
+    from reprocess.targets.broker import TargetDown, parse_broker_uri
+    from reprocess.targets.stomp import StompPublisher
+
+    def connect(self, *args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(stomp.Connection12, "connect", connect)
+    opts = parse_broker_uri("stomp://127.0.0.1:1?timeout=1", 61613, {"destination"})
+    with pytest.raises(TargetDown, match=f"cannot connect to stomp://127.0.0.1:1: {type(raised).__name__}"):
+        StompPublisher(opts)
+
+
 def test_an_error_about_nothing_of_ours_before_a_send_is_not_taken_for_its_answer():
     """An ERROR frame that names no receipt arrives between two messages (or the connection is lost after the last
     receipt): the next SEND goes on a new connection, once. Before, the SEND went on the old one and its wait ended at
