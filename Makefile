@@ -23,7 +23,9 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@test -x $(BIN)/python || bash dev/python.sh $(PY)
-	@command -v java >/dev/null || bash dev/jdk.sh || test $$? -eq 10
+	@# a JDK, not only a JRE (javac builds the local filesystem's jar); jdk.sh returns at once when javac is there.
+	@# Where it cannot install one (not root), a JRE runs everything: the jar is only an optimisation.
+	@bash dev/jdk.sh || test $$? -eq 10 || command -v java >/dev/null
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@# --no-compile: byte-compiling every installed module costs ~35 s; Python compiles what it imports instead.
 	$(BIN)/pip install -q --disable-pip-version-check --no-compile -c requirements/constraints.txt -e '.[airflow,dev]'
@@ -73,7 +75,9 @@ TEST_JVM := JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize
 TEST_WORKERS ?= 2
 
 test: ## lint, typecheck, then every test (benchmarks and the slow suites excluded)
-	@# a JDK first (the local filesystem's jar is built with javac; a new JDK means building it again)
+	@# Python 3.11 with venv and a JDK first, before the preparation side by side: services.sh makes a venv too (the
+	@# S3 test server's), and a new JDK means building the local filesystem's jar again
+	@test -x $(BIN)/python || bash dev/python.sh $(PY)
 	@bash dev/jdk.sh || { test $$? -eq 10 && rm -f $(LOCAL_FS); }
 	@# the preparation runs side by side: the services install while pip does, lint while the archive records
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-prep

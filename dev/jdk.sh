@@ -8,7 +8,6 @@ if command -v javac >/dev/null; then
   exit 0
 fi
 echo "jdk: no javac on PATH; installing openjdk-17-jdk-headless from Debian"
-apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null \
-  || { echo "jdk: apt-get could not install openjdk-17-jdk-headless" >&2; exit 1; }
+bash "$(dirname "$0")/apt.sh" openjdk-17-jdk-headless
 command -v javac >/dev/null || { echo "jdk: javac still not on PATH after the install" >&2; exit 1; }
 exit 10

@@ -12,6 +12,5 @@ if [ "$py" != "python3.11" ] || ! command -v apt-get >/dev/null; then
   exit 1
 fi
 echo "python: installing python3.11 and python3.11-venv from Debian"
-apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11 python3.11-venv >/dev/null \
-  || { echo "python: apt-get could not install python3.11 python3.11-venv" >&2; exit 1; }
+bash "$(dirname "$0")/apt.sh" python3.11 python3.11-venv
 "$py" -c "import ensurepip, venv" || { echo "python: $py still has no venv module after the install" >&2; exit 1; }

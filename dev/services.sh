@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # The services the tests need, checked and (where missing) started or installed from Debian.
 set -euo pipefail
+apt="$(dirname "$0")/apt.sh"  # one apt-get at a time, failing loudly
+pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
 need_apt=()
-if ! command -v psql >/dev/null || ! command -v pg_isready >/dev/null; then need_apt+=(postgresql postgresql-client); fi
+if ! command -v psql >/dev/null || ! command -v pg_isready >/dev/null; then need_apt+=(postgresql-client); fi
+# the server where none runs on 5432 and none is installed (the client tools alone do not make one)
+if ! pg_up && [ -z "$(ls /etc/postgresql 2>/dev/null)" ]; then need_apt+=(postgresql); fi
 if ! command -v chromium >/dev/null; then need_apt+=(chromium); fi
 if ! command -v rabbitmq-server >/dev/null && ! [ -x /usr/sbin/rabbitmq-server ]; then need_apt+=(rabbitmq-server); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "services: installing ${need_apt[*]} from Debian"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  bash "$apt" "${need_apt[@]}"
+  command -v chromium >/dev/null || { echo "services: chromium is still not on PATH after the install" >&2; exit 1; }
 fi
 if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
   echo "services: starting PostgreSQL"
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
-  for _ in $(seq 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+  # "already running" (a server still starting) is not an error: the wait below decides
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  for _ in $(seq 180); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+  pg_isready -h 127.0.0.1 -p 5432 -q \
+    || { echo "services: PostgreSQL did not accept connections on 127.0.0.1:5432 (see /var/log/postgresql)" >&2; exit 1; }
 fi
 pg_trusts() { psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1; }
 if ! pg_trusts; then
@@ -39,14 +47,14 @@ amq_up() { (exec 3<>/dev/tcp/127.0.0.1/61613) 2>/dev/null; }
 inst=/etc/activemq/instances-available/reprocess
 if amq_up && [ -f "$inst/activemq.xml" ] && ! cmp -s "$(dirname "$0")/activemq/activemq.xml" "$inst/activemq.xml"; then
   echo "services: ActiveMQ runs an older configuration of ours: restarting it"
-  /etc/init.d/activemq stop >/dev/null || true
-  for _ in $(seq 60); do amq_up || break; sleep 1; done
+  SYSTEMCTL_SKIP_REDIRECT=1 /etc/init.d/activemq stop >/dev/null || true
+  for _ in $(seq 180); do amq_up || break; sleep 1; done
   amq_up && { echo "services: could not stop ActiveMQ to apply dev/activemq/activemq.xml: stop it and re-run" >&2; exit 1; }
 fi
 if ! amq_up; then
   if [ ! -f /usr/share/activemq/bin/activemq.jar ]; then
     echo "services: installing activemq from Debian"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq activemq >/dev/null
+    bash "$apt" activemq
   fi
   mkdir -p "$inst"
   cp "$(dirname "$0")/activemq/activemq.xml" "$inst/activemq.xml"
@@ -54,14 +62,17 @@ if ! amq_up; then
   ln -sfn "$inst" /etc/activemq/instances-enabled/reprocess
   rm -f /etc/activemq/instances-enabled/main  # the default instance binds nothing we need
   echo "services: starting ActiveMQ (OpenWire 61616, STOMP 61613)"
-  /etc/init.d/activemq start >/dev/null || true
-  for _ in $(seq 60); do amq_up && break; sleep 1; done
-  amq_up || { echo "services: ActiveMQ did not open STOMP on 127.0.0.1:61613" >&2; exit 1; }
+  # the init script itself, not systemd's unit: the package's install started that unit with no instance enabled,
+  # and a unit made from a script without a pidfile stays "active (exited)", so systemctl would start nothing
+  SYSTEMCTL_SKIP_REDIRECT=1 /etc/init.d/activemq start >/dev/null || true
+  for _ in $(seq 180); do amq_up && break; sleep 1; done
+  amq_up || { echo "services: ActiveMQ did not open STOMP on 127.0.0.1:61613 (run SYSTEMCTL_SKIP_REDIRECT=1" \
+    "/etc/init.d/activemq console reprocess to see why)" >&2; exit 1; }
 fi
 if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   echo "services: starting RabbitMQ"
   PATH="$PATH:/usr/sbin" rabbitmq-server -detached || true
-  for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
+  for _ in $(seq 180); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
   (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null \
     || { echo "services: RabbitMQ did not open AMQP on 127.0.0.1:5672 (see /var/log/rabbitmq)" >&2; exit 1; }
 fi
