@@ -6,9 +6,25 @@
 # Usage: dev/apt.sh PACKAGE...
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: dev/apt.sh PACKAGE..." >&2; exit 2; }
-exec 9>/var/lock/reprocess-apt.lock
-flock 9  # our own installs, in turn
-wait_lock=(-o DPkg::Lock::Timeout=600)  # anyone else's (apt 1.9.11+: dpkg's lock and the lists' lock)
+[ "$(id -u)" = 0 ] || { echo "apt: installing $* needs root (install them, then run this again)" >&2; exit 1; }
+lock=/var/lock/reprocess-apt.lock
+# our own installs, in turn; an existing lock file is opened without creating it (Debian's fs.protected_regular
+# refuses even root a create-open of another user's file in the sticky /var/lock)
+if [ -e "$lock" ]; then exec 9<"$lock"; else exec 9>"$lock"; fi
+flock 9
 export DEBIAN_FRONTEND=noninteractive
-apt-get "${wait_lock[@]}" update -qq || { echo "apt: apt-get update failed: cannot install $*" >&2; exit 1; }
-apt-get "${wait_lock[@]}" install -y -qq "$@" >/dev/null || { echo "apt: apt-get could not install $*" >&2; exit 1; }
+# anyone else's: dpkg's lock is waited for by apt-get install itself, the package lists' lock (apt-daily's update
+# holds it) by trying again, for up to ten minutes
+for try in $(seq 60); do
+  if out="$(apt-get update -qq 2>&1)"; then
+    break
+  fi
+  if [ "$try" = 60 ] || ! grep -qi "could not get lock\|unable to lock" <<<"$out"; then
+    echo "$out" >&2
+    echo "apt: apt-get update failed: cannot install $*" >&2
+    exit 1
+  fi
+  sleep 10
+done
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null \
+  || { echo "apt: apt-get could not install $*" >&2; exit 1; }
