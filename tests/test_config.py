@@ -49,7 +49,7 @@ def test_artemis_wildcards(pattern, address, expected):
 
 @pytest.mark.parametrize("pattern", ["#", "*", "orders", "orders.#", "orders.*.eu", "*.#.x", "orders#1", "orders.cre*",
                                      "a.*#", "#a", "orders..x", ".orders", "orders.", "", " orders", "a b",
-                                     "x/y", "ÄÖ.*", "orders-1.eu_2"])
+                                     "x/y", "ÄÖ.*", "orders-1.eu_2", "orders\n", "orders.#\n"])
 def test_the_forms_address_pattern_takes_what_the_job_takes(pattern):
     """The DAG forms check an address pattern with a regex (no Python in a Param), the job with validate_pattern:
     they agree, but for '/' and spaces inside a word, which only the forms refuse. Before, the forms took a wildcard
@@ -60,7 +60,7 @@ def test_the_forms_address_pattern_takes_what_the_job_takes(pattern):
     from reprocess.limits import MATCH_PATTERN
     from reprocess.policy.wildcard import validate_pattern
 
-    form = re.fullmatch(MATCH_PATTERN, pattern) is not None
+    form = re.search(MATCH_PATTERN, pattern) is not None  # as jsonschema checks a Param's pattern
     job = validate_pattern(pattern) is None
     assert form == (job and "/" not in pattern and " " not in pattern), (form, job)
 
