@@ -1057,6 +1057,27 @@ def test_a_redrive_that_stopped_on_its_way_and_was_not_asked_again_is_settled_by
     assert (again["request_id"], again["moved"], again.get("already_applied")) == (stopped, 2, None)
 
 
+def test_a_redrive_record_that_cannot_be_completed_stops_no_other_writer(tmp_path, caplog):
+    """Settling the re-drives that stopped on their way is every writer's first step: one whose record cannot be
+    completed (the final one cut short, the staged one not the committed request's) stopped every cycle with a
+    JSONDecodeError. It is left, and said, for the request itself to answer; the others are settled."""
+    from reprocess.redrive import settle_redrives
+    from reprocess.storage.commit import Snapshot, Warehouse, redrive_audit_path
+
+    wh = Warehouse(tmp_path / "wh")
+    audit = {"request_id": "redrive-a", "moved": 1, "requested_by": "op"}
+    wh.commit(wh.latest(), Snapshot(runs=[{"run_id": "redrive-a", "kind": "redrive", "as_of_ms": 0,
+                                           "summary": {**audit, "states": {}}}]))
+    wh.write_bytes(str(wh.run_dir("redrive-a") / "audit.json"), json.dumps({**audit, "moved": 2}).encode())
+    cut_short = Path(redrive_audit_path(wh, "redrive-a"))
+    cut_short.parent.mkdir()
+    cut_short.write_bytes(b'{"request_id": "redr')
+    (wh.run_dir("redrive-b") / "stage" / "attempt-1").mkdir(parents=True)  # never committed
+    settle_redrives(wh, wh.latest())
+    assert sorted(p.name for p in (wh.root / "_runs").iterdir()) == ["redrive-a"]
+    assert "re-drive request_id=redrive-a committed, but its audit record could not be completed" in caplog.text
+
+
 def test_a_redrive_audit_record_cut_short_is_written_again_from_the_staged_one(spark, tmp_path, monkeypatch):
     """On a store that writes a file in place (HDFS) a stop while the audit record is written leaves it cut short,
     and every later call of the request failed reading it. The staged record, removed only after the final one is

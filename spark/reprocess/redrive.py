@@ -329,7 +329,12 @@ def settle_redrives(wh: AnyWarehouse, snap: Snapshot) -> None:
     for request_id in wh.run_ids("redrive-"):
         wh.check_lease()
         if request_id in committed:
-            _find_audit(wh, snap, request_id)
+            try:
+                _find_audit(wh, snap, request_id)
+            except (OSError, ValueError) as exc:  # its record unreadable: that request's to answer, not every writer's
+                log.warning("re-drive request_id=%s committed, but its audit record could not be completed (%s: %s); "
+                            "asked again, it says why", request_id, type(exc).__name__, exc)
+                continue
             wh.clear_run(request_id)  # a staged record that was not the committed one (_is_committed)
         else:
             log.warning("removing the stage of re-drive request_id=%s, which stopped before its commit: nothing of it "
