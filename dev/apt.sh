@@ -6,7 +6,6 @@
 # Usage: dev/apt.sh PACKAGE...
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: dev/apt.sh PACKAGE..." >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "apt: installing $* needs root (install them, then run this again)" >&2; exit 1; }
 lock=/var/lock/reprocess-apt.lock
 # our own installs, in turn; an existing lock file is opened without creating it (Debian's fs.protected_regular
 # refuses even root a create-open of another user's file in the sticky /var/lock)
@@ -26,5 +25,5 @@ for try in $(seq 60); do
   fi
   sleep 10
 done
-apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null \
+apt-get install -o DPkg::Lock::Timeout=600 -y -qq "$@" >/dev/null \
   || { echo "apt: apt-get could not install $*" >&2; exit 1; }

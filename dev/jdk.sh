@@ -8,6 +8,7 @@ if command -v javac >/dev/null; then
   exit 0
 fi
 echo "jdk: no javac on PATH; installing openjdk-17-jdk-headless from Debian"
-bash "$(dirname "$0")/apt.sh" openjdk-17-jdk-headless
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac  # no dirname: the tests run this on a bare PATH
+bash "$here/apt.sh" openjdk-17-jdk-headless
 command -v javac >/dev/null || { echo "jdk: javac still not on PATH after the install" >&2; exit 1; }
 exit 10

@@ -12,5 +12,6 @@ if [ "$py" != "python3.11" ] || ! command -v apt-get >/dev/null; then
   exit 1
 fi
 echo "python: installing python3.11 and python3.11-venv from Debian"
-bash "$(dirname "$0")/apt.sh" python3.11 python3.11-venv
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac  # no dirname: the tests run this on a bare PATH
+bash "$here/apt.sh" python3.11 python3.11-venv
 "$py" -c "import ensurepip, venv" || { echo "python: $py still has no venv module after the install" >&2; exit 1; }

@@ -123,15 +123,16 @@ def test_the_image_builds_the_jar_where_its_environment_points():
 
 
 def _fake_bin(tmp_path: Path, apt_ok: bool) -> Path:
-    """A PATH with no javac and an apt-get that 'installs' one (or fails)."""
+    """A PATH with no javac and an apt-get that 'installs' one (or fails to; its update works)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "rm"):  # what the recipe line itself runs
+    for tool in ("bash", "rm", "flock", "grep", "seq", "sleep"):  # what the recipe line and dev/apt.sh run
         (bin_dir / tool).symlink_to(shutil.which(tool))
     javac = bin_dir / "javac"
     (bin_dir / "apt-get").write_text(
-        "#!/bin/sh\n" + (f"[ \"$1\" = install ] && printf '#!/bin/sh\\n' > {javac} && /bin/chmod +x {javac}\n"
-                         "exit 0\n" if apt_ok else "exit 100\n"))
+        "#!/bin/sh\n[ \"$1\" = update ] && exit 0\n"
+        + (f"[ \"$1\" = install ] && printf '#!/bin/sh\\n' > {javac} && /bin/chmod +x {javac}\n"
+           "exit 0\n" if apt_ok else "exit 100\n"))
     subprocess.run(["/bin/chmod", "+x", str(bin_dir / "apt-get")], check=True)
     return bin_dir
 
