@@ -350,13 +350,18 @@ def test_a_prepared_runs_record_is_written_after_the_files_it_names_are_synced(t
     synced = record_fsyncs(monkeypatch)
     wh.write_prepared("run-0", {"run_id": "run-0", "inflight": "inflight-a"})
     root, d = os.path.realpath(wh.root), os.path.realpath(run)
-    first = synced.index(f"{d}/prepared.json.tmp")
+
+    def record_at() -> int:  # where the record (under its temporary name, renamed after) was synced
+        record = re.compile(rf"{re.escape(d)}/\.prepared\.json\.[0-9a-f]+\.tmp")
+        return next(i for i, p in enumerate(synced) if record.fullmatch(p))
+
+    first = record_at()
     assert f"{d}/inflight-a/part-0.parquet" in synced[:first]
     assert f"{d}/inflight-a" in synced[:first]
     assert {d, f"{root}/_runs", root} <= set(synced[first:])
     synced.clear()
     wh.write_prepared("run-0", {"run_id": "run-0", "inflight": "inflight-a", "outcomes": {"dir": "outcomes-a"}})
-    first = synced.index(f"{d}/prepared.json.tmp")
+    first = record_at()
     assert {f"{d}/outcomes-a/target=0/part-0.parquet", f"{d}/outcomes-a/target=0", f"{d}/outcomes-a"} <= set(
         synced[:first])
     assert not any("/other" in p for p in synced)  # only what the record names

@@ -162,8 +162,8 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
             raise CommitConflictError(f"cycle {pending[0]} persisted its deliveries but did not commit; the next "
                                       "cycle (reprocess run, or the DAG's next run) resumes it first (if that fails, "
                                       "its error says why): re-drive once it has committed")
-        settle_redrives(wh, wh.latest())
         snap = wh.latest()
+        settle_redrives(wh, snap)  # commits nothing: the snapshot stands
         with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
             return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
 
@@ -335,11 +335,10 @@ def settle_redrives(wh: AnyWarehouse, snap: Snapshot) -> None:
                 log.warning("re-drive request_id=%s committed, but its audit record could not be completed (%s: %s); "
                             "asked again, it says why", request_id, type(exc).__name__, exc)
                 continue
-            wh.clear_run(request_id)  # a staged record that was not the committed one (_is_committed)
         else:
             log.warning("removing the stage of re-drive request_id=%s, which stopped before its commit: nothing of it "
                         "was committed; asked again, it starts over", request_id)
-            wh.clear_run(request_id)
+        wh.clear_run(request_id)  # (a committed one's: what is left, such as a staged record not the committed one)
 
 
 def _staged_audit(wh: AnyWarehouse, request_id: str) -> str:

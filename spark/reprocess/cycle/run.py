@@ -188,8 +188,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
-        settle_redrives(wh, wh.latest())
         snap = wh.latest()
+        settle_redrives(wh, snap)  # commits nothing: the snapshot stands
         done = snap.runs_at(opts.as_of_ms)
         if done:
             last = done[-1]

@@ -442,10 +442,7 @@ class Warehouse:
             _fsync_file(dest)
             folders.add(dest_dir)
             published.append(str(dest.relative_to(self.root)))
-        # and each folder up to the root: a folder made for them is an entry in its parent
-        for folder in sorted({self.root / d for f in folders for d in (f.relative_to(self.root),
-                                                                        *f.relative_to(self.root).parents)}):
-            _fsync_dir(folder)
+        self._fsync_up(*folders)
         return published
 
     def vacuum(self, snapshot: Snapshot, keep_previous: Snapshot | None = None) -> int:
@@ -504,27 +501,25 @@ class Warehouse:
         for name in (doc.get("inflight"), outcomes.get("dir") if isinstance(outcomes, Mapping) else None):
             if isinstance(name, str) and name and (d / name).is_dir():
                 _fsync_tree(d / name)
-        tmp = d / "prepared.json.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, d / "prepared.json")
-        self._fsync_up(d)
+        self.write_bytes(str(d / "prepared.json"), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
 
     def read_prepared(self, run_id: str) -> dict[str, Any] | None:
         p = self.run_dir(run_id) / "prepared.json"
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
-    def _fsync_up(self, folder: Path) -> None:
-        """Sync ``folder`` and each folder above it up to the root: a folder made since is an entry in its parent."""
-        try:
-            rel = folder.relative_to(self.root)
-        except ValueError:  # not in the warehouse: its own folder alone
+    def _fsync_up(self, *folders: Path) -> None:
+        """Sync each of ``folders`` and each folder above them up to the root, once each: a folder made since is an
+        entry in its parent."""
+        todo: set[Path] = set()
+        for folder in folders:
+            try:
+                rel = folder.relative_to(self.root)
+            except ValueError:  # not in the warehouse: its own folder alone
+                todo.add(folder)
+                continue
+            todo.update(self.root / d for d in (rel, *rel.parents))
+        for folder in sorted(todo):
             _fsync_dir(folder)
-            return
-        for d in (rel, *rel.parents):
-            _fsync_dir(self.root / d)
 
     # -- the writer lock -----------------------------------------------------------------------
     @contextmanager
