@@ -100,16 +100,17 @@ def reprocess_failed_messages():
         print("expectation suites:", fail_fast(check_landing_suite))
         fail_fast(check_address_filter, params["address_filter"])
         fail_fast(check_target_override, params["target"])
-        return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"] or TARGET,
-                          params["address_filter"], params["dry_run"])
+        # the form's target only: the deployment's (which may hold a password) is added by run_cycle, outside XCom
+        return cycle_args(LANDING, WAREHOUSE, found["as_of"], CONFIG, params["target"], params["address_filter"],
+                          params["dry_run"])
 
     @task(task_id="run_cycle", outlets=[LEDGER_ASSET, DLQ_ASSET])
     def run_cycle_on_connect(args: list[str]) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        from reprocess.orchestration import run_on_connect
+        from reprocess.orchestration import run_on_connect, with_target
 
-        fail_fast(run_on_connect, "run", args, SparkConnectHook().get_connection_url())
+        fail_fast(run_on_connect, "run", with_target(args, TARGET), SparkConnectHook().get_connection_url())
 
     args = validate_landing(find_new_landing(resolve_as_of()))
     run_cycle = run_cycle_on_connect(args) if ON_CONNECT else ReprocessSubmitOperator(
@@ -117,6 +118,7 @@ def reprocess_failed_messages():
         conn_id="spark_default",
         application=str(ROOT / "spark" / "entrypoints" / "cycle.py"),
         application_args=args,
+        target=TARGET,
         name="reprocess-cycle-{{ run_id }}",
         spark_binary=str(BIN / "spark-submit"),
         conf=spark_submit_conf(sys.executable),

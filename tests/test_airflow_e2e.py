@@ -170,6 +170,11 @@ def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
     done = Warehouse(airflow["warehouse"]).latest().run("run-20261121T030000Z")
     assert done is not None
     assert all(done["summary"]["conservation"].values())
+    assert done["summary"]["target"] == TARGET  # the deployment's, added by run_cycle as it started the job ...
+    xcom = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}/taskInstances/validate_landing/"
+                           "xcomEntries/return_value")["value"]
+    assert "--as-of" in json.dumps(xcom), xcom  # the job's arguments ...
+    assert "--target" not in json.dumps(xcom), xcom  # ... without the deployment's target
     note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
     assert note
     assert "run-20261121T030000Z" in note

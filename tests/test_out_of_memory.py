@@ -256,3 +256,38 @@ def test_the_dags_spark_submit_task_fails_without_retries_on_an_exit_code_no_ret
                         "committed) (exit 9): a retry cannot change that; see its log above"), proc.stderr[-3000:]
     assert lines[1].startswith("EXIT 6 AirflowException "), lines  # a target down: retried
     assert len(lines) == 2
+
+
+@pytest.mark.airflow
+def test_the_spark_submit_task_adds_the_deployments_target_as_it_runs_and_keeps_the_forms_own(tmp_path):
+    """The deployment's target (``REPROCESS_TARGET``, which may hold a literal password) is not in the arguments the
+    DAG's ``validate_landing`` returns (an XCom, kept in Airflow's database): ``run_cycle`` adds it when it starts
+    the job, unless the form's override is there, which then wins."""
+    app = tmp_path / "argv.py"
+    out = tmp_path / "argv.jsonl"
+    app.write_text(f"import json, sys\nopen({str(out)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    env = {**os.environ, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+           "AIRFLOW_HOME": str(tmp_path / "airflow"), "PYSPARK_PYTHON": sys.executable}
+    code = textwrap.dedent("""
+        import sys
+        from reprocess.orchestration import cycle_args
+        from reprocess.submit import ReprocessSubmitOperator
+
+        deployment = "amqp://svc:Tr0ub4dor-3@broker:5672/%2F"
+        for form_target in (None, "outbox"):
+            args = cycle_args("l", "w", "2026-11-21T01:00:00Z", None, form_target, None, False)
+            assert "Tr0ub4dor" not in repr(args), args
+            op = ReprocessSubmitOperator(task_id="argv", conn_id="spark_default", application=sys.argv[1],
+                                         application_args=args, target=deployment, spark_binary=sys.argv[2],
+                                         env_vars={"PYSPARK_PYTHON": sys.executable})
+            op.execute({})
+    """)
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    proc = subprocess.run([sys.executable, "-c", code, str(app), spark_submit], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    deployment, form = (json.loads(line) for line in out.read_text().splitlines())
+    assert deployment[-2:] == ["--target", "amqp://svc:Tr0ub4dor-3@broker:5672/%2F"], deployment
+    assert form.count("--target") == 1, form
+    assert form[form.index("--target") + 1] == "outbox", form
+    assert deployment[:deployment.index("--target")] == form[:form.index("--target")]

@@ -126,7 +126,10 @@ def lock_wait_seconds() -> str:
 
 def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, target: str | None,
                address_filter: str | None, dry_run: bool) -> list[str]:
-    """The arguments of ``reprocess run`` for this DAG run."""
+    """The arguments of ``reprocess run`` for this DAG run, as the task that computes them returns them (an XCom,
+    kept in Airflow's database and shown in its UI). ``target`` is the form's override, which carries no password
+    (:func:`check_target_override`); the deployment's own, which may, is added by the task that runs the job
+    (:func:`with_target`), so it is never in an XCom."""
     args = ["--landing", landing, "--warehouse", warehouse, "--as-of", as_of, "--format", "json",
             "--lock-wait", lock_wait_seconds()]
     keep = os.environ.get(KEEP_DATA_DOCS_ENV, "").strip()
@@ -141,6 +144,13 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
     if dry_run:
         args.append("--dry-run")
     return args
+
+
+def with_target(args: list[str], target: str) -> list[str]:
+    """``args`` as the Spark job gets them: with ``--target target`` unless they carry the form's own. Added where
+    the job starts, not in :func:`cycle_args`: a literal password in ``REPROCESS_TARGET`` then stays out of the
+    XCom, and the logs that show the command mask it (:func:`reprocess.spark_env.mask_target_password`)."""
+    return list(args) if "--target" in args else [*args, "--target", target]
 
 
 def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:

@@ -249,8 +249,9 @@ def local_fs_conf() -> dict[str, str]:
 def mask_target_password(spec: str) -> None:
     """A literal password in the deployment's target (``REPROCESS_TARGET``) masked by Airflow's secrets masker, in
     this task's process and its supervisor: it is in the Spark job's arguments, so in the provider's "Spark-Submit
-    cmd" log line and the rendered ``application_args``. (Written as ``${VAR}``, the driver reads it from its own
-    environment, and it is in neither; XCom holds the arguments unmasked.)"""
+    cmd" log line. It is in no XCom and no rendered field: ``run_cycle`` adds it to the arguments as it runs
+    (:func:`reprocess.orchestration.with_target`). (Written as ``${VAR}``, the driver reads it from its own
+    environment, and it is in no log either.)"""
     from urllib.parse import urlsplit
 
     try:

@@ -41,10 +41,19 @@ class ReprocessSubmitOperator(SparkSubmitOperator):
     with what the driver had and what to raise instead (:func:`reprocess.spark_env.out_of_memory_advice`), the same
     advice ``reprocess run`` gives. The job's exit codes that no retry can change (:data:`FINAL_EXITS`: a bad option,
     a broken contract, books that do not balance, a failed GX gate, a damaged warehouse) fail the task without its
-    retries, as the Spark Connect path does. Every other outcome is the provider's.
+    retries, as the Spark Connect path does. Every other outcome is the provider's. ``target`` (the deployment's,
+    ``REPROCESS_TARGET``) is added to the job's arguments when it runs unless they carry the form's own.
     """
 
+    def __init__(self, *, target: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+
     def execute(self, context: Any) -> Any:
+        if self.target:  # after rendering: the deployment's target is neither in an XCom nor in the rendered fields
+            from reprocess.orchestration import with_target
+
+            self.application_args = with_target(self.application_args or [], self.target)
         try:
             return super().execute(context)
         except AirflowException as exc:
