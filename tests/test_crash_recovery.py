@@ -1,24 +1,39 @@
 """A cycle killed at each crash point is finished by the next call: nothing lost, nothing doubled, deliveries counted.
+A DLQ re-drive killed at each of its own is settled by the next writer and answered when asked again.
 
 Random kills of the spark-submit driver are in tests/test_fault_injection.py.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from reprocess import redrive
+from reprocess.cli import parse_instant
 from reprocess.cycle.run import CRASH_POINTS
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.commit import Warehouse
-from warehouse_state import FLAKY, assert_committed_cleanly, cli_run, cycle_at, warehouse_state
+from warehouse_state import (
+    FLAKY,
+    assert_committed_cleanly,
+    assert_only_live_files,
+    cli_run,
+    cycle_at,
+    warehouse_state,
+)
 
 pytestmark = pytest.mark.spark
 
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
+ASKED = "2026-11-21T01:10:00Z"  # when the DLQ re-drive is asked, between the two cycles
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +115,72 @@ def test_a_removed_policy_target_with_a_password_no_delivery_went_to_does_not_bl
     assert (summary["run_id"], summary["due"], summary["delivered"]) == ("run-20261121T100500Z", 1, 1)
     assert [r.message_id for r in read_dataset(spark, str(wh), "outbox").collect()] == ["m"]
     assert_committed_cleanly(wh)
+
+
+def _redrive_in_process(spark, wh: Path) -> dict:
+    """The request ``reprocess redrive --warehouse wh --now ASKED --requested-by op`` makes, in this process."""
+    return redrive.redrive_dead_letters(spark, str(wh), redrive.RedriveRequest(), parse_instant(ASKED),
+                                        requested_by="op")
+
+
+@pytest.fixture(scope="module")
+def redrive_references(spark, tmp_path_factory, landing, after_t1) -> dict:
+    """Uninterrupted: the re-drive, then the cycle at T2 (``moved``, ``then_cycle``); the cycle at T2 without it
+    (``cycle_only``), then the same request asked (``cycle_then_asked``)."""
+    out = {}
+    wh = tmp_path_factory.mktemp("redrive-ref") / "wh"
+    shutil.copytree(after_t1["outbox"], wh)
+    audit = _redrive_in_process(spark, wh)
+    out["moved"], out["messages"], out["request_id"] = audit["moved"], audit["messages"], audit["request_id"]
+    cycle_at(spark, landing, wh, T2, "outbox")
+    out["then_cycle"] = warehouse_state(spark, wh)
+    wh = tmp_path_factory.mktemp("redrive-ref") / "wh"
+    shutil.copytree(after_t1["outbox"], wh)
+    cycle_at(spark, landing, wh, T2, "outbox")
+    out["cycle_only"] = warehouse_state(spark, wh)
+    assert _redrive_in_process(spark, wh)["moved"] > 0  # the cycle dead-lettered more since
+    out["cycle_then_asked"] = warehouse_state(spark, wh)
+    return out
+
+
+@pytest.mark.parametrize("point", redrive.CRASH_POINTS)
+def test_a_redrive_killed_at_each_step_is_settled_by_the_next_cycle_and_answered_when_asked_again(
+        spark, landing, tmp_path, after_t1, redrive_references, point):
+    """``reprocess redrive`` killed (SIGKILL) after staging, after publishing its files, after its commit and after
+    its audit record. Not asked again, the next cycle settles it: one that committed gets its audit record, with the
+    ids it moved, and the warehouse is the uninterrupted re-drive's then the cycle's; one that did not has moved
+    nothing, and its stage and published files are gone. Asked again, it answers with its record (committed) or
+    applies (not): each message moved once, no file left that no snapshot names."""
+    ref = redrive_references
+    assert ref["moved"] > 0, "the first cycle dead-lettered nothing to re-drive"
+    wh = tmp_path / "wh"
+    shutil.copytree(after_t1["outbox"], wh)
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "redrive", "--warehouse", str(wh), "--now", ASKED,
+                           "--requested-by", "op", "--master", "local[2]"],
+                          env={**os.environ, "REPROCESS_CRASH_AT": point, "PYSPARK_PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    committed = point in ("redrive_after_commit", "redrive_after_record")
+    assert [r["run_id"] for r in Warehouse(wh).latest().runs if r.get("kind") == "redrive"] == (
+        [ref["request_id"]] if committed else [])
+    assert (wh / "_runs" / ref["request_id"]).is_dir()  # what the killed re-drive left
+
+    summary = cycle_at(spark, landing, wh, T2, "outbox")  # the next writer, the request not asked again
+    assert all(summary["conservation"].values())
+    assert not (wh / "_runs" / ref["request_id"]).exists()
+    record = wh / "redrive_audit" / f"{ref['request_id']}.json"
+    if committed:
+        assert warehouse_state(spark, wh) == ref["then_cycle"]
+        assert (json.loads(record.read_text())["messages"], json.loads(record.read_text())["requested_by"]) == (
+            ref["messages"], "op")
+    else:
+        assert warehouse_state(spark, wh) == ref["cycle_only"]
+        assert not record.exists()
+
+    again = _redrive_in_process(spark, wh)
+    assert again["request_id"] == ref["request_id"]
+    assert again.get("already_applied", False) == committed
+    assert warehouse_state(spark, wh) == (ref["then_cycle"] if committed else ref["cycle_then_asked"])
+    assert_committed_cleanly(wh)
+    assert_only_live_files(wh)
+    assert not [p.name for p in (wh / "_runs").iterdir() if p.name.startswith("redrive-")]

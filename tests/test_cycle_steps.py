@@ -915,7 +915,7 @@ def test_a_dlq_redrive_waits_until_a_prepared_cycle_is_finished(spark, tmp_path,
                                                  rec("due", "2026-11-21T10:00:00Z")])
     cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
     with monkeypatch.context() as m:
-        m.setattr(cycle_run, "_crash_point", stop)
+        m.setattr(cycle_run, "crash_point", stop)
         with pytest.raises(Stopped):
             cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
     wh = str(tmp_path / "wh")
@@ -951,7 +951,7 @@ def test_a_retry_of_an_applied_redrive_answers_while_a_cycle_is_prepared_and_a_m
     applied = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
     assert applied["moved"] == 1
     with monkeypatch.context() as m:
-        m.setattr(cycle_run, "_crash_point", stop)
+        m.setattr(cycle_run, "crash_point", stop)
         with pytest.raises(Stopped):
             cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
     again = redrive_dead_letters(spark, wh, RedriveRequest(), parse_instant("2026-11-21T10:06:00Z"))
@@ -1318,7 +1318,7 @@ def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-own", "2026-11-21T10:00:00Z"),
                                                  rec("m-run", "2026-11-21T10:00:00Z", address="orders.paid")])
     ok = "python:reprocess.targets.examples:always_ok"
-    monkeypatch.setattr(cycle_run, "_crash_point", stop_after_redrive)
+    monkeypatch.setattr(cycle_run, "crash_point", stop_after_redrive)
     with pytest.raises(Stopped):
         cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=parse_policies(own))
     prepared = json.loads(next((tmp_path / "wh").rglob("prepared.json")).read_text())
@@ -1367,7 +1367,7 @@ def test_a_run_stopped_after_its_redrive_resumes_from_its_outcomes_and_sends_not
                                                  rec("m-run", "2026-11-21T10:00:00Z", address="orders.paid"),
                                                  rec("m-run2", "2026-11-21T10:00:00Z", address="orders.paid")])
     with monkeypatch.context() as m:
-        m.setattr(cycle_run, "_crash_point", stop)
+        m.setattr(cycle_run, "crash_point", stop)
         with pytest.raises(Stopped):
             cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
     assert sorted(calls.read_text().split()) == ["m-run", "m-run2"]

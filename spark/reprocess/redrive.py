@@ -44,7 +44,7 @@ from reprocess.sparkutil import (
     restoring_conf,
     sized_codegen,
 )
-from reprocess.steps import StepLog
+from reprocess.steps import StepLog, crash_point
 from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
 from reprocess.storage.read import naming_damaged_files, read_files
 from reprocess.uris import remote_scheme
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 # The steps a re-drive logs (``re-drive step=<name> ... seconds=``), in order.
 STEPS = ("select", "stage_ledger", "stage_dlq")
+# Where tests kill a re-drive (steps.crash_point): staged; its files published and its audit staged; committed; its
+# audit record written (before the vacuum and the removal of its stage)
+CRASH_POINTS = ("redrive_after_stage", "redrive_after_publish", "redrive_after_commit", "redrive_after_record")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -261,6 +264,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     parquet_options(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(req.request_id, stage, "dlq")))
     steps.done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
+    crash_point("redrive_after_stage")
     pins.free()
     audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs), as_of_ms=snap.as_of_ms)
@@ -358,8 +362,11 @@ def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[s
     new.runs.append({"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": base.as_of_ms,
                      "summary": {k: v for k, v in audit.items() if k != "messages"}
                      | {"states": _carry_states(base, audit["moved"])}})
+    crash_point("redrive_after_publish")
     wh.commit(base, new)
+    crash_point("redrive_after_commit")
     wh.write_bytes(redrive_audit_path(wh, audit["request_id"]), data)
+    crash_point("redrive_after_record")
     wh.vacuum(new, keep_previous=base)
     wh.clear_run(audit["request_id"])
     log.info("re-drive committed request_id=%s moved=%s by=%s", audit["request_id"], audit["moved"],

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class StepLog:
@@ -28,3 +32,12 @@ class StepLog:
         self.t = now
         extra = " ".join(f"{k}={v}" for k, v in facts.items())
         self.logger.info(self.format, step, self.value, self.timings[step], extra)
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for tests: ``REPROCESS_CRASH_AT=<name>`` kills this process with SIGKILL here (a cycle's
+    points are ``reprocess.cycle.run.CRASH_POINTS``, a re-drive's ``reprocess.redrive.CRASH_POINTS``)."""
+    if os.environ.get("REPROCESS_CRASH_AT") == name:
+        log.warning("fault injection: SIGKILL at %s", name)
+        logging.shutdown()
+        os.kill(os.getpid(), signal.SIGKILL)

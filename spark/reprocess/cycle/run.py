@@ -18,8 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,7 +72,7 @@ from reprocess.sparkutil import (
     truncates_plans,
     with_as_of,
 )
-from reprocess.steps import StepLog
+from reprocess.steps import StepLog, crash_point
 from reprocess.storage.commit import (
     DATA_DOCS_DAYS,
     AnyWarehouse,
@@ -144,14 +142,6 @@ CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish"
 # The steps a cycle logs (``step=<name> ... seconds=``), in order; validate only when the GX gate is on.
 STEPS = ("landing", "locate", "merge", "select_due", "redrive", "stage_ledger", "stage_dlq",
          "stage_quarantine_and_manifest", "summary", "validate")
-
-
-def _crash_point(name: str) -> None:
-    """Fault injection for tests: ``REPROCESS_CRASH_AT=<name>`` kills this process with SIGKILL here."""
-    if os.environ.get("REPROCESS_CRASH_AT") == name:
-        log.warning("fault injection: SIGKILL at %s", name)
-        logging.shutdown()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_id_for(as_of_ms: int) -> str:
@@ -420,7 +410,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                         "address_filter": opts.address_filter, "due": due_count, "inflight": inflight_name,
                         "files": [f.__dict__ for f in files], "snapshot": snap.version}
         wh.write_prepared(run_id, prepared_doc)
-        _crash_point("after_prepare")
+        crash_point("after_prepare")
     elif due_count != prepared["due"]:
         raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
     else:
@@ -430,7 +420,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     ctx = RunContext(run_id, as_of, str(stage), codegen, outbox_dir=str(wh.staged(run_id, stage, "outbox")))
     outcomes, target_down = _redrive_once(spark, wh, opts, due, due_count, ctx, prepared_doc, groups, stage.name)
     steps.done("redrive", due=due_count)
-    _crash_point("after_redrive")
+    crash_point("after_redrive")
     final = pins.pin(with_bucket(apply_outcomes(merged, outcomes, policies, run_id, as_of, codegen)), level, truncate)
 
     # -- 6. stage outputs ------------------------------------------------------------------------
@@ -465,7 +455,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     wh.write_bytes(str(wh.staged(run_id, stage, "manifest") / "manifest.parquet"),
                    manifest_bytes(list(entries.values())))
     steps.done("stage_quarantine_and_manifest")
-    _crash_point("after_stage")
+    crash_point("after_stage")
     # -- 7. count, check, publish, commit ---------------------------------------------------------
     summary = _summary(spark, landing_counts, final, lateness, quarantine, run_id, as_of, files, changed, batch.corrupt,
                        redact(opts.target), snap, touched, due_count, target_down)
@@ -488,7 +478,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     for name in ("ledger", "dlq", "outbox", "quarantine"):
         new.files[name] += wh.publish(run_id, name, wh.staged(run_id, stage, name))
     new.files["manifest"] = wh.publish(run_id, "manifest", wh.staged(run_id, stage, "manifest"))
-    _crash_point("after_publish")
+    crash_point("after_publish")
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     docs = {"data_docs": True} if opts.validate else {}  # until expire_data_docs removes them, past the retention
