@@ -365,6 +365,14 @@ def test_a_prepared_runs_record_is_written_after_the_files_it_names_are_synced(t
     assert {f"{d}/outcomes-a/target=0/part-0.parquet", f"{d}/outcomes-a/target=0", f"{d}/outcomes-a"} <= set(
         synced[:first])
     assert not any("/other" in p for p in synced)  # only what the record names
+    synced.clear()  # a target's share of the re-drive done before the others: its folder and the one holding it
+    (run / "outcomes-b/target=1").mkdir(parents=True)
+    (run / "outcomes-b/target=1/part-0.parquet").write_bytes(b"PAR1 not really")
+    wh.write_prepared("run-0", {"run_id": "run-0", "inflight": "inflight-a",
+                                "outcomes_done": {"parts": [{"path": "outcomes-b/target=1", "target": "x"}]}})
+    first = record_at()
+    assert {f"{d}/outcomes-b/target=1/part-0.parquet", f"{d}/outcomes-b/target=1", f"{d}/outcomes-b"} <= set(
+        synced[:first])
 
 
 def test_a_folder_fsync_a_filesystem_does_not_offer_is_not_a_failed_run(tmp_path, monkeypatch):

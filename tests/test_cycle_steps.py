@@ -1419,6 +1419,88 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     assert len(asked) == 3, "asked only when a stored password is written nowhere"
 
 
+def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targets_messages_again(
+        spark, tmp_path, monkeypatch):
+    """A run whose due messages go through several targets (policies' own, then the run's) records each target's
+    outcomes in prepared.json as its share of the re-drive ends. Stopped before the next target's ends, the resumed
+    run reads the done targets' outcomes and sends only the rest, and so again after a second stop in the resumed
+    attempt. Before, every resume before the whole re-drive was recorded sent every target's messages again."""
+    import uuid
+
+    import reprocess.cycle.run as cycle_run
+
+    class Stopped(Exception):
+        pass
+
+    calls = tmp_path / "calls"
+    module = tmp_path / f"counted_{uuid.uuid4().hex}.py"  # a module of its own: the session's workers import it once
+    module.write_text("".join(f"def {name}(message):\n    with open({str(calls)!r}, 'a') as f:\n"
+                              f"        f.write('{name} ' + message['message_id'] + '\\n')\n\n"
+                              for name in ("a", "b", "c")), encoding="utf-8")
+    spark.sparkContext.addPyFile(str(module))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    policies = parse_policies("policies:\n" + "".join(
+        f'  - match: "{m}"\n    profile: stepped\n    settings: {{delays: [1m], max_deliveries: 3}}\n{t}'
+        for m, t in (("orders.created", f"    target: python:{module.stem}:a\n"),
+                     ("orders.paid", f"    target: python:{module.stem}:b\n"), ("orders.#", ""))))
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-a", "2026-11-21T10:00:00Z"),
+                                                 rec("m-b", "2026-11-21T10:00:00Z", address="orders.paid"),
+                                                 rec("m-c1", "2026-11-21T10:00:00Z", address="orders.sent"),
+                                                 rec("m-c2", "2026-11-21T10:00:00Z", address="orders.sent")])
+
+    def sent() -> list[str]:
+        return sorted(calls.read_text().splitlines())
+
+    def stop_at_group(n: int):
+        seen = []
+
+        def stop(name: str) -> None:
+            if name == "after_redrive_group":
+                seen.append(name)
+                if len(seen) == n:
+                    raise Stopped(name)
+        return stop
+
+    def parts() -> list[str]:
+        prepared = json.loads(next((tmp_path / "wh").rglob("prepared.json")).read_text())
+        return [part["target"] for part in prepared["outcomes_done"]["parts"]]
+
+    target = f"python:{module.stem}:c"
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop_at_group(1))  # a's share done, b's and c's not begun
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert sent() == ["a m-a"]
+    assert parts() == [f"python:{module.stem}:a"]
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop_at_group(2))  # the resumed attempt's a (none sent) and b done
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert sent() == ["a m-a", "b m-b"]
+    assert parts() == [f"python:{module.stem}:a", f"python:{module.stem}:b"]
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert sent() == ["a m-a", "b m-b", "c m-c1", "c m-c2"]  # each message sent once
+    assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z", 4, 4)
+    assert all(s["conservation"].values())
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        m: ("DELIVERED", 2) for m in ("m-a", "m-b", "m-c1", "m-c2")}
+
+
+def test_a_target_groups_outcomes_are_taken_as_done_unless_the_outbox_or_recorded_alike_as_one_not_done():
+    """The outbox's files are in the stopped attempt's stage, so its share is written again; two targets differing
+    only in a password record their rows alike, so the first one's are not done until the second's are."""
+    from reprocess.cycle.run import _recordable
+    from reprocess.targets import parse_target
+
+    def group(spec: str) -> tuple:
+        return (spec, parse_target(spec.replace("${PW_A}", "a").replace("${PW_B}", "b")), None)
+
+    first, second = "amqp://u:${PW_A}@127.0.0.1:1/", "amqp://u:${PW_B}@127.0.0.1:1/"
+    groups = [group("outbox"), group(first), group("python:reprocess.targets.examples:always_ok"), group(second)]
+    assert [_recordable(groups, i) for i in range(4)] == [None, None, "python:reprocess.targets.examples:always_ok",
+                                                     "amqp://u:***@127.0.0.1:1/"]
+
+
 def test_a_resumed_runs_rows_are_each_taken_by_one_target_when_two_differ_only_in_a_password(spark, monkeypatch):
     """Two policies' targets that differ only in their password record alike (redacted) at the prepare; on resume
     each took every row recorded so, and each such message was published through both. Now each recorded spelling

@@ -139,6 +139,7 @@ class CycleOptions:
 
 RECORDED_TARGET = "_target"  # a resumed run's due rows: the target its prepare recorded for each (inflight's target)
 CRASH_POINTS = ("after_prepare", "after_redrive", "after_stage", "after_publish")
+# and "after_redrive_group", after each target's share of the re-drive (a run with several targets)
 # The steps a cycle logs (``step=<name> ... seconds=``), in order; validate only when the GX gate is on.
 STEPS = ("landing", "locate", "merge", "select_due", "redrive", "stage_ledger", "stage_dlq",
          "stage_quarantine_and_manifest", "summary", "validate")
@@ -618,24 +619,49 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
     if sent is None and due_count:
         # Written where the inflight list is, out of the attempts' stages (a resumed attempt removes them); recorded in
         # prepared.json once every target's are: from then on the re-drive is done, and a resumed attempt (after a
-        # crash, a failed check, a task's retry) reads them instead of sending its messages again.
+        # crash, a failed check, a task's retry) reads them instead of sending its messages again. A target's group
+        # done before the others is recorded as it ends (``outcomes_done``): a stop during a later group's re-drive
+        # does not send the earlier groups' messages again.
+        recorded = RECORDED_TARGET in due.columns
         if groups is None:
-            groups = _target_groups(opts, recorded=RECORDED_TARGET in due.columns)
+            groups = _target_groups(opts, recorded=recorded)
+        # a run prepared before the targets were recorded cannot tell the done groups' rows: they are sent again
+        earlier: list[dict[str, str]] = list((prepared_doc.get("outcomes_done") or {}).get("parts", [])) \
+            if recorded else []
+        if earlier:
+            done = sorted({part["target"] for part in earlier})
+            log.warning("resuming run_id=%s: its re-drive through %s finished before the stop; those outcomes are "
+                        "read, their messages are not sent again", ctx.run_id, ", ".join(done))
+            rest = ~F.col(RECORDED_TARGET).isin(done)  # never null: coalesced at the prepare
+            groups = [(spec, target, rest if rows is None else rows & rest) for spec, target, rows in groups]
         outcomes_dir = f"outcomes-{attempt}"
-        _redrive(due, ctx, str(run_dir / outcomes_dir), groups)
+        parts = list(earlier)
+
+        def group_done(i: int) -> None:
+            shown = _recordable(groups, i)
+            # the last one's are recorded with the whole re-drive's; a group done before the stop re-drove none now
+            if shown is not None and i < len(groups) - 1 and all(part["target"] != shown for part in parts):
+                parts.append({"path": f"{outcomes_dir}/target={i}", "target": shown})
+                wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes_done": {"parts": parts}})
+            crash_point("after_redrive_group")
+
+        _redrive(due, ctx, str(run_dir / outcomes_dir), groups, group_done)
         # the outbox groups by what they are, not by their spelling (a ${VAR} may name the outbox)
         sent = {"dir": outcomes_dir, "targets": [redact(spec) for spec, _t, _r in groups],
                 "outbox": [i for i, (_s, target, _r) in enumerate(groups) if isinstance(target, OutboxTarget)],
+                "earlier": [part["path"] for part in earlier],  # an earlier attempt's groups (none the outbox)
                 "counts_not_tried": True}  # its partitions count what they leave (NOT_TRIED rows)
         wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes": sent})
-        paths = [str(run_dir / outcomes_dir / f"target={i}") for i in range(len(groups))]
+        paths = [str(run_dir / path) for path in sent["earlier"]] + \
+            [str(run_dir / outcomes_dir / f"target={i}") for i in range(len(groups))]
     elif sent is not None:
         # Only the outbox's messages are written again: its files were in the first attempt's stage. They are the rows
         # recorded for the outbox groups; no other target is built (its credentials are not needed).
         log.warning("resuming run_id=%s: its re-drive finished before the stop; its outcomes are read, nothing is "
                     "sent again", ctx.run_id)
         outbox = set(sent["outbox"])
-        paths = [str(run_dir / sent["dir"] / f"target={i}") for i in range(len(sent["targets"])) if i not in outbox]
+        paths = [str(run_dir / path) for path in sent.get("earlier", [])] + \
+            [str(run_dir / sent["dir"] / f"target={i}") for i in range(len(sent["targets"])) if i not in outbox]
         if outbox:
             specs = [sent["targets"][i] for i in sorted(outbox)]
             rows = F.coalesce(F.col(RECORDED_TARGET).isin(specs), F.lit(False))
@@ -648,14 +674,31 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
     return _outcomes(spark, paths, ctx.run_id, counted=sent is None or sent.get("counts_not_tried", False))
 
 
-def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str,
-             groups: list[tuple[str, Target, Column | None]]) -> None:
+def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str, groups: list[tuple[str, Target, Column | None]],
+             group_done: Callable[[int], None] | None = None) -> None:
     """Re-drive the due messages once, each through its group's target (``groups``, as _target_groups gives them);
-    each group's outcomes are written to ``<outcomes_dir>/target=<i>``."""
+    each group's outcomes are written to ``<outcomes_dir>/target=<i>``, then ``group_done(i)`` is called."""
     for i, (spec, target, rows) in enumerate(groups):
         log.info("re-driving %s target=%s", "due" if len(groups) == 1 else "a policy's share of due", redact(spec))
         sent = target.redrive(due if rows is None else due.filter(rows), ctx)
         sent.write.mode("overwrite").parquet(f"{outcomes_dir}/target={i}")
+        if group_done is not None:
+            group_done(i)
+
+
+def _recordable(groups: list[tuple[str, Target, Column | None]], i: int) -> str | None:
+    """The spelling the rows of group ``i`` were recorded with at the prepare (_target_column), if a resumed run may
+    take them as done once the group's outcomes are written: not for the outbox, whose files are in the stopped
+    attempt's stage and are written again, nor while another group not yet done was recorded alike (two targets
+    differing only in a password). A resumed run's own group for the run's target also took rows recorded for a
+    target no longer named; those are sent again after a further stop (at least once, with the same keys)."""
+    from reprocess.targets.outbox import OutboxTarget
+
+    spec, target, _rows = groups[i]
+    shown = redact(spec)
+    if isinstance(target, OutboxTarget) or any(redact(s) == shown for s, _t, _r in groups[i + 1:]):
+        return None
+    return shown
 
 
 def _outcomes(spark: SparkSession, paths: list[str], run_id: str,

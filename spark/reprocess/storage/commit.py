@@ -497,8 +497,11 @@ class Warehouse:
         files were empty, and every later call, which must finish the prepared run first, failed reading them."""
         d = self.run_dir(run_id)
         d.mkdir(parents=True, exist_ok=True)
-        outcomes = doc.get("outcomes")
-        for name in (doc.get("inflight"), outcomes.get("dir") if isinstance(outcomes, Mapping) else None):
+        outcomes, done = doc.get("outcomes"), doc.get("outcomes_done")
+        # the re-drive's targets done so far: ``<outcomes dir>/target=<i>``, synced with the folder that holds them
+        parts = done.get("parts", []) if isinstance(done, Mapping) else []
+        for name in (doc.get("inflight"), outcomes.get("dir") if isinstance(outcomes, Mapping) else None,
+                     *{str(part.get("path", "")).split("/")[0] for part in parts if isinstance(part, Mapping)}):
             if isinstance(name, str) and name and (d / name).is_dir():
                 _fsync_tree(d / name)
         self.write_bytes(str(d / "prepared.json"), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
