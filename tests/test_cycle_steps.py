@@ -1486,6 +1486,73 @@ def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targ
         m: ("DELIVERED", 2) for m in ("m-a", "m-b", "m-c1", "m-c2")}
 
 
+def test_a_prepared_run_whose_target_is_gone_is_abandoned_and_the_next_cycle_does_its_work_again(
+        spark, tmp_path, monkeypatch, capsys):
+    """A run prepared with a target whose password is gone cannot be resumed, and blocks every writer. ``reprocess
+    prepared list`` shows it; ``reprocess prepared abandon`` removes it under the lock, and the next cycle at its
+    as-of ingests its landing files and re-drives its due messages, with the same delivery numbers, through the
+    target configured now. A run whose re-drive finished resumes without its target: abandoning it is refused
+    without --force. Before, the only way out was resuming with the old target."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess import cli
+    from reprocess.errors import ConfigError
+    from reprocess.storage.commit import Warehouse
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at(point: str):
+        def stop(name: str) -> None:
+            if name == point:
+                raise Stopped(name)
+        return stop
+
+    def prepared_list() -> list[dict]:
+        assert cli.main(["prepared", "list", "--warehouse", wh, "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)["prepared"]
+
+    wh, run_id = str(tmp_path / "wh"), "run-20261121T103000Z"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(f"m-{i}", "2026-11-21T10:00:00Z") for i in range(3)])
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop_at("after_prepare"))
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="amqp://u:s3cret@127.0.0.1:1/")
+    with pytest.raises(ConfigError, match=rf"prepared abandon --warehouse {wh} {run_id}"):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
+    assert [(r["run_id"], r["due"], r["target"], r["redrive"]) for r in prepared_list()] == [
+        (run_id, 3, "amqp://u:***@127.0.0.1:1/", "not finished")]
+    assert cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T113000Z"]) == 10  # not prepared
+    with monkeypatch.context() as m:  # stopped after its record was removed, before its folder was
+        m.setattr(Warehouse, "clear_run", lambda self, run_id: None)
+        assert cli.main(["prepared", "abandon", "--warehouse", wh, run_id]) == 0
+    assert json.loads(capsys.readouterr().out)["abandoned"]["run_id"] == run_id
+    assert prepared_list() == []
+    assert (tmp_path / "wh" / "_runs" / run_id).is_dir()
+    assert not (tmp_path / "wh" / "_runs" / run_id / "prepared.json").exists()
+    assert cli.main(["prepared", "abandon", "--warehouse", wh, run_id]) == 0  # asked again: the folder left goes
+    assert json.loads(capsys.readouterr().out) == {"abandoned": None, "removed_folder_of": run_id}
+    assert not (tmp_path / "wh" / "_runs" / run_id).exists()
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
+    assert (s["run_id"], s["due"], s["delivered"]) == (run_id, 3, 3)
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        f"m-{i}": ("DELIVERED", 2) for i in range(3)}
+    assert sorted(r.message_id for r in read_dataset(spark, wh, "outbox").collect()) == ["m-0", "m-1", "m-2"]
+
+    land(tmp_path / "landing", "11", "b.jsonl", [rec("m-3", "2026-11-21T11:00:00Z")])
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop_at("after_redrive"))
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T11:30:00Z", target="outbox")
+    assert [r["redrive"] for r in prepared_list()] == ["finished"]
+    assert cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T113000Z"]) == 3
+    assert "re-drive finished" in capsys.readouterr().err
+    assert cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T113000Z", "--force"]) == 0
+    assert json.loads(capsys.readouterr().out)["abandoned"]["redrive"] == "finished"
+    assert prepared_list() == []
+    assert not (tmp_path / "wh" / "_runs" / "run-20261121T113000Z").exists()
+    assert cli.main(["prepared", "abandon", "--warehouse", str(tmp_path / "nowhere"), run_id]) == 3
+
+
 def test_a_target_groups_outcomes_are_taken_as_done_unless_the_outbox_or_recorded_alike_as_one_not_done():
     """The outbox's files are in the stopped attempt's stage, so its share is written again; two targets differing
     only in a password record their rows alike, so the first one's are not done until the second's are."""

@@ -5,6 +5,7 @@
     reprocess run | generate | redrive ...                       (Spark jobs; see --help)
     reprocess connect-server | jvm-archive                        (the long-lived driver; the driver's class archive)
     reprocess dlq list|show|stats, ledger stats, report ...       (operator commands, no Spark)
+    reprocess prepared list|abandon ...                           (runs persisted and not committed, no Spark)
 
 Exit codes come from the error classes in :mod:`reprocess.errors`.
 """
@@ -232,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_options(d)
     d.set_defaults(func=cmd_redrive)
     _add_operator_commands(sub)
+    _add_prepared_commands(sub)
     return parser
 
 
@@ -406,6 +408,109 @@ def _add_operator_commands(sub: Any) -> None:
                    help="write the report owner-only (0600): it previews payloads "
                    "(default: $REPROCESS_PRIVATE_FILES, else off)")
     p.set_defaults(func=cmd_report)
+
+
+_PREPARED_NOTE = ("Every writer (a cycle, a DLQ re-drive) resumes a prepared run first. A local warehouse only "
+                  "(no Spark).")
+
+
+def _add_prepared_commands(sub: Any) -> None:
+    prepared = sub.add_parser("prepared", help="runs that persisted their deliveries and did not commit: list, "
+                              "abandon (no Spark)", description="Prepared runs: runs that persisted their "
+                              "deliveries and did not commit. " + _PREPARED_NOTE)
+    psub = prepared.add_subparsers(dest="prepared_command", required=True, metavar="SUBCOMMAND")
+    p: argparse.ArgumentParser = psub.add_parser(
+        "list", help="the prepared runs, oldest first, with their targets and how far their re-drive got",
+        description="List the prepared runs, oldest first: as-of, due messages, targets (passwords masked) and how "
+        "far the re-drive got (not finished, some targets done, or finished: then a resume sends nothing again). "
+        + _PREPARED_NOTE, epilog="examples:\n  reprocess prepared list --warehouse wh/\n"
+        "  reprocess prepared list --warehouse wh/ --format json", formatter_class=_ExamplesFormatter)
+    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (a directory)")
+    _format_arg(p)
+    p.set_defaults(func=cmd_prepared_list)
+    p = psub.add_parser(
+        "abandon", help="forget a prepared run that cannot be resumed; the next cycle does its work again",
+        description="Forget a prepared run that cannot be resumed (its target's password gone, a target "
+        "retired): under the writer lock its record, then its folder, are removed. Nothing of it was committed, so "
+        "the next cycle reads its landing files and selects its due messages again, with the same delivery "
+        "numbers, through the targets configured then: a message its attempts sent (confirmed or not) is sent "
+        "again with the same idempotency key. A run whose re-drive finished needs no target to resume and sends "
+        "nothing again: it is refused without --force. " + _PREPARED_NOTE,
+        epilog="examples:\n  reprocess prepared abandon --warehouse wh/ run-20261121T103000Z\n"
+        "  reprocess prepared abandon --warehouse wh/ run-20261121T103000Z --lock-wait 600",
+        formatter_class=_ExamplesFormatter)
+    p.add_argument("run_id", metavar="RUN_ID", help="the prepared run (reprocess prepared list)")
+    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (a directory)")
+    p.add_argument("--force", action="store_true",
+                   help="abandon a run whose re-drive finished too (its confirmed messages are sent again)")
+    p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
+                   help="wait this long for another writer to release the warehouse (default: fail at once)")
+    p.set_defaults(func=cmd_prepared_abandon)
+
+
+def _local_warehouse(path: str) -> Any:
+    """The local warehouse at ``path``, which must exist (a lock would create a mistyped one)."""
+    from pathlib import Path
+
+    from reprocess.storage.commit import Warehouse
+    from reprocess.uris import remote_scheme
+
+    if remote_scheme(path):
+        raise ConfigError(f"{path}: prepared runs are listed and abandoned on a local warehouse only; on object "
+                          "storage resume the run (reprocess run with its --target)", key="--warehouse")
+    if not (Path(path) / "_snapshots").is_dir() and not (Path(path) / "_runs").is_dir():
+        raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
+    return Warehouse(path)
+
+
+def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
+    from reprocess.cycle.run import iso
+
+    done = doc.get("outcomes_done") or {}
+    redrive = "finished" if doc.get("outcomes") else \
+        f"{len(done['parts'])} target(s) done" if done.get("parts") else "not finished"
+    return {"run_id": doc["run_id"], "as_of": iso(doc["as_of_ms"]), "due": doc.get("due"), "target": doc["target"],
+            "policy_targets": doc.get("policy_targets") or {}, "redrive": redrive,
+            "targets_done": [part["target"] for part in done.get("parts", [])]}
+
+
+def cmd_prepared_list(args: argparse.Namespace) -> int:
+    wh = _local_warehouse(args.warehouse)
+    runs = [_prepared_row(doc) for doc in wh.prepared_runs()]
+
+    def render(doc: dict[str, Any]) -> str:
+        if not doc["prepared"]:
+            return "no prepared run: nothing waits to be resumed\n"
+        lines = [f"{len(doc['prepared'])} prepared run(s), oldest first (each is resumed by the next writer):"]
+        for r in doc["prepared"]:
+            lines.append(f"  {r['run_id']}  as of {r['as_of']}  due {r['due']}  re-drive {r['redrive']}")
+            lines.append(f"    target {r['target']}")
+            lines += [f"    policy {m!r} target {t}" for m, t in sorted(r["policy_targets"].items())]
+            lines += [f"    done: {t}" for t in r["targets_done"]]
+        return "\n".join(lines) + "\n"
+
+    return _emit({"warehouse": args.warehouse, "prepared": runs}, args.format, render)
+
+
+def cmd_prepared_abandon(args: argparse.Namespace) -> int:
+    wh = _local_warehouse(args.warehouse)
+    with wh.lock(owner=f"abandon {args.run_id}", wait_seconds=args.lock_wait):
+        doc = wh.read_prepared(args.run_id)
+        if doc is not None and doc.get("outcomes") and not args.force:
+            raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "
+                              "again (the next cycle does); abandoning it sends its confirmed messages again. Pass "
+                              "--force to abandon it anyway", key="run_id")
+        doc = wh.abandon_prepared(args.run_id)
+    if doc is None:
+        log.warning("removed the folder of run_id=%s, which an abandon stopped part-way left", args.run_id)
+        sys.stdout.write(json.dumps({"abandoned": None, "removed_folder_of": args.run_id}) + "\n")
+        return 0
+    row = _prepared_row(doc)
+    log.warning("abandoned prepared run_id=%s as_of=%s due=%s target=%s re-drive %s: the next cycle selects its due "
+                "messages again (a message it sent is sent again with the same key)", row["run_id"], row["as_of"],
+                row["due"], row["target"], row["redrive"])
+    sys.stdout.write(json.dumps({"abandoned": row}, sort_keys=True) + "\n")
+    return 0
 
 
 def _not_found_exit() -> int:

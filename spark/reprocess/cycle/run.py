@@ -222,7 +222,9 @@ def _prepared_target(prep: dict[str, Any], opts: CycleOptions) -> str:
     target = _written_targets(opts.target, opts.policies).get(prep["target"], prep["target"])
     if "***" in target:
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password is not "
-                          "stored): pass the same --target", key="--target")
+                          "stored): pass the same --target, or, if that target is gone, abandon the run (reprocess "
+                          f"prepared abandon --warehouse {opts.warehouse} {prep['run_id']}) and run again",
+                          key="--target")
     return target
 
 
@@ -266,7 +268,8 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
             continue
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
                           "password is not stored): write that target back in the policy file, under any policy "
-                          "or as the run's target", key="target")
+                          "or as the run's target, or, if it is gone, abandon the run (reprocess prepared abandon "
+                          f"--warehouse WAREHOUSE {prep['run_id']}) and run again", key="target")
     if targets != current:
         log.warning("resuming run_id=%s with the policies' own targets it prepared with, not the policy file's: %s",
                     prep["run_id"], {m: redact(t) for m, t in targets.items()})

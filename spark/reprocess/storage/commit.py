@@ -510,6 +510,29 @@ class Warehouse:
         p = self.run_dir(run_id) / "prepared.json"
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
+    def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
+        """Forget ``run_id``, a run that persisted its deliveries and was not committed (the caller holds the
+        lock), and return its record. The record goes first, in one synced unlink: a stop part-way leaves no
+        prepared run naming removed files, only the run's folder, which asking again removes (None). Nothing of the
+        run was committed, so the warehouse is as its latest snapshot says: the next cycle reads the run's landing
+        files and selects its due messages again, with the same delivery numbers."""
+        from reprocess.errors import NotFoundError
+
+        doc = next((d for d in self.prepared_runs() if d["run_id"] == run_id), None)
+        folder = self.run_dir(run_id)
+        if doc is None and run_id.startswith("run-") and folder.is_dir() and not (folder / "prepared.json").exists():
+            self.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
+            return None
+        if doc is None:
+            pending = ", ".join(d["run_id"] for d in self.prepared_runs()) or "none"
+            raise NotFoundError(f"{run_id} is not a prepared run of {self.root} that was not committed "
+                                f"(prepared runs: {pending})")
+        record = self.run_dir(run_id) / "prepared.json"
+        record.unlink()
+        _fsync_dir(record.parent)
+        self.clear_run(run_id)
+        return doc
+
     def _fsync_up(self, *folders: Path) -> None:
         """Sync each of ``folders`` and each folder above them up to the root, once each: a folder made since is an
         entry in its parent."""
