@@ -1417,10 +1417,19 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
             _prepared_policy_targets(prep, policies(None), "outbox", recorded)
     assert _prepared_policy_targets(prep, policies(secret), "outbox", inflight("outbox")) == {"a.#": secret}
     assert len(asked) == 3, "asked only when a stored password is written nowhere"
+    # its share of the re-drive done before a stop (outcomes_done): not called again, so not needed
+    shown = "amqp://u:***@broker:5672/"
+    done = {**prep, "outcomes_done": {"parts": [{"path": "outcomes-a/target=0", "target": shown}]}}
+    assert _prepared_policy_targets(done, policies(None), "outbox", inflight("outbox", shown)) == {}
+    # the way out named: abandon on a local warehouse; on object storage, none yet
+    with pytest.raises(ConfigError, match=r"prepared abandon --warehouse /data/wh run-x\) and run again"):
+        _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "/data/wh")
+    with pytest.raises(ConfigError, match=r"on object storage cannot be abandoned yet"):
+        _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "s3a://b/wh")
 
 
 def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targets_messages_again(
-        spark, tmp_path, monkeypatch):
+        spark, tmp_path, monkeypatch, capsys):
     """A run whose due messages go through several targets (policies' own, then the run's) records each target's
     outcomes in prepared.json as its share of the re-drive ends. Stopped before the next target's ends, the resumed
     run reads the done targets' outcomes and sends only the rest, and so again after a second stop in the resumed
@@ -1472,6 +1481,18 @@ def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targ
             cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
     assert sent() == ["a m-a"]
     assert parts() == [f"python:{module.stem}:a"]
+    from reprocess import cli
+    from reprocess.errors import ConfigError
+
+    wh = str(tmp_path / "wh")
+    assert cli.main(["prepared", "list", "--warehouse", wh, "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["prepared"]
+    assert [(r["redrive"], r["targets_done"]) for r in listed] == [("1 target(s) done", [f"python:{module.stem}:a"])]
+    # abandoning it would send a's confirmed message again: refused without --force
+    assert cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T103000Z"]) == ConfigError.exit_code
+    assert "re-drive is done through" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a run id is never a path
+        cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T103000Z/.."])
     with monkeypatch.context() as m:
         m.setattr(cycle_run, "crash_point", stop_at_group(2))  # the resumed attempt's a (none sent) and b done
         with pytest.raises(Stopped):
@@ -1555,7 +1576,8 @@ def test_a_prepared_run_whose_target_is_gone_is_abandoned_and_the_next_cycle_doe
 
 def test_a_target_groups_outcomes_are_taken_as_done_unless_the_outbox_or_recorded_alike_as_one_not_done():
     """The outbox's files are in the stopped attempt's stage, so its share is written again; two targets differing
-    only in a password record their rows alike, so the first one's are not done until the second's are."""
+    only in a password record their rows alike, so neither one's rows are its own: before, the second's done took
+    the first's rows too, which then got no outcome and the resume failed its conservation check at every call."""
     from reprocess.cycle.run import _recordable
     from reprocess.targets import parse_target
 
@@ -1563,9 +1585,10 @@ def test_a_target_groups_outcomes_are_taken_as_done_unless_the_outbox_or_recorde
         return (spec, parse_target(spec.replace("${PW_A}", "a").replace("${PW_B}", "b")), None)
 
     first, second = "amqp://u:${PW_A}@127.0.0.1:1/", "amqp://u:${PW_B}@127.0.0.1:1/"
-    groups = [group("outbox"), group(first), group("python:reprocess.targets.examples:always_ok"), group(second)]
-    assert [_recordable(groups, i) for i in range(4)] == [None, None, "python:reprocess.targets.examples:always_ok",
-                                                     "amqp://u:***@127.0.0.1:1/"]
+    ok = "python:reprocess.targets.examples:always_ok"
+    groups = [group("outbox"), group(first), group(second), group(ok)]
+    assert [_recordable(groups, i) for i in range(4)] == [None, None, None, ok]
+    assert [_recordable(groups[1:], i) for i in range(3)] == [None, None, ok]
 
 
 def test_a_resumed_runs_rows_are_each_taken_by_one_target_when_two_differ_only_in_a_password(spark, monkeypatch):

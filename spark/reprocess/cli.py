@@ -410,8 +410,8 @@ def _add_operator_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
 
-_PREPARED_NOTE = ("Every writer (a cycle, a DLQ re-drive) resumes a prepared run first. A local warehouse only "
-                  "(no Spark).")
+_PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. A local "
+                  "warehouse only (no Spark).")
 
 
 def _add_prepared_commands(sub: Any) -> None:
@@ -434,18 +434,28 @@ def _add_prepared_commands(sub: Any) -> None:
         "retired): under the writer lock its record, then its folder, are removed. Nothing of it was committed, so "
         "the next cycle reads its landing files and selects its due messages again, with the same delivery "
         "numbers, through the targets configured then: a message its attempts sent (confirmed or not) is sent "
-        "again with the same idempotency key. A run whose re-drive finished needs no target to resume and sends "
-        "nothing again: it is refused without --force. " + _PREPARED_NOTE,
+        "again with the same idempotency key. A run whose re-drive finished, or some of whose targets' shares did, "
+        "resumes without calling them again: it is refused without --force. " + _PREPARED_NOTE,
         epilog="examples:\n  reprocess prepared abandon --warehouse wh/ run-20261121T103000Z\n"
         "  reprocess prepared abandon --warehouse wh/ run-20261121T103000Z --lock-wait 600",
         formatter_class=_ExamplesFormatter)
-    p.add_argument("run_id", metavar="RUN_ID", help="the prepared run (reprocess prepared list)")
+    p.add_argument("run_id", metavar="RUN_ID", type=_run_id, help="the prepared run (reprocess prepared list)")
     p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (a directory)")
     p.add_argument("--force", action="store_true",
-                   help="abandon a run whose re-drive finished too (its confirmed messages are sent again)")
+                   help="abandon a run whose re-drive finished, or some targets' shares of it, too (their confirmed "
+                   "messages are sent again)")
     p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
     p.set_defaults(func=cmd_prepared_abandon)
+
+
+def _run_id(text: str) -> str:
+    """A cycle's run id (``run-20261121T103000Z``, milliseconds and a follow-up's ``-2`` allowed): never a path."""
+    import re
+
+    if not re.fullmatch(r"run-\d{8}T\d{6}(\d{3})?Z(-\d+)?", text):
+        raise argparse.ArgumentTypeError(f"expected a cycle's run id such as run-20261121T103000Z, got {text!r}")
+    return text
 
 
 def _local_warehouse(path: str) -> Any:
@@ -500,6 +510,12 @@ def cmd_prepared_abandon(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "
                               "again (the next cycle does); abandoning it sends its confirmed messages again. Pass "
                               "--force to abandon it anyway", key="run_id")
+        done = [part["target"] for part in (doc or {}).get("outcomes_done", {}).get("parts", [])]
+        if done and not args.force:
+            raise ConfigError(f"{args.run_id}'s re-drive is done through {', '.join(done)}: resuming it needs "
+                              "none of them and sends their messages no more; abandoning it sends their confirmed "
+                              "messages again, through the targets configured then. Pass --force to abandon it "
+                              "anyway", key="run_id")
         doc = wh.abandon_prepared(args.run_id)
     if doc is None:
         log.warning("removed the folder of run_id=%s, which an abandon stopped part-way left", args.run_id)

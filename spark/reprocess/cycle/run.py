@@ -94,6 +94,7 @@ from reprocess.targets.base import (
     parse_target,
 )
 from reprocess.targets.broker import redact
+from reprocess.uris import remote_scheme
 from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:
@@ -175,7 +176,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
             else:
                 target = _prepared_target(prep, opts)
                 policy_targets = _prepared_policy_targets(prep, opts.policies, opts.target,
-                                                          functools.partial(_inflight_targets, spark, wh, prep))
+                                                          functools.partial(_inflight_targets, spark, wh, prep),
+                                                          opts.warehouse)
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
             _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
@@ -222,10 +224,18 @@ def _prepared_target(prep: dict[str, Any], opts: CycleOptions) -> str:
     target = _written_targets(opts.target, opts.policies).get(prep["target"], prep["target"])
     if "***" in target:
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {target} (the password is not "
-                          "stored): pass the same --target, or, if that target is gone, abandon the run (reprocess "
-                          f"prepared abandon --warehouse {opts.warehouse} {prep['run_id']}) and run again",
-                          key="--target")
+                          f"stored): pass the same --target{_way_out(opts.warehouse, prep['run_id'])}", key="--target")
     return target
+
+
+def _way_out(warehouse: str | None, run_id: str) -> str:
+    """How a prepared run whose target is gone for good is given up (end of a sentence)."""
+    if warehouse is None:
+        return ""
+    if remote_scheme(warehouse):
+        return " (a prepared run on object storage cannot be abandoned yet: its target must be written back)"
+    return (f"; or, if it is gone for good, abandon the run (reprocess prepared abandon --warehouse {warehouse} "
+            f"{run_id}) and run again")
 
 
 def _inflight_targets(spark: SparkSession, wh: AnyWarehouse, prep: dict[str, Any]) -> set[str] | None:
@@ -238,8 +248,8 @@ def _inflight_targets(spark: SparkSession, wh: AnyWarehouse, prep: dict[str, Any
 
 
 def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_target: str = "outbox",
-                             inflight_targets: Callable[[], set[str] | None] = lambda: None
-                             ) -> dict[str, str] | None:
+                             inflight_targets: Callable[[], set[str] | None] = lambda: None,
+                             warehouse: str | None = None) -> dict[str, str] | None:
     """The policies' own targets a prepared run re-drives through when it resumes: the ones it prepared with, as
     its run target. A policy file changed in between (a policy's target changed, added or removed) would otherwise
     send the rest of the run elsewhere, and the messages its first attempt delivered again to a second target,
@@ -247,11 +257,12 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
     target is written now (_written_targets: ``run_target`` or any policy's own, so a policy renamed or removed whose
     target is still written somewhere resumes, its password rotated or not); otherwise the run cannot resume, unless
     none of its inflight deliveries was recorded for that target (``inflight_targets``, asked only then: the run
-    needs no such target, and it is left out). None for a run prepared before they were recorded: the policy
-    file's."""
+    needs no such target, and it is left out), or its share of the re-drive is done (``outcomes_done``: it is
+    called no more). None for a run prepared before they were recorded: the policy file's."""
     stored: dict[str, str] | None = prep.get("policy_targets")
     if stored is None:
         return None
+    done = {part["target"] for part in (prep.get("outcomes_done") or {}).get("parts", [])}
     current = _policy_targets(policies)
     written = _written_targets(run_target, policies)
     targets: dict[str, str] = {}
@@ -266,10 +277,13 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
             log.info("resuming run_id=%s without the target %s of policy %r: none of its deliveries was recorded "
                      "for it", prep["run_id"], spec, match)
             continue
+        if used[0] is not None and spec in done:
+            log.info("resuming run_id=%s without the target %s of policy %r: its share of the re-drive is done",
+                     prep["run_id"], spec, match)
+            continue
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
                           "password is not stored): write that target back in the policy file, under any policy "
-                          "or as the run's target, or, if it is gone, abandon the run (reprocess prepared abandon "
-                          f"--warehouse WAREHOUSE {prep['run_id']}) and run again", key="target")
+                          f"or as the run's target{_way_out(warehouse, prep['run_id'])}", key="target")
     if targets != current:
         log.warning("resuming run_id=%s with the policies' own targets it prepared with, not the policy file's: %s",
                     prep["run_id"], {m: redact(t) for m, t in targets.items()})
@@ -626,6 +640,7 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
         # done before the others is recorded as it ends (``outcomes_done``): a stop during a later group's re-drive
         # does not send the earlier groups' messages again.
         recorded = RECORDED_TARGET in due.columns
+        resumed = groups is None  # a resumed run's groups are taken by the targets recorded
         if groups is None:
             groups = _target_groups(opts, recorded=recorded)
         # a run prepared before the targets were recorded cannot tell the done groups' rows: they are sent again
@@ -642,8 +657,13 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
 
         def group_done(i: int) -> None:
             shown = _recordable(groups, i)
-            # the last one's are recorded with the whole re-drive's; a group done before the stop re-drove none now
-            if shown is not None and i < len(groups) - 1 and all(part["target"] != shown for part in parts):
+            # Recorded only where a resume can tell the group's rows by their recorded target (this run's prepare
+            # recorded them; a resumed run's, if its older prepare did), and not for a resumed run's group for the
+            # run's target, which also took rows recorded for a target no longer named (_recorded_groups). The last
+            # group's are recorded with the whole re-drive's; a group done before the stop re-drove none now.
+            tellable = recorded if resumed else True
+            if shown is not None and tellable and not (resumed and shown == redact(opts.target)) \
+                    and i < len(groups) - 1 and all(part["target"] != shown for part in parts):
                 parts.append({"path": f"{outcomes_dir}/target={i}", "target": shown})
                 wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes_done": {"parts": parts}})
             crash_point("after_redrive_group")
@@ -692,14 +712,13 @@ def _redrive(due: DataFrame, ctx: RunContext, outcomes_dir: str, groups: list[tu
 def _recordable(groups: list[tuple[str, Target, Column | None]], i: int) -> str | None:
     """The spelling the rows of group ``i`` were recorded with at the prepare (_target_column), if a resumed run may
     take them as done once the group's outcomes are written: not for the outbox, whose files are in the stopped
-    attempt's stage and are written again, nor while another group not yet done was recorded alike (two targets
-    differing only in a password). A resumed run's own group for the run's target also took rows recorded for a
-    target no longer named; those are sent again after a further stop (at least once, with the same keys)."""
+    attempt's stage and are written again, nor for a target recorded alike with another (two targets differing only
+    in a password): the rows recorded so are not this group's alone."""
     from reprocess.targets.outbox import OutboxTarget
 
     spec, target, _rows = groups[i]
     shown = redact(spec)
-    if isinstance(target, OutboxTarget) or any(redact(s) == shown for s, _t, _r in groups[i + 1:]):
+    if isinstance(target, OutboxTarget) or any(redact(s) == shown for j, (s, _t, _r) in enumerate(groups) if j != i):
         return None
     return shown
 

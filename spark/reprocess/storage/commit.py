@@ -518,9 +518,11 @@ class Warehouse:
         files and selects its due messages again, with the same delivery numbers."""
         from reprocess.errors import NotFoundError
 
+        if not run_id.startswith("run-") or Path(run_id).name != run_id:
+            raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")  # never a path
         doc = next((d for d in self.prepared_runs() if d["run_id"] == run_id), None)
         folder = self.run_dir(run_id)
-        if doc is None and run_id.startswith("run-") and folder.is_dir() and not (folder / "prepared.json").exists():
+        if doc is None and folder.is_dir() and not (folder / "prepared.json").exists():
             self.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
             return None
         if doc is None:
