@@ -451,9 +451,9 @@ def _add_prepared_commands(sub: Any) -> None:
 
 def _run_id(text: str) -> str:
     """A cycle's run id (``run-20261121T103000Z``, milliseconds and a follow-up's ``-2`` allowed): never a path."""
-    import re
+    from reprocess.storage.commit import CYCLE_RUN_ID
 
-    if not re.fullmatch(r"run-\d{8}T\d{6}(\d{3})?Z(-\d+)?", text):
+    if not CYCLE_RUN_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected a cycle's run id such as run-20261121T103000Z, got {text!r}")
     return text
 
@@ -474,14 +474,13 @@ def _local_warehouse(path: str) -> Any:
 
 
 def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
-    from reprocess.cycle.run import iso
+    from reprocess.storage.arrow import iso_ms  # the operator commands' times; not the cycle's module (pyspark)
+    from reprocess.storage.commit import done_parts
 
-    done = doc.get("outcomes_done") or {}
-    redrive = "finished" if doc.get("outcomes") else \
-        f"{len(done['parts'])} target(s) done" if done.get("parts") else "not finished"
-    return {"run_id": doc["run_id"], "as_of": iso(doc["as_of_ms"]), "due": doc.get("due"), "target": doc["target"],
-            "policy_targets": doc.get("policy_targets") or {}, "redrive": redrive,
-            "targets_done": [part["target"] for part in done.get("parts", [])]}
+    done = [part["target"] for part in done_parts(doc)]
+    redrive = "finished" if doc.get("outcomes") else f"{len(done)} target(s) done" if done else "not finished"
+    return {"run_id": doc["run_id"], "as_of": iso_ms(doc["as_of_ms"]), "due": doc.get("due"), "target": doc["target"],
+            "policy_targets": doc.get("policy_targets") or {}, "redrive": redrive, "targets_done": done}
 
 
 def cmd_prepared_list(args: argparse.Namespace) -> int:
@@ -510,7 +509,7 @@ def cmd_prepared_abandon(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "
                               "again (the next cycle does); abandoning it sends its confirmed messages again. Pass "
                               "--force to abandon it anyway", key="run_id")
-        done = [part["target"] for part in (doc or {}).get("outcomes_done", {}).get("parts", [])]
+        done = _prepared_row(doc)["targets_done"] if doc is not None else []
         if done and not args.force:
             raise ConfigError(f"{args.run_id}'s re-drive is done through {', '.join(done)}: resuming it needs "
                               "none of them and sends their messages no more; abandoning it sends their confirmed "

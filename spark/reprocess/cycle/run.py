@@ -78,6 +78,7 @@ from reprocess.storage.commit import (
     AnyWarehouse,
     Snapshot,
     check_data_docs_days,
+    done_parts,
     expire_data_docs,
     open_warehouse,
     run_summary,
@@ -262,7 +263,7 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
     stored: dict[str, str] | None = prep.get("policy_targets")
     if stored is None:
         return None
-    done = {part["target"] for part in (prep.get("outcomes_done") or {}).get("parts", [])}
+    done = {part["target"] for part in done_parts(prep)}
     current = _policy_targets(policies)
     written = _written_targets(run_target, policies)
     targets: dict[str, str] = {}
@@ -644,8 +645,7 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
         if groups is None:
             groups = _target_groups(opts, recorded=recorded)
         # a run prepared before the targets were recorded cannot tell the done groups' rows: they are sent again
-        earlier: list[dict[str, str]] = list((prepared_doc.get("outcomes_done") or {}).get("parts", [])) \
-            if recorded else []
+        earlier = done_parts(prepared_doc) if recorded else []
         if earlier:
             done = sorted({part["target"] for part in earlier})
             log.warning("resuming run_id=%s: its re-drive through %s finished before the stop; those outcomes are "
@@ -661,9 +661,8 @@ def _redrive_once(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions, due
             # recorded them; a resumed run's, if its older prepare did), and not for a resumed run's group for the
             # run's target, which also took rows recorded for a target no longer named (_recorded_groups). The last
             # group's are recorded with the whole re-drive's; a group done before the stop re-drove none now.
-            tellable = recorded if resumed else True
-            if shown is not None and tellable and not (resumed and shown == redact(opts.target)) \
-                    and i < len(groups) - 1 and all(part["target"] != shown for part in parts):
+            tellable = not resumed or (recorded and shown != redact(opts.target))
+            if shown is not None and tellable and i < len(groups) - 1 and all(p["target"] != shown for p in parts):
                 parts.append({"path": f"{outcomes_dir}/target={i}", "target": shown})
                 wh.write_prepared(ctx.run_id, {**prepared_doc, "outcomes_done": {"parts": parts}})
             crash_point("after_redrive_group")

@@ -24,6 +24,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import threading
@@ -58,6 +59,8 @@ DATA_DOCS_DAYS = 30.0
 KEEP_DATA_DOCS_ENV = "REPROCESS_KEEP_DATA_DOCS"  # `reprocess run --keep-data-docs`'s default, for the DAGs' runs
 _HELD: dict[tuple[str, int], int] = {}  # writer locks this process holds: (lock path, thread) -> depth
 _SNAPSHOT_DIGITS = 8
+# a cycle's run id (reprocess.cycle.run.run_id_for; a follow-up run's ``-2``): never a path
+CYCLE_RUN_ID = re.compile(r"run-\d{8}T\d{6}(\d{3})?Z(-\d+)?")
 
 
 def warehouse_path(uri: str | Path) -> Path:
@@ -126,6 +129,13 @@ class Snapshot:
 def referenced(*snapshots: Snapshot | None) -> set[str]:
     """The files (relative to the warehouse) the given snapshots list: what the vacuum keeps."""
     return {f for snap in snapshots if snap is not None for files in snap.files.values() for f in files}
+
+
+def done_parts(prepared: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The targets a prepared run's re-drive is done through before the whole of it (``outcomes_done``, written by
+    reprocess.cycle.run._redrive_once): ``{"path": "<outcomes dir>/target=<i>", "target": <redacted spec>}`` each."""
+    done = prepared.get("outcomes_done")
+    return list(done.get("parts", [])) if isinstance(done, Mapping) else []
 
 
 def uncommitted(prepared: list[dict[str, Any]], snapshot: Snapshot) -> list[dict[str, Any]]:
@@ -497,11 +507,10 @@ class Warehouse:
         files were empty, and every later call, which must finish the prepared run first, failed reading them."""
         d = self.run_dir(run_id)
         d.mkdir(parents=True, exist_ok=True)
-        outcomes, done = doc.get("outcomes"), doc.get("outcomes_done")
+        outcomes = doc.get("outcomes")
         # the re-drive's targets done so far: ``<outcomes dir>/target=<i>``, synced with the folder that holds them
-        parts = done.get("parts", []) if isinstance(done, Mapping) else []
         for name in (doc.get("inflight"), outcomes.get("dir") if isinstance(outcomes, Mapping) else None,
-                     *{str(part.get("path", "")).split("/")[0] for part in parts if isinstance(part, Mapping)}):
+                     *{part["path"].split("/")[0] for part in done_parts(doc)}):
             if isinstance(name, str) and name and (d / name).is_dir():
                 _fsync_tree(d / name)
         self.write_bytes(str(d / "prepared.json"), json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
@@ -518,18 +527,19 @@ class Warehouse:
         files and selects its due messages again, with the same delivery numbers."""
         from reprocess.errors import NotFoundError
 
-        if not run_id.startswith("run-") or Path(run_id).name != run_id:
-            raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")  # never a path
-        doc = next((d for d in self.prepared_runs() if d["run_id"] == run_id), None)
+        if not CYCLE_RUN_ID.fullmatch(run_id):
+            raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")
+        prepared = self.prepared_runs()
+        doc = next((d for d in prepared if d["run_id"] == run_id), None)
         folder = self.run_dir(run_id)
-        if doc is None and folder.is_dir() and not (folder / "prepared.json").exists():
+        record = folder / "prepared.json"
+        if doc is None and folder.is_dir() and not record.exists():
             self.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
             return None
         if doc is None:
-            pending = ", ".join(d["run_id"] for d in self.prepared_runs()) or "none"
+            pending = ", ".join(d["run_id"] for d in prepared) or "none"
             raise NotFoundError(f"{run_id} is not a prepared run of {self.root} that was not committed "
                                 f"(prepared runs: {pending})")
-        record = self.run_dir(run_id) / "prepared.json"
         record.unlink()
         _fsync_dir(record.parent)
         self.clear_run(run_id)
