@@ -1421,10 +1421,10 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     shown = "amqp://u:***@broker:5672/"
     done = {**prep, "outcomes_done": {"parts": [{"path": "outcomes-a/target=0", "target": shown}]}}
     assert _prepared_policy_targets(done, policies(None), "outbox", inflight("outbox", shown)) == {}
-    # the way out named: abandon on a local warehouse; on object storage, none yet
+    # the way out named, on a local warehouse as on object storage
     with pytest.raises(ConfigError, match=r"prepared abandon --warehouse /data/wh run-x\) and run again"):
         _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "/data/wh")
-    with pytest.raises(ConfigError, match=r"on object storage cannot be abandoned yet"):
+    with pytest.raises(ConfigError, match=r"prepared abandon --warehouse s3a://b/wh run-x\) and run again"):
         _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "s3a://b/wh")
 
 

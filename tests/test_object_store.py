@@ -311,3 +311,69 @@ def test_an_attempt_writes_into_its_datasets_folder_and_a_stage_uri_keeps_its_bu
     assert local.staged("run-20261121T010000Z", local_stage, "dlq") == local_stage / "dlq"
     ctx = RunContext("run-1", 0, "s3a://bucket/wh/_runs/run-1/stage/attempt-0123456789ab")
     assert ctx.stage("outcomes", "target=0") == "s3a://bucket/wh/_runs/run-1/stage/attempt-0123456789ab/outcomes/target=0"
+
+
+def test_a_prepared_run_on_a_hadoop_warehouse_is_listed_and_abandoned_under_the_lease(spark, tmp_path, monkeypatch,
+                                                                                        capsys):
+    """``reprocess prepared list|abandon`` on a warehouse at a URI, through the session's driver: a run prepared with
+    a target whose password is gone is listed, not abandoned while another writer holds the lease, abandoned (also
+    when stopped between its record and its folder, asked again), and the next cycle then commits what an
+    uninterrupted cycle through today's target commits. Before, abandon refused every URI: such a run blocked the
+    warehouse until its old target was written back."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess import cli
+
+    class Stopped(Exception):
+        pass
+
+    def stop_after_prepare(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    def prepared_list() -> list[dict]:
+        assert cli.main(["prepared", "list", "--warehouse", uri, "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)["prepared"]
+
+    landing, root, reference = tmp_path / "landing", tmp_path / "wh", tmp_path / "reference"
+    write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=3))
+    uri, as_of, run_id = _uri(root), "2026-11-21T01:30:00Z", "run-20261121T013000Z"
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop_after_prepare)
+        with pytest.raises(Stopped):
+            cycle_at(spark, landing, uri, as_of, "amqp://u:s3cret@127.0.0.1:1/")
+    with pytest.raises(ConfigError, match=rf"prepared abandon --warehouse {uri} {run_id}"):
+        cycle_at(spark, landing, uri, as_of, "outbox")
+    [row] = prepared_list()
+    assert (row["run_id"], row["target"], row["redrive"]) == (run_id, "amqp://u:***@127.0.0.1:1/", "not finished")
+    assert row["due"] > 0
+
+    # another writer's live lease: refused, nothing removed
+    live = {"owner": "run-other", "pid": 1, "host": "elsewhere", "token": "t", "since": "2026-11-25T00:00:00Z",
+            "expires_ms": int(time.time() * 1000) + 60_000}
+    (root / "_lock").write_text(json.dumps(live))
+    assert cli.main(["prepared", "abandon", "--warehouse", uri, run_id]) == CommitConflictError.exit_code
+    assert "locked by run-other" in capsys.readouterr().err
+    assert (root / "_runs" / run_id / "prepared.json").is_file()
+    (root / "_lock").unlink()
+
+    with monkeypatch.context() as m:  # stopped after its record was removed, before its folder was
+        m.setattr(HadoopWarehouse, "clear_run", lambda self, run_id: None)
+        assert cli.main(["prepared", "abandon", "--warehouse", uri, run_id]) == 0
+    assert json.loads(capsys.readouterr().out)["abandoned"]["run_id"] == run_id
+    assert prepared_list() == []
+    assert (root / "_runs" / run_id).is_dir()
+    assert not (root / "_runs" / run_id / "prepared.json").exists()
+    assert cli.main(["prepared", "abandon", "--warehouse", uri, run_id]) == 0  # asked again: the folder left goes
+    assert json.loads(capsys.readouterr().out) == {"abandoned": None, "removed_folder_of": run_id}
+    assert not (root / "_runs" / run_id).exists()
+    assert not (root / "_lock").exists()  # the lease was released
+
+    summary = cycle_at(spark, landing, uri, as_of, "outbox")
+    assert (summary["run_id"], summary["due"], summary["delivered"]) == (run_id, row["due"], row["due"])
+    cycle_at(spark, landing, reference, as_of, "outbox")
+    assert warehouse_state(spark, uri) == warehouse_state(spark, reference)
+
+    nowhere = tmp_path / "nowhere"
+    assert cli.main(["prepared", "abandon", "--warehouse", _uri(nowhere), run_id]) == ConfigError.exit_code
+    assert "is not a warehouse" in capsys.readouterr().err
+    assert not nowhere.exists()  # no lease taken in a mistyped place

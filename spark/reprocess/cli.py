@@ -5,7 +5,7 @@
     reprocess run | generate | redrive ...                       (Spark jobs; see --help)
     reprocess connect-server | jvm-archive                        (the long-lived driver; the driver's class archive)
     reprocess dlq list|show|stats, ledger stats, report ...       (operator commands, no Spark)
-    reprocess prepared list|abandon ...                           (runs persisted and not committed, no Spark)
+    reprocess prepared list|abandon ...                           (runs persisted, not committed; Spark for a URI)
 
 Exit codes come from the error classes in :mod:`reprocess.errors`.
 """
@@ -411,12 +411,13 @@ def _add_operator_commands(sub: Any) -> None:
 
 
 _PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. A local "
-                  "warehouse only (no Spark).")
+                  "warehouse is read without Spark; one at a URI (s3a://...) through a Spark driver, as the cycle "
+                  "reaches it (--master, --remote).")
 
 
 def _add_prepared_commands(sub: Any) -> None:
     prepared = sub.add_parser("prepared", help="runs that persisted their deliveries and did not commit: list, "
-                              "abandon (no Spark)", description="Prepared runs: runs that persisted their "
+                              "abandon", description="Prepared runs: runs that persisted their "
                               "deliveries and did not commit. " + _PREPARED_NOTE)
     psub = prepared.add_subparsers(dest="prepared_command", required=True, metavar="SUBCOMMAND")
     p: argparse.ArgumentParser = psub.add_parser(
@@ -425,8 +426,9 @@ def _add_prepared_commands(sub: Any) -> None:
         "far the re-drive got (not finished, some targets done, or finished: then a resume sends nothing again). "
         + _PREPARED_NOTE, epilog="examples:\n  reprocess prepared list --warehouse wh/\n"
         "  reprocess prepared list --warehouse wh/ --format json", formatter_class=_ExamplesFormatter)
-    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (a directory)")
+    p.add_argument("--warehouse", metavar="DIR|URI", required=True, help="warehouse root (a directory or a URI)")
     _format_arg(p)
+    _add_spark_options(p)
     p.set_defaults(func=cmd_prepared_list)
     p = psub.add_parser(
         "abandon", help="forget a prepared run that cannot be resumed; the next cycle does its work again",
@@ -440,12 +442,13 @@ def _add_prepared_commands(sub: Any) -> None:
         "  reprocess prepared abandon --warehouse wh/ run-20261121T103000Z --lock-wait 600",
         formatter_class=_ExamplesFormatter)
     p.add_argument("run_id", metavar="RUN_ID", type=_run_id, help="the prepared run (reprocess prepared list)")
-    p.add_argument("--warehouse", metavar="DIR", required=True, help="warehouse root (a directory)")
+    p.add_argument("--warehouse", metavar="DIR|URI", required=True, help="warehouse root (a directory or a URI)")
     p.add_argument("--force", action="store_true",
                    help="abandon a run whose re-drive finished, or some targets' shares of it, too (their confirmed "
                    "messages are sent again)")
     p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
+    _add_spark_options(p)
     p.set_defaults(func=cmd_prepared_abandon)
 
 
@@ -458,19 +461,37 @@ def _run_id(text: str) -> str:
     return text
 
 
-def _local_warehouse(path: str) -> Any:
-    """The local warehouse at ``path``, which must exist (a lock would create a mistyped one)."""
+@contextmanager
+def _prepared_warehouse(args: argparse.Namespace, owner: str | None = None) -> Iterator[Any]:
+    """The warehouse of a ``prepared`` command, which must exist (a lock would create a mistyped one), under the
+    writer's lock when ``owner`` is given. A local one is read without Spark; one at a URI through a Spark driver
+    (``--master``, else ``--remote``, as the cycle's), under its lease."""
+    from contextlib import nullcontext
     from pathlib import Path
 
-    from reprocess.storage.commit import Warehouse
     from reprocess.uris import remote_scheme
 
-    if remote_scheme(path):
-        raise ConfigError(f"{path}: prepared runs are listed and abandoned on a local warehouse only; on object "
-                          "storage resume the run (reprocess run with its --target)", key="--warehouse")
-    if not (Path(path) / "_snapshots").is_dir() and not (Path(path) / "_runs").is_dir():
-        raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
-    return Warehouse(path)
+    path = args.warehouse
+    if not remote_scheme(path):
+        from reprocess.storage.commit import Warehouse
+
+        if not (Path(path) / "_snapshots").is_dir() and not (Path(path) / "_runs").is_dir():
+            raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
+        wh = Warehouse(path)
+        with wh.lock(owner=owner, wait_seconds=args.lock_wait) if owner else nullcontext():
+            yield wh
+        return
+    from reprocess.sparkutil import build_session
+    from reprocess.storage.hadoop import HadoopWarehouse
+
+    remote = _remote(args)
+    spark = build_session("reprocess-prepared", master=args.master, remote=remote)
+    with _remote_writer(spark, remote, path, owner or "prepared list", writes=False):  # closes a Connect session
+        uri = HadoopWarehouse(path)
+        if not uri.exists(uri.path("_snapshots")) and not uri.exists(uri.path("_runs")):
+            raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
+        with uri.lock(owner=owner, wait_seconds=args.lock_wait) if owner else nullcontext():
+            yield uri
 
 
 def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
@@ -484,8 +505,8 @@ def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_prepared_list(args: argparse.Namespace) -> int:
-    wh = _local_warehouse(args.warehouse)
-    runs = [_prepared_row(doc) for doc in wh.prepared_runs()]
+    with _prepared_warehouse(args) as wh:
+        runs = [_prepared_row(doc) for doc in wh.prepared_runs()]
 
     def render(doc: dict[str, Any]) -> str:
         if not doc["prepared"]:
@@ -502,8 +523,7 @@ def cmd_prepared_list(args: argparse.Namespace) -> int:
 
 
 def cmd_prepared_abandon(args: argparse.Namespace) -> int:
-    wh = _local_warehouse(args.warehouse)
-    with wh.lock(owner=f"abandon {args.run_id}", wait_seconds=args.lock_wait):
+    with _prepared_warehouse(args, owner=f"abandon {args.run_id}") as wh:
         doc = wh.read_prepared(args.run_id)
         if doc is not None and doc.get("outcomes") and not args.force:
             raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "

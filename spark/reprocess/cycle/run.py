@@ -95,7 +95,6 @@ from reprocess.targets.base import (
     parse_target,
 )
 from reprocess.targets.broker import redact
-from reprocess.uris import remote_scheme
 from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:
@@ -233,8 +232,6 @@ def _way_out(warehouse: str | None, run_id: str) -> str:
     """How a prepared run whose target is gone for good is given up (end of a sentence)."""
     if warehouse is None:
         return ""
-    if remote_scheme(warehouse):
-        return " (a prepared run on object storage cannot be abandoned yet: its target must be written back)"
     return (f"; or, if it is gone for good, abandon the run (reprocess prepared abandon --warehouse {warehouse} "
             f"{run_id}) and run again")
 

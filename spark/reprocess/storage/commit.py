@@ -138,6 +138,32 @@ def done_parts(prepared: Mapping[str, Any]) -> list[dict[str, str]]:
     return list(done.get("parts", [])) if isinstance(done, Mapping) else []
 
 
+def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
+    """Forget ``run_id``, a run of ``wh`` that persisted its deliveries and was not committed (the caller holds the
+    writer's lock or lease), and return its record. The record goes first, in one removal: a stop part-way leaves no
+    prepared run naming removed files, only the run's folder, which asking again removes (None). Nothing of the run
+    was committed, so the warehouse is as its latest snapshot says: the next cycle reads the run's landing files and
+    selects its due messages again, with the same delivery numbers."""
+    from reprocess.errors import NotFoundError
+
+    if not CYCLE_RUN_ID.fullmatch(run_id):
+        raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")
+    prepared = wh.prepared_runs()
+    doc = next((d for d in prepared if d["run_id"] == run_id), None)
+    folder = wh.run_dir(run_id)
+    record = str(folder / "prepared.json")
+    if doc is None and wh.exists(str(folder)) and not wh.exists(record):
+        wh.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
+        return None
+    if doc is None:
+        pending = ", ".join(d["run_id"] for d in prepared) or "none"
+        raise NotFoundError(f"{run_id} is not a prepared run of {wh.root} that was not committed "
+                            f"(prepared runs: {pending})")
+    wh.remove_record(record)
+    wh.clear_run(run_id)
+    return doc
+
+
 def uncommitted(prepared: list[dict[str, Any]], snapshot: Snapshot) -> list[dict[str, Any]]:
     """The prepared records of runs ``snapshot`` has not committed, oldest as-of first."""
     committed = {r["run_id"] for r in snapshot.runs}
@@ -520,30 +546,14 @@ class Warehouse:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
     def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
-        """Forget ``run_id``, a run that persisted its deliveries and was not committed (the caller holds the
-        lock), and return its record. The record goes first, in one synced unlink: a stop part-way leaves no
-        prepared run naming removed files, only the run's folder, which asking again removes (None). Nothing of the
-        run was committed, so the warehouse is as its latest snapshot says: the next cycle reads the run's landing
-        files and selects its due messages again, with the same delivery numbers."""
-        from reprocess.errors import NotFoundError
+        """Forget ``run_id``, a prepared run that was not committed (the caller holds the lock); see
+        :func:`abandon_prepared`. The record goes in one synced unlink."""
+        return abandon_prepared(self, run_id)
 
-        if not CYCLE_RUN_ID.fullmatch(run_id):
-            raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")
-        prepared = self.prepared_runs()
-        doc = next((d for d in prepared if d["run_id"] == run_id), None)
-        folder = self.run_dir(run_id)
-        record = folder / "prepared.json"
-        if doc is None and folder.is_dir() and not record.exists():
-            self.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
-            return None
-        if doc is None:
-            pending = ", ".join(d["run_id"] for d in prepared) or "none"
-            raise NotFoundError(f"{run_id} is not a prepared run of {self.root} that was not committed "
-                                f"(prepared runs: {pending})")
-        record.unlink()
-        _fsync_dir(record.parent)
-        self.clear_run(run_id)
-        return doc
+    def remove_record(self, location: str | Path) -> None:
+        """Delete the file ``location`` for good: the unlink synced into its folder."""
+        Path(location).unlink()
+        _fsync_dir(Path(location).parent)
 
     def _fsync_up(self, *folders: Path) -> None:
         """Sync each of ``folders`` and each folder above them up to the root, once each: a folder made since is an

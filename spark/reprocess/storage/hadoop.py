@@ -280,6 +280,19 @@ class HadoopWarehouse:
     def clear_run(self, run_id: str) -> None:
         self._fs.delete([self.run_dir(run_id)], True)
 
+    def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
+        """Forget ``run_id``, a prepared run that was not committed (the caller holds the lease); see
+        :func:`reprocess.storage.commit.abandon_prepared`. The record goes in one delete, once the lease is checked."""
+        from reprocess.storage.commit import abandon_prepared
+
+        self.check_lease()
+        return abandon_prepared(self, run_id)
+
+    def remove_record(self, location: str) -> None:
+        """Delete the file ``location`` (one object: a store's delete is whole), if this writer's lease still holds."""
+        self.check_lease()
+        self.remove(location)
+
     def run_ids(self, prefix: str) -> list[str]:
         """The runs (or re-drive requests) whose folder in ``_runs/`` is there and starts with ``prefix``, by name."""
         return [name for name, kind, _p, _n in self._fs.entries(self.root / "_runs")
