@@ -1424,7 +1424,8 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
     # the way out named, on a local warehouse as on object storage
     with pytest.raises(ConfigError, match=r"prepared abandon --warehouse /data/wh run-x\) and run again"):
         _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "/data/wh")
-    with pytest.raises(ConfigError, match=r"prepared abandon --warehouse s3a://b/wh run-x\) and run again"):
+    with pytest.raises(ConfigError, match=r"prepared abandon --warehouse s3a://b/wh run-x with the run's --master "
+                       r"or --remote\) and run again"):
         _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "s3a://b/wh")
 
 

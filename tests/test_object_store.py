@@ -315,11 +315,12 @@ def test_an_attempt_writes_into_its_datasets_folder_and_a_stage_uri_keeps_its_bu
 
 def test_a_prepared_run_on_a_hadoop_warehouse_is_listed_and_abandoned_under_the_lease(spark, tmp_path, monkeypatch,
                                                                                         capsys):
-    """``reprocess prepared list|abandon`` on a warehouse at a URI, through the session's driver: a run prepared with
-    a target whose password is gone is listed, not abandoned while another writer holds the lease, abandoned (also
-    when stopped between its record and its folder, asked again), and the next cycle then commits what an
-    uninterrupted cycle through today's target commits. Before, abandon refused every URI: such a run blocked the
-    warehouse until its old target was written back."""
+    """``reprocess prepared list|abandon`` on a warehouse at a URI: a run prepared with a target whose password is
+    gone is listed (without Spark, whoever holds the lease), not abandoned while another writer holds the lease nor
+    once this writer's lease is lost, abandoned through the session's driver (also when stopped between its record
+    and its folder, asked again), and the next cycle then commits what an uninterrupted cycle through today's target
+    commits. Before, both commands refused every URI: such a run blocked the warehouse until its old target was
+    written back."""
     import reprocess.cycle.run as cycle_run
     from reprocess import cli
 
@@ -334,6 +335,7 @@ def test_a_prepared_run_on_a_hadoop_warehouse_is_listed_and_abandoned_under_the_
         assert cli.main(["prepared", "list", "--warehouse", uri, "--format", "json"]) == 0
         return json.loads(capsys.readouterr().out)["prepared"]
 
+    monkeypatch.delenv("REPROCESS_SPARK_REMOTE", raising=False)  # this process's driver, not a Connect server's
     landing, root, reference = tmp_path / "landing", tmp_path / "wh", tmp_path / "reference"
     write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=3))
     uri, as_of, run_id = _uri(root), "2026-11-21T01:30:00Z", "run-20261121T013000Z"
@@ -354,7 +356,27 @@ def test_a_prepared_run_on_a_hadoop_warehouse_is_listed_and_abandoned_under_the_
     assert cli.main(["prepared", "abandon", "--warehouse", uri, run_id]) == CommitConflictError.exit_code
     assert "locked by run-other" in capsys.readouterr().err
     assert (root / "_runs" / run_id / "prepared.json").is_file()
+    assert [r["run_id"] for r in prepared_list()] == [run_id]  # listing takes no lease
+    # nor Spark: a process of its own lists it through pyarrow (a driver of its own would know no cfile: scheme)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "REPROCESS_SPARK_REMOTE")}
+    proc = subprocess.run([sys.executable, "-m", "reprocess.cli", "prepared", "list", "--warehouse", uri, "--format",
+                           "json"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [r["run_id"] for r in json.loads(proc.stdout)["prepared"]] == [run_id]
     (root / "_lock").unlink()
+
+    # this writer's lease lost once taken (as its renewal finds when another writer took it over): nothing removed
+    def losing(self, rid):
+        self._lease["lost"] = "another writer took the lease over"
+        return read_prepared(self, rid)
+
+    read_prepared = HadoopWarehouse.read_prepared
+    with monkeypatch.context() as m:
+        m.setattr(HadoopWarehouse, "read_prepared", losing)
+        assert cli.main(["prepared", "abandon", "--warehouse", uri, run_id]) == CommitConflictError.exit_code
+    assert "lease is lost (another writer took the lease over)" in capsys.readouterr().err
+    assert (root / "_runs" / run_id / "prepared.json").is_file()
+    (root / "_lock").unlink()  # a lost lease is the other writer's to release: it finished
 
     with monkeypatch.context() as m:  # stopped after its record was removed, before its folder was
         m.setattr(HadoopWarehouse, "clear_run", lambda self, run_id: None)

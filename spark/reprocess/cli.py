@@ -5,7 +5,7 @@
     reprocess run | generate | redrive ...                       (Spark jobs; see --help)
     reprocess connect-server | jvm-archive                        (the long-lived driver; the driver's class archive)
     reprocess dlq list|show|stats, ledger stats, report ...       (operator commands, no Spark)
-    reprocess prepared list|abandon ...                           (runs persisted, not committed; Spark for a URI)
+    reprocess prepared list|abandon ...                           (not committed runs; abandon at a URI: Spark)
 
 Exit codes come from the error classes in :mod:`reprocess.errors`.
 """
@@ -410,9 +410,9 @@ def _add_operator_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
 
-_PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. A local "
-                  "warehouse is read without Spark; one at a URI (s3a://...) through a Spark driver, as the cycle "
-                  "reaches it (--master, --remote).")
+_PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. Listing needs "
+                  "no Spark; abandoning a run of a warehouse at a URI (s3a://...) writes through a Spark driver, as "
+                  "the cycle does (--master, --remote).")
 
 
 def _add_prepared_commands(sub: Any) -> None:
@@ -428,7 +428,6 @@ def _add_prepared_commands(sub: Any) -> None:
         "  reprocess prepared list --warehouse wh/ --format json", formatter_class=_ExamplesFormatter)
     p.add_argument("--warehouse", metavar="DIR|URI", required=True, help="warehouse root (a directory or a URI)")
     _format_arg(p)
-    _add_spark_options(p)
     p.set_defaults(func=cmd_prepared_list)
     p = psub.add_parser(
         "abandon", help="forget a prepared run that cannot be resumed; the next cycle does its work again",
@@ -461,24 +460,26 @@ def _run_id(text: str) -> str:
     return text
 
 
-@contextmanager
-def _prepared_warehouse(args: argparse.Namespace, owner: str | None = None) -> Iterator[Any]:
-    """The warehouse of a ``prepared`` command, which must exist (a lock would create a mistyped one), under the
-    writer's lock when ``owner`` is given. A local one is read without Spark; one at a URI through a Spark driver
-    (``--master``, else ``--remote``, as the cycle's), under its lease."""
-    from contextlib import nullcontext
-    from pathlib import Path
+def _warehouse_there(wh: Any, path: str) -> None:
+    """A :class:`ConfigError` unless ``wh`` holds a warehouse's folders (a lock would create a mistyped one)."""
+    if not wh.exists(wh.path("_snapshots")) and not wh.exists(wh.path("_runs")):
+        raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
 
+
+@contextmanager
+def _abandoning(args: argparse.Namespace) -> Iterator[Any]:
+    """The warehouse, which must exist, under the writer's lock: a local one's flock, taken without Spark; for one at
+    a URI the lease, taken through a Spark driver (``--master``, else ``--remote``, as the cycle's). Over Spark Connect
+    the session is on record as a writer's, and what a killed writer left running on the server is stopped first."""
     from reprocess.uris import remote_scheme
 
-    path = args.warehouse
+    path, owner = args.warehouse, f"abandon {args.run_id}"
     if not remote_scheme(path):
         from reprocess.storage.commit import Warehouse
 
-        if not (Path(path) / "_snapshots").is_dir() and not (Path(path) / "_runs").is_dir():
-            raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
         wh = Warehouse(path)
-        with wh.lock(owner=owner, wait_seconds=args.lock_wait) if owner else nullcontext():
+        _warehouse_there(wh, path)
+        with wh.lock(owner=owner, wait_seconds=args.lock_wait):
             yield wh
         return
     from reprocess.sparkutil import build_session
@@ -486,12 +487,17 @@ def _prepared_warehouse(args: argparse.Namespace, owner: str | None = None) -> I
 
     remote = _remote(args)
     spark = build_session("reprocess-prepared", master=args.master, remote=remote)
-    with _remote_writer(spark, remote, path, owner or "prepared list", writes=False):  # closes a Connect session
+    try:
         uri = HadoopWarehouse(path)
-        if not uri.exists(uri.path("_snapshots")) and not uri.exists(uri.path("_runs")):
-            raise ConfigError(f"{path} is not a warehouse (no _snapshots/ or _runs/ in it)", key="--warehouse")
-        with uri.lock(owner=owner, wait_seconds=args.lock_wait) if owner else nullcontext():
-            yield uri
+        _warehouse_there(uri, path)
+    except BaseException:
+        if remote:
+            spark.stop()  # the Connect session; a driver of our own ends with this process
+        raise
+    # _remote_writer takes the lease first over Connect (re-entrant: the lock below then holds it already)
+    with _remote_writer(spark, remote, path, owner, lock_wait=args.lock_wait), \
+            uri.lock(owner=owner, wait_seconds=args.lock_wait):
+        yield uri
 
 
 def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
@@ -505,8 +511,11 @@ def _prepared_row(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_prepared_list(args: argparse.Namespace) -> int:
-    with _prepared_warehouse(args) as wh:
-        runs = [_prepared_row(doc) for doc in wh.prepared_runs()]
+    from reprocess.storage.arrow import open_reader
+
+    wh = open_reader(args.warehouse)  # read without Spark, a bucket through pyarrow
+    _warehouse_there(wh, args.warehouse)
+    runs = [_prepared_row(doc) for doc in wh.prepared_runs()]
 
     def render(doc: dict[str, Any]) -> str:
         if not doc["prepared"]:
@@ -523,7 +532,7 @@ def cmd_prepared_list(args: argparse.Namespace) -> int:
 
 
 def cmd_prepared_abandon(args: argparse.Namespace) -> int:
-    with _prepared_warehouse(args, owner=f"abandon {args.run_id}") as wh:
+    with _abandoning(args) as wh:
         doc = wh.read_prepared(args.run_id)
         if doc is not None and doc.get("outcomes") and not args.force:
             raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "

@@ -95,6 +95,7 @@ from reprocess.targets.base import (
     parse_target,
 )
 from reprocess.targets.broker import redact
+from reprocess.uris import remote_scheme
 from reprocess.validation import rowchecks, suites
 
 if TYPE_CHECKING:
@@ -232,8 +233,9 @@ def _way_out(warehouse: str | None, run_id: str) -> str:
     """How a prepared run whose target is gone for good is given up (end of a sentence)."""
     if warehouse is None:
         return ""
+    through = " with the run's --master or --remote" if remote_scheme(warehouse) else ""
     return (f"; or, if it is gone for good, abandon the run (reprocess prepared abandon --warehouse {warehouse} "
-            f"{run_id}) and run again")
+            f"{run_id}{through}) and run again")
 
 
 def _inflight_targets(spark: SparkSession, wh: AnyWarehouse, prep: dict[str, Any]) -> set[str] | None:

@@ -153,6 +153,7 @@ def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
     folder = wh.run_dir(run_id)
     record = str(folder / "prepared.json")
     if doc is None and wh.exists(str(folder)) and not wh.exists(record):
+        wh.check_lease()
         wh.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
         return None
     if doc is None:
@@ -160,6 +161,7 @@ def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
         raise NotFoundError(f"{run_id} is not a prepared run of {wh.root} that was not committed "
                             f"(prepared runs: {pending})")
     wh.remove_record(record)
+    wh.check_lease()  # before each delete: a writer that took an expired lease over may be preparing this run again
     wh.clear_run(run_id)
     return doc
 

@@ -282,10 +282,10 @@ class HadoopWarehouse:
 
     def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
         """Forget ``run_id``, a prepared run that was not committed (the caller holds the lease); see
-        :func:`reprocess.storage.commit.abandon_prepared`. The record goes in one delete, once the lease is checked."""
+        :func:`reprocess.storage.commit.abandon_prepared`. The record goes in one delete; the lease is checked before
+        each delete."""
         from reprocess.storage.commit import abandon_prepared
 
-        self.check_lease()
         return abandon_prepared(self, run_id)
 
     def remove_record(self, location: str) -> None:

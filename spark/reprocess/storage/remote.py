@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError, StorageUnavailableError
-from reprocess.storage.commit import DATASETS, Snapshot, latest_version, snapshot_name
+from reprocess.storage.commit import DATASETS, Snapshot, latest_version, snapshot_name, uncommitted
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -120,6 +120,24 @@ class ArrowWarehouse:
             return Snapshot()
         text = self.read_bytes(self.path("_snapshots", snapshot_name(version))).decode("utf-8")
         return Snapshot.from_json(text)
+
+    def prepared_runs(self) -> list[dict[str, Any]]:
+        """The records of prepared runs (``_runs/<run_id>/prepared.json``) the latest snapshot has not committed,
+        oldest as-of first; a record removed while this lists them (an abandon, a commit) is left out."""
+        import json
+
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.path("_runs"), allow_not_found=True)
+        with self._reading(self.path("_runs")):
+            folders = [info.path for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.Directory]
+        docs = []
+        for folder in sorted(folders):
+            try:
+                docs.append(json.loads(self.read_bytes(f"{folder}/prepared.json")))
+            except FileNotFoundError:
+                continue  # a re-drive request's folder, a run that prepared nothing yet, or one removed since
+        return uncommitted(docs, self.latest())
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
         if dataset not in DATASETS:
