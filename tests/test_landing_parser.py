@@ -1,4 +1,4 @@
-"""The JVM parser of well-formed landing lines (spark/java/reprocess/landing/WellFormedRecord.java) changes nothing
+"""The JVM parser of well-formed landing lines (spark/java/reprocess/landing/WellFormedLine.java) changes nothing
 but the cost: on every line, generated or from the bad-input corpus, the landing contract gives the same problem,
 detail and values with it as with the built-in expressions alone (the reference), and it does take the lines a
 consumer normally writes."""
@@ -25,7 +25,7 @@ CORPUS = Path(__file__).resolve().parent / "data" / "bad" / "records"
 @pytest.fixture(scope="module")
 def jvm(spark) -> bool:
     registered = contract.use_jvm_parser(spark)
-    assert registered, "make venv builds the jar with reprocess.landing.WellFormedRecord (needs javac, a JDK 17)"
+    assert registered, "make venv builds the jar with reprocess.landing.WellFormedLine (needs javac, a JDK 17)"
     return registered
 
 
@@ -86,7 +86,8 @@ space = st.sampled_from(["", " ", "\t", "  "])  # JSON's whitespace (a line end 
 edge = st.sampled_from(["", " ", "\t", "\r", "\f", "\u00a0"])  # what the blank-line filter and JSON see apart
 
 
-PERTURBATIONS = ("none", "none", "none", "wrong_type", "null", "missing", "unknown", "duplicate", "escaped_key",
+PERTURBATIONS = ("none", "none", "none", "wrong_type", "null", "missing", "unknown", "unknowns", "unknowns",
+                 "duplicate", "escaped_key",
                  "case_key", "lead", "trail", "garbage", "twice", "cut", "bom", "bytes", "nul", "fffd", "array",
                  "bracket", "chaos")
 
@@ -115,6 +116,9 @@ def _fields(draw, kind: str) -> list[tuple[str, str]]:
              "case_key": lambda: ('"Message_ID"', draw(string_json))}
     if kind in added:
         fields.append(added[kind]())
+    if kind == "unknowns":  # fields a producer added, any names (escapes, lone surrogates, non-ASCII): extra's order
+        fields += draw(st.lists(st.tuples(string_json, st.one_of(others, string_json, integers)), min_size=1,
+                                max_size=4))
     if kind == "fffd":  # U+FFFD itself on the line (invalid bytes become it), not its escape
         fields = [(k, json.dumps("m\ufffd", ensure_ascii=False) if k == '"message_id"' else v) for k, v in fields]
     return draw(st.permutations(fields))
@@ -173,12 +177,16 @@ def test_the_jvm_parser_takes_the_records_consumers_write_and_leaves_the_rest(sp
     from reprocess.landing.generate import GenerateOptions, generate_records
 
     records = generate_records(GenerateOptions(out=tmp_path, messages=300, seed=5))
-    written = [json.dumps(r, separators=(",", ":")) for r in records if "source_partition" not in r]
-    assert len(written) >= 250
+    written = [json.dumps(r, separators=(",", ":")) for r in records]
+    assert len(written) >= 300
+    assert any("source_partition" in r for r in records)  # the unknown field a consumer added
     assert all(_accepted(spark, written))
     good = json.loads(written[0])
     declined = [
-        json.dumps({**good, "anything_else": 1}),  # an unknown field: extra is rendered by the general path
+        json.dumps({**good, "anything_else": 1.5}),  # an unknown fraction, object or array: the general path renders
+        json.dumps({**good, "anything_else": {"a": 1}}),
+        json.dumps({**good, "anything_else": [1]}),
+        json.dumps({**good, "anything_else": 10**20}),
         json.dumps({**good, "delivery_count": 1.0}),
         json.dumps({**good, "headers": {"k": 1}}),
         json.dumps({k: v for k, v in good.items() if k != "payload"}),
@@ -192,6 +200,9 @@ def test_the_jvm_parser_takes_the_records_consumers_write_and_leaves_the_rest(sp
     # what the value checks decide is not the JVM parser's: it takes these, and the checks then quarantine them
     taken = [json.dumps({**good, "message_id": ""}), json.dumps({**good, "address": "a..b"}),
              json.dumps({**good, "failed_at": "2026-02-30T10:00:00Z"}), json.dumps({**good, "delivery_count": 0})]
+    # unknown fields of strings, integers, booleans and null: the JVM parser renders extra as the expressions do
+    taken += [json.dumps({**good, "source_partition": 3}), json.dumps({"z": None, **good, "A": True, "é": "x "}),
+              json.dumps({**good, "b": False, "😀": -(2**63), "￿": ""}, ensure_ascii=False)]
     assert all(_accepted(spark, taken))
     _agree(spark, tmp_path, [line.encode() for line in [*written[:50], *declined, *taken]])
 

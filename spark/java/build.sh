@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the jar of reprocess.hadoop (PosixLocalFileSystem, and ConditionalLocalFileSystem for tests),
 # reprocess.connect (StorePlugin, the warehouse's store calls of a Spark Connect client) and reprocess.landing
-# (WellFormedRecord, the landing contract's structural checks in one pass): build.sh PYTHON OUT_JAR
+# (WellFormedLine, the landing contract's structural checks in one pass): build.sh PYTHON OUT_JAR
 # Compiled against the jars of PYTHON's pyspark (needs javac and jar, a JDK 17). The one build of it: `make venv`
 # (Makefile) and the image (docker/Dockerfile) both call this.
 set -euo pipefail

@@ -40,9 +40,9 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 DEFAULT_MAX_FUTURE_MS = 24 * 3600 * 1000
 _JSON_NULL = "VOID"  # schema_of_variant of a JSON null (an absent key is a SQL NULL)
 _LINE_MASK = (1 << 33) - 1  # monotonically_increasing_id = partition << 33 | row in partition
-# The structural checks of well-formed lines in one pass (spark/java/reprocess/landing/WellFormedRecord.java), in the
+# The structural checks of well-formed lines in one pass (spark/java/reprocess/landing/WellFormedLine.java), in the
 # jar `make venv` builds (reprocess.spark_env.local_fs_conf puts it on the class path); see use_jvm_parser.
-JVM_PARSER_CLASS = "reprocess.landing.WellFormedRecord"
+JVM_PARSER_CLASS = "reprocess.landing.WellFormedLine"
 JVM_PARSER_FUNCTION = "reprocess_well_formed_record"
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def use_jvm_parser(spark: SparkSession) -> bool:
     of most lines in one pass instead of two parses and some forty expressions (bench/RESULTS.md, twenty-third run).
     """
     try:
-        spark.udf.registerJavaFunction(JVM_PARSER_FUNCTION, JVM_PARSER_CLASS, _VALUES_SCHEMA)
+        spark.udf.registerJavaFunction(JVM_PARSER_FUNCTION, JVM_PARSER_CLASS, _FAST_SCHEMA)
     except AnalysisException as exc:  # Spark Connect's is a subclass
         log.info("landing parser=expressions (%s is not on the class path: %s)", JVM_PARSER_CLASS,
                  str(exc).splitlines()[0])
@@ -235,6 +235,8 @@ _VALUES_SCHEMA = (
     "headers: map<string,string>, delivery_count: bigint, error_class: string, error_message: string, "
     "consumer_group: string, ordering_key: string>"
 )
+# What the JVM parser returns: the values, and extra (the unknown fields' JSON, null without any)
+_FAST_SCHEMA = _VALUES_SCHEMA[:-1] + ", extra: string>"
 
 
 def _carried(records: DataFrame) -> list[str]:
@@ -279,8 +281,10 @@ def _field_columns(jvm: bool) -> dict[str, Any]:
     known_sql = ", ".join(f"'{k}'" for k in KNOWN_FIELDS)
     unknown = sql_lambda(f"map_filter(_m, (k, v) -> NOT array_contains(array({known_sql}), k))")
     values = F.when(mcol.isNotNull(), v)
+    extra = F.when(F.size(F.array_except(F.map_keys(mcol), known)) > 0, F.to_json(unknown))
     if jvm:
-        values = F.when(F.col("_fast").isNotNull(), F.col("_fast")).otherwise(values)
+        values = F.when(F.col("_fast").isNotNull(), F.col("_fast").dropFields("extra")).otherwise(values)
+        extra = F.when(F.col("_fast").isNotNull(), F.col("_fast.extra")).otherwise(extra)
     return {
         # Not blank: some character besides space, tab, CR and form feed. The regex stops at the first such
         # character, the line's first for every record; btrim(raw) != '' walked each whole line (2.6% of a JFR
@@ -300,7 +304,7 @@ def _field_columns(jvm: bool) -> dict[str, Any]:
             F.coalesce(F.col("_v.delivery_count"), F.lit(1).cast("long")).alias("delivery_count"),
             *[F.col(f"_v.{name}").alias(name) for name in OPTIONAL_STRINGS],
             # Unknown keys are rare: the lambda that keeps them runs only where there are some.
-            F.when(F.size(F.array_except(F.map_keys(mcol), known)) > 0, F.to_json(unknown)).alias("extra"),
+            extra.alias("extra"),
         ],
         "failed_at": F.coalesce(*[F.call_function("try_to_timestamp", F.col("_failed_at_s"), F.lit(fmt))
                                   for fmt in _TS_FORMATS]),

@@ -1,10 +1,13 @@
 package reprocess.landing;
 
 import java.io.IOException;
+import java.io.StringWriter;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.TreeMap;
 
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import org.apache.spark.sql.Row;
@@ -24,9 +27,12 @@ import org.apache.spark.sql.api.java.UDF1;
  * expressions per line, two thirds of the landing step's time (bench/RESULTS.md, twenty-third run).
  *
  * <p>{@link #call} returns the values as {@code from_json} would give them, in the layout of
- * {@code contract._VALUES_SCHEMA}, when the line certainly passes those checks and holds no unknown field (whose
- * {@code extra} text the general path renders). It returns null in every other case, including every case it is
- * unsure of: the general path then decides the line, so this class can make a line cheaper but never changes what
+ * {@code contract._FAST_SCHEMA} ({@code contract._VALUES_SCHEMA} and {@code extra}), when the line certainly passes
+ * those checks. Unknown fields whose values are strings, integers that fit a long, booleans or null are rendered
+ * into {@code extra} as the general path renders them ({@code to_json} of the variant object's other fields: keys in
+ * Java's string order, as the variant builder sorts them, and Jackson's escaping); a line with any other unknown
+ * value (a fraction, an object, an array, a larger integer) is left to the general path. It returns null in every
+ * other case, including every case it is unsure of: the general path then decides the line, so this class can make a line cheaper but never changes what
  * is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the address, the timestamp, the payload
  * size...) stay built-in expressions that run on every line alike.
  *
@@ -34,9 +40,11 @@ import org.apache.spark.sql.api.java.UDF1;
  * string (the line decoded as UTF-8, malformed bytes as U+FFFD), and so does this class, with duplicate detection on.
  * {@code tests/test_landing_parser.py} checks on generated and hand-written lines that both paths agree.
  *
- * <p>Registered per Spark session as {@code reprocess_well_formed_record} ({@code contract.use_jvm_parser}).
+ * <p>Registered per Spark session as {@code reprocess_well_formed_record} ({@code contract.use_jvm_parser}). (Named
+ * {@code WellFormedRecord} before it rendered {@code extra}: a Spark Connect server with that older jar has no class of
+ * this name, and its landing is checked by the expressions alone.)
  */
-public final class WellFormedRecord implements UDF1<String, Row> {
+public final class WellFormedLine implements UDF1<String, Row> {
 
   private static final long serialVersionUID = 1L;
 
@@ -56,7 +64,8 @@ public final class WellFormedRecord implements UDF1<String, Row> {
   private static final int ERROR_MESSAGE = 7;
   private static final int CONSUMER_GROUP = 8;
   private static final int ORDERING_KEY = 9;
-  private static final int FIELDS = 10;
+  private static final int EXTRA = 10;
+  private static final int FIELDS = 11;
 
   private static int position(String name) {
     switch (name) {
@@ -98,13 +107,23 @@ public final class WellFormedRecord implements UDF1<String, Row> {
       return null;
     }
     Object[] values = new Object[FIELDS];
+    Map<String, Object> unknown = null;
     JsonToken token;
     while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
-      int at = position(parser.currentName());
-      if (at < 0) {
-        return null;  // an unknown field: the general path renders it into extra
-      }
+      String name = parser.currentName();
+      int at = position(name);
       JsonToken value = parser.nextToken();
+      if (at < 0) {  // an unknown field, kept for extra
+        Object kept = scalar(parser, value, escapes);
+        if (kept == null || (escapes && !paired(name))) {
+          return null;
+        }
+        if (unknown == null) {
+          unknown = new TreeMap<>();  // String.compareTo: the order the variant builder sorts an object's keys in
+        }
+        unknown.put(name, kept);
+        continue;
+      }
       switch (at) {
         case MESSAGE_ID:
         case ADDRESS:
@@ -159,7 +178,59 @@ public final class WellFormedRecord implements UDF1<String, Row> {
         return null;  // a required field is missing
       }
     }
+    if (unknown != null) {
+      values[EXTRA] = extra(unknown);
+    }
     return values;
+  }
+
+  /** A JSON null. */
+  private static final Object NULL = new Object();
+
+  /**
+   * An unknown field's value, if it is one this class renders: a String, a Long, a Boolean or {@link #NULL}; else
+   * null (the line is left to the general path).
+   */
+  private static Object scalar(JsonParser parser, JsonToken value, boolean escapes) throws IOException {
+    switch (value) {
+      case VALUE_STRING:
+        String text = parser.getText();
+        return escapes && !paired(text) ? null : text;
+      case VALUE_NUMBER_INT:
+        JsonParser.NumberType type = parser.getNumberType();
+        return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG ? parser.getLongValue() : null;
+      case VALUE_TRUE:
+        return Boolean.TRUE;
+      case VALUE_FALSE:
+        return Boolean.FALSE;
+      case VALUE_NULL:
+        return NULL;
+      default:
+        return null;  // a fraction (the variant keeps its digits its own way), an object, an array
+    }
+  }
+
+  /** The unknown fields as one JSON object, as {@code to_json} renders the general path's map of variants. */
+  private static String extra(Map<String, Object> unknown) throws IOException {
+    StringWriter out = new StringWriter();
+    try (JsonGenerator gen = FACTORY.createGenerator(out)) {
+      gen.writeStartObject();
+      for (Map.Entry<String, Object> field : unknown.entrySet()) {
+        gen.writeFieldName(field.getKey());
+        Object v = field.getValue();
+        if (v instanceof String) {
+          gen.writeString((String) v);
+        } else if (v instanceof Long) {
+          gen.writeNumber((Long) v);
+        } else if (v instanceof Boolean) {
+          gen.writeBoolean((Boolean) v);
+        } else {
+          gen.writeNull();
+        }
+      }
+      gen.writeEndObject();
+    }
+    return out.toString();
   }
 
   /** An object of strings, in the order of the line, or null when a value is not a string. */
