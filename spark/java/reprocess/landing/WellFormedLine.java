@@ -32,8 +32,8 @@ import org.apache.spark.sql.api.java.UDF1;
  * into {@code extra} as the general path renders them ({@code to_json} of the variant object's other fields: keys in
  * Java's string order, as the variant builder sorts them, and Jackson's escaping); a line with any other unknown
  * value (a fraction, an object, an array, a larger integer) is left to the general path. It returns null in every
- * other case, including every case it is unsure of: the general path then decides the line, so this class can make a line cheaper but never changes what
- * is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the address, the timestamp, the payload
+ * other case, including every case it is unsure of: the general path then decides the line, so this class can make
+ * a line cheaper but never changes what is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the address, the timestamp, the payload
  * size...) stay built-in expressions that run on every line alike.
  *
  * <p>Same grammar as the general path: Spark's variant parser uses a default {@link JsonFactory} on the same Java
