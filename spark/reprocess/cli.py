@@ -532,6 +532,8 @@ def cmd_prepared_list(args: argparse.Namespace) -> int:
 
 
 def cmd_prepared_abandon(args: argparse.Namespace) -> int:
+    from reprocess.storage.commit import abandon_prepared
+
     with _abandoning(args) as wh:
         doc = wh.read_prepared(args.run_id)
         if doc is not None and doc.get("outcomes") and not args.force:
@@ -544,7 +546,7 @@ def cmd_prepared_abandon(args: argparse.Namespace) -> int:
                               "none of them and sends their messages no more; abandoning it sends their confirmed "
                               "messages again, through the targets configured then. Pass --force to abandon it "
                               "anyway", key="run_id")
-        doc = wh.abandon_prepared(args.run_id)
+        doc = abandon_prepared(wh, args.run_id)
     if doc is None:
         log.warning("removed the folder of run_id=%s, which an abandon stopped part-way left", args.run_id)
         sys.stdout.write(json.dumps({"abandoned": None, "removed_folder_of": args.run_id}) + "\n")

@@ -547,13 +547,8 @@ class Warehouse:
         p = self.run_dir(run_id) / "prepared.json"
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
-    def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
-        """Forget ``run_id``, a prepared run that was not committed (the caller holds the lock); see
-        :func:`abandon_prepared`. The record goes in one synced unlink."""
-        return abandon_prepared(self, run_id)
-
     def remove_record(self, location: str | Path) -> None:
-        """Delete the file ``location`` for good: the unlink synced into its folder."""
+        """Delete the file ``location`` for good: the unlink synced into its folder (:func:`abandon_prepared`)."""
         Path(location).unlink()
         _fsync_dir(Path(location).parent)
 

@@ -280,16 +280,9 @@ class HadoopWarehouse:
     def clear_run(self, run_id: str) -> None:
         self._fs.delete([self.run_dir(run_id)], True)
 
-    def abandon_prepared(self, run_id: str) -> dict[str, Any] | None:
-        """Forget ``run_id``, a prepared run that was not committed (the caller holds the lease); see
-        :func:`reprocess.storage.commit.abandon_prepared`. The record goes in one delete; the lease is checked before
-        each delete."""
-        from reprocess.storage.commit import abandon_prepared
-
-        return abandon_prepared(self, run_id)
-
     def remove_record(self, location: str) -> None:
-        """Delete the file ``location`` (one object: a store's delete is whole), if this writer's lease still holds."""
+        """Delete the file ``location`` (one object: a store's delete is whole), if this writer's lease still holds
+        (:func:`reprocess.storage.commit.abandon_prepared`)."""
         self.check_lease()
         self.remove(location)
 

@@ -33,16 +33,16 @@ import org.apache.spark.sql.api.java.UDF1;
  * Java's string order, as the variant builder sorts them, and Jackson's escaping); a line with any other unknown
  * value (a fraction, an object, an array, a larger integer) is left to the general path. It returns null in every
  * other case, including every case it is unsure of: the general path then decides the line, so this class can make
- * a line cheaper but never changes what is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the address, the timestamp, the payload
- * size...) stay built-in expressions that run on every line alike.
+ * a line cheaper but never changes what is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the
+ * address, the timestamp, the payload size...) stay built-in expressions that run on every line alike.
  *
  * <p>Same grammar as the general path: Spark's variant parser uses a default {@link JsonFactory} on the same Java
  * string (the line decoded as UTF-8, malformed bytes as U+FFFD), and so does this class, with duplicate detection on.
  * {@code tests/test_landing_parser.py} checks on generated and hand-written lines that both paths agree.
  *
- * <p>Registered per Spark session as {@code reprocess_well_formed_record} ({@code contract.use_jvm_parser}). (Named
- * {@code WellFormedRecord} before it rendered {@code extra}: a Spark Connect server with that older jar has no class of
- * this name, and its landing is checked by the expressions alone.)
+ * <p>Registered per Spark session as {@code reprocess_well_formed_record} ({@code contract.use_jvm_parser}).
+ * (Named {@code WellFormedRecord} before it rendered {@code extra}: a Spark Connect server with that older jar has no
+ * class of this name, and its landing is checked by the expressions alone.)
  */
 public final class WellFormedLine implements UDF1<String, Row> {
 
@@ -129,12 +129,8 @@ public final class WellFormedLine implements UDF1<String, Row> {
         case ADDRESS:
         case PAYLOAD:
         case FAILED_AT:
-          if (value != JsonToken.VALUE_STRING) {
-            return null;  // missing (null) or of the wrong type
-          }
-          values[at] = parser.getText();
-          if (escapes && !paired((String) values[at])) {
-            return null;
+          if (value != JsonToken.VALUE_STRING || (values[at] = text(parser, escapes)) == null) {
+            return null;  // missing (null), of the wrong type, or a surrogate without its pair
           }
           break;
         case HEADERS:
@@ -150,19 +146,16 @@ public final class WellFormedLine implements UDF1<String, Row> {
           break;
         case DELIVERY_COUNT:
           if (value == JsonToken.VALUE_NUMBER_INT) {
-            JsonParser.NumberType type = parser.getNumberType();
-            if (type != JsonParser.NumberType.INT && type != JsonParser.NumberType.LONG) {
-              return null;  // beyond a long: a decimal to the variant parser
+            if ((values[at] = whole(parser)) == null) {
+              return null;
             }
-            values[at] = parser.getLongValue();
           } else if (value != JsonToken.VALUE_NULL) {
             return null;
           }
           break;
         default:  // the optional strings
           if (value == JsonToken.VALUE_STRING) {
-            values[at] = parser.getText();
-            if (escapes && !paired((String) values[at])) {
+            if ((values[at] = text(parser, escapes)) == null) {
               return null;
             }
           } else if (value != JsonToken.VALUE_NULL) {
@@ -194,11 +187,9 @@ public final class WellFormedLine implements UDF1<String, Row> {
   private static Object scalar(JsonParser parser, JsonToken value, boolean escapes) throws IOException {
     switch (value) {
       case VALUE_STRING:
-        String text = parser.getText();
-        return escapes && !paired(text) ? null : text;
+        return text(parser, escapes);
       case VALUE_NUMBER_INT:
-        JsonParser.NumberType type = parser.getNumberType();
-        return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG ? parser.getLongValue() : null;
+        return whole(parser);
       case VALUE_TRUE:
         return Boolean.TRUE;
       case VALUE_FALSE:
@@ -208,6 +199,18 @@ public final class WellFormedLine implements UDF1<String, Row> {
       default:
         return null;  // a fraction (the variant keeps its digits its own way), an object, an array
     }
+  }
+
+  /** The current string token's text, or null when it holds a surrogate without its pair (see {@link #read}). */
+  private static String text(JsonParser parser, boolean escapes) throws IOException {
+    String text = parser.getText();
+    return escapes && !paired(text) ? null : text;
+  }
+
+  /** The current integer token's value, or null beyond a long (a decimal to the variant parser). */
+  private static Long whole(JsonParser parser) throws IOException {
+    JsonParser.NumberType type = parser.getNumberType();
+    return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG ? parser.getLongValue() : null;
   }
 
   /** The unknown fields as one JSON object, as {@code to_json} renders the general path's map of variants. */
