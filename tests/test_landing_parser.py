@@ -208,9 +208,28 @@ def test_the_jvm_parser_takes_the_records_consumers_write_and_leaves_the_rest(sp
 
 def test_without_the_class_the_landing_is_checked_by_the_expressions_alone(spark, monkeypatch, caplog):
     monkeypatch.setattr(contract, "JVM_PARSER_CLASS", "reprocess.landing.NotBuilt")
+    # a name this worker's session has not registered yet (the session's other tests register the real one)
+    monkeypatch.setattr(contract, "JVM_PARSER_FUNCTION", "reprocess_not_built")
     with caplog.at_level("INFO", logger=contract.__name__):
         assert contract.use_jvm_parser(spark) is False
     assert "landing parser=expressions (reprocess.landing.NotBuilt is not on the class path" in caplog.text
+
+
+def test_a_session_registers_the_parser_once(spark, jvm, monkeypatch):
+    """Every cycle asks for the parser; a session that has it keeps it. Registering it again at each cycle made Spark
+    warn each time that the function "replaced a previously registered function"."""
+    calls = []
+    udf = type(spark.udf)
+    register = udf.registerJavaFunction
+    monkeypatch.setattr(udf, "registerJavaFunction", lambda self, *args: calls.append(args) or register(self, *args))
+    assert contract.use_jvm_parser(spark) is True
+    assert calls == []
+    # a session without it registers it: here under another name, as a new session would its own
+    monkeypatch.setattr(contract, "JVM_PARSER_FUNCTION", "reprocess_well_formed_record_again")
+    assert contract.use_jvm_parser(spark) is True
+    assert [name for name, *_ in calls] == ["reprocess_well_formed_record_again"]
+    assert contract.use_jvm_parser(spark) is True
+    assert len(calls) == 1
 
 
 def test_a_line_too_long_for_the_strict_parse_is_record_too_large_not_malformed(spark, jvm, tmp_path):

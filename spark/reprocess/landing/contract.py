@@ -179,7 +179,12 @@ def use_jvm_parser(spark: SparkSession) -> bool:
 
     Both ways quarantine and ingest the same lines with the same values; the JVM parser takes the structural checks
     of most lines in one pass instead of two parses and some forty expressions (bench/RESULTS.md, twenty-third run).
+
+    A session that has it already keeps it: registering it again made Spark warn at every cycle that the function
+    "replaced a previously registered function".
     """
+    if spark.catalog.functionExists(JVM_PARSER_FUNCTION):
+        return True
     try:
         spark.udf.registerJavaFunction(JVM_PARSER_FUNCTION, JVM_PARSER_CLASS, _FAST_SCHEMA)
     except AnalysisException as exc:  # Spark Connect's is a subclass
