@@ -83,6 +83,40 @@ def test_the_static_files_a_site_links_to_are_made_again_when_something_removed_
     assert again != first
     assert all((again / name).is_file() for name in suites.LINKED_STATIC)
 
+def test_data_docs_templates_are_compiled_once_per_process_and_render_the_same_pages(spark, tmp_path, monkeypatch):
+    """GX makes a Jinja environment per view, and each compiled its templates again at every run's Data Docs (51
+    compiles in a small cycle). They are compiled once per process: a second site compiles none, and its pages are
+    the first's (but for GX's wall-clock stamps)."""
+    import jinja2
+    import pandas as pd
+
+    from reprocess.validation import suites
+
+    compiles = []
+    original = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda env, *a, **k: compiles.append(1) or original(env, *a, **k))
+    monkeypatch.setattr(suites, "_TEMPLATE_CODE", {})  # as in a new process
+    suite = {"name": "t", "expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "message_id"}}]}
+
+    def site(name: str) -> tuple[int, dict[str, str]]:
+        compiles.clear()
+        docs = tmp_path / name
+        v = suites.Validator("run-x", 1_700_000_000_000, str(docs))
+        assert v.validate(pd.DataFrame([{"message_id": "a"}]), suite).success
+        v.build_docs()
+        stamp = re.compile(r"\d{8}T\d{6}\.\d{6}Z")  # GX's own: when it rendered or validated
+        pages = {str(p.relative_to(docs)): stamp.sub("<now>", p.read_text()) for p in docs.rglob("*.html")}
+        return len(compiles), pages
+
+    first, second = site("a"), site("b")
+    assert first[0] > 0
+    assert second[0] == 0
+    assert len(first[1]) == 3  # the index, the suite's page, the validation's page
+    assert second[1] == first[1]
+
+
 def test_a_landing_of_few_rows_and_many_payload_bytes_is_validated_on_spark_not_collected(spark, tmp_path,
                                                                                             monkeypatch):
     """GX's pandas engine collects a frame into the driver, which spares small frames a dozen Spark jobs; a landing
