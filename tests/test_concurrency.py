@@ -165,6 +165,17 @@ def after_t1(spark, landing, tmp_path_factory) -> Path:
     return wh
 
 
+@pytest.fixture(scope="module")
+def serial_reference(spark, landing, after_t1, tmp_path_factory) -> tuple[dict, int]:
+    """The same cycle, then the same re-drive, one after the other: the warehouse's state and how many moved."""
+    ref = tmp_path_factory.mktemp("ref") / "wh"
+    shutil.copytree(after_t1, ref)
+    cycle_at(spark, landing, ref, T2, target="python:reprocess.targets.examples:always_ok")
+    audit = redrive_dead_letters(spark, str(ref), RedriveRequest(address_pattern="#"), parse_instant(T2),
+                                 requested_by="test")
+    return warehouse_state(spark, ref), audit["moved"]
+
+
 def _cli(args: list[str], env: dict[str, str], stderr=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
            "PYSPARK_PYTHON": sys.executable}
@@ -184,19 +195,11 @@ def _wait_for(path: Path, proc: subprocess.Popen, log: Path, seconds: float = 30
 @pytest.mark.spark
 @pytest.mark.parametrize("kind", ["local", "cfile"])
 def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_warehouse_stays_whole(
-        spark, landing, after_t1, tmp_path, kind):
+        spark, landing, after_t1, serial_reference, tmp_path, kind):
     """Through the CLI, on a local warehouse (flock) and on a warehouse URI (``cfile:``, the tests' object store:
     the lease in tests/test_object_store.py)."""
-    dead = Warehouse(after_t1).live_files("dlq", Warehouse(after_t1).latest())
-    assert dead, "the first cycle dead-lettered nothing: the test would prove nothing"
-    # The reference: the same cycle, then the same re-drive, one after the other.
-    ref = tmp_path / "ref"
-    shutil.copytree(after_t1, ref)
-    cycle_at(spark, landing, ref, T2, target="python:reprocess.targets.examples:always_ok")
-    ref_audit = redrive_dead_letters(spark, str(ref), RedriveRequest(address_pattern="#"), parse_instant(T2),
-                                     requested_by="test")
-    assert ref_audit["moved"] > 0
-
+    ref_state, ref_moved = serial_reference
+    assert ref_moved > 0, "the first cycle dead-lettered nothing: the test would prove nothing"
     wh = tmp_path / "wh"
     shutil.copytree(after_t1, wh)
     uri, env, lock = str(wh), {}, "lock"
@@ -236,9 +239,9 @@ def test_a_redrive_during_a_scheduled_cycle_fails_cleanly_or_waits_and_the_wareh
     assert json.loads(out)["run_id"] == "run-20261121T023000Z"
     wout, _ = waiter.communicate(timeout=300)
     assert waiter.returncode == 0, waiter_log.read_text()[-3000:]
-    assert json.loads(wout)["moved"] == ref_audit["moved"]
+    assert json.loads(wout)["moved"] == ref_moved
 
     assert_committed_cleanly(wh)
-    assert warehouse_state(spark, wh) == warehouse_state(spark, ref)
+    assert warehouse_state(spark, wh) == ref_state
     if kind == "cfile":
         assert not (wh / "_lock").exists()  # both released their leases

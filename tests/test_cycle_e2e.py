@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,28 +69,42 @@ def test_cycles_match_the_pure_python_simulation(spark, landing, tmp_path, monke
     assert {r.message_id for r in dlq.select("message_id").collect()} == dead
 
 
-def test_rerunning_a_committed_as_of_changes_nothing(spark, landing, tmp_path):
-    policies = load_config(None)
-    wh = str(tmp_path / "wh")
-    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET)
-    first = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), **opts))
+@pytest.fixture(scope="module")
+def after_two(spark, landing, tmp_path_factory) -> tuple[Path, str]:
+    """A warehouse after the cycles at AS_OFS[0] and AS_OFS[1] (copied by each test that starts from it), and the
+    second's run id."""
+    wh = tmp_path_factory.mktemp("two") / "wh"
+    opts = dict(landing=str(landing), warehouse=str(wh), policies=load_config(None), target=TARGET)
+    summaries = [run_cycle(spark, CycleOptions(as_of_ms=parse_instant(as_of), **opts)) for as_of in AS_OFS[:2]]
+    return wh, summaries[-1]["run_id"]
+
+
+def _copy(after_two: tuple[Path, str], tmp_path: Path) -> str:
+    wh = tmp_path / "wh"
+    shutil.copytree(after_two[0], wh)
+    return str(wh)
+
+
+def test_rerunning_a_committed_as_of_changes_nothing(spark, landing, tmp_path, after_two):
+    wh = _copy(after_two, tmp_path)
+    opts = dict(landing=str(landing), warehouse=wh, policies=load_config(None), target=TARGET)
     before = _ledger_states(spark, wh)
     again = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), **opts))
     assert again["already_committed"] is True
-    assert again["run_id"] == first["run_id"]
+    assert again["run_id"] == after_two[1]
     assert _ledger_states(spark, wh) == before
 
 
-def test_an_earlier_as_of_than_the_last_commit_is_refused(spark, landing, tmp_path):
+def test_an_earlier_as_of_than_the_last_commit_is_refused(spark, landing, tmp_path, after_two):
     from reprocess.cycle.run import OutOfOrderError
 
-    policies = load_config(None)
-    wh = str(tmp_path / "wh")
-    run_cycle(spark, CycleOptions(landing=str(landing), warehouse=wh, policies=policies,
-                                  as_of_ms=parse_instant(AS_OFS[2])))
+    wh = _copy(after_two, tmp_path)  # committed at AS_OFS[0] and AS_OFS[1]
+    # Between the two commits: never committed itself (a committed as-of is an idempotent re-run), yet earlier
+    # than the last one.
+    between = "2026-11-21T00:45:00Z"
     with pytest.raises(OutOfOrderError, match="before the last committed as-of"):
-        run_cycle(spark, CycleOptions(landing=str(landing), warehouse=wh, policies=policies,
-                                      as_of_ms=parse_instant(AS_OFS[1])))
+        run_cycle(spark, CycleOptions(landing=str(landing), warehouse=wh, policies=load_config(None),
+                                      as_of_ms=parse_instant(between)))
 
 
 def test_cli_run_prints_a_json_summary_and_writes_it_to_the_warehouse(landing, tmp_path, capsys):
@@ -551,18 +566,15 @@ def test_data_docs_that_cannot_be_removed_keep_their_mark_and_the_run_goes_on_un
 
 
 def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the_gate_still_passes(
-        spark, landing, tmp_path):
+        spark, landing, tmp_path, after_two):
     """A DLQ re-drive without --reset-deliveries (the default) keeps each message's count: the next cycle gives it
     exactly one delivery more, past its policy's bound if it was exhausted, and the ledger suite accepts that
     (the bound becomes the count it was released at plus one). Before, such a message failing again stopped every
     later cycle at the GX gate ("deliveries_within_policy_bound"), with nothing committed."""
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
 
-    policies = load_config(None)
-    wh = str(tmp_path / "wh")
-    opts = dict(landing=str(landing), warehouse=wh, policies=policies, target=TARGET)
-    for as_of in AS_OFS[:2]:
-        run_cycle(spark, CycleOptions(as_of_ms=parse_instant(as_of), **opts))
+    wh = _copy(after_two, tmp_path)  # after the cycles at AS_OFS[0] and AS_OFS[1]
+    opts = dict(landing=str(landing), warehouse=wh, policies=load_config(None), target=TARGET)
     before = {m: row for m, row in _ledger_states(spark, wh).items() if row[0] == "DEAD_LETTERED"}
     audit = redrive_dead_letters(spark, wh, RedriveRequest(address_pattern="#", max_messages=3),
                                  parse_instant("2026-11-21T01:10:00Z"), requested_by="test")
