@@ -6,8 +6,9 @@ at a random moment: a random point of the cycle is drawn (JVM start-up, or just 
 logged, or just after the commit), then a random extra delay. Then the cycle runs again. Every trial must end
 in the state of an uninterrupted run: every input message in exactly one ledger row with the same state and
 deliveries, no dead letter, outbox record or quarantined record twice, no run left prepared, every committed
-run balanced. ``make test`` runs 2 trials; the ``slow`` suite (``make test-slow``) 51 more. Each trial appends a
-line to ``$REPROCESS_FAULT_REPORT`` (default: a file in pytest's temporary directory) for the figures.
+run balanced. ``make test`` runs 1 trial on a local warehouse and 1 on ``cfile:``; the ``slow`` suite
+(``make test-slow``) 52 and 21 more. Each trial appends a line to ``$REPROCESS_FAULT_REPORT`` (default: a file in
+pytest's temporary directory) for the figures.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
 T1, T2 = "2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"
-FAST_TRIALS = 2
-SLOW_TRIALS = 51
+# One: the seeds of trials 0 and 1 both aim at "committed snapshot" (and cfile:'s trial 0 at step=stage_ledger, a
+# prepared run under a held lease), so a second fast trial repeated the first's point for another fresh driver.
+FAST_TRIALS = 1
+SLOW_TRIALS = 52
 HADOOP_TRIALS = 1  # the same, with the warehouse reached as cfile: (tests/test_object_store.py)
 SLOW_HADOOP_TRIALS = 21
 LEASE_SECONDS = 4  # the killed driver's lease blocks the re-run this long at most
@@ -142,7 +145,7 @@ def _trial(spark, landing: Path, after_t1: Path, reference: dict, report: Path, 
            hadoop: bool = False) -> None:
     """One kill and re-run; ``hadoop``: the warehouse is reached as ``cfile:`` (the same files, through Hadoop's
     FileSystem with a lease instead of flock), and the re-run waits for the killed driver's lease to expire."""
-    rnd = random.Random((2000 if hadoop else 1000) + n)  # the two fast cfile: trials kill mid-cycle, lease held
+    rnd = random.Random((2000 if hadoop else 1000) + n)  # the fast cfile: trial kills mid-cycle, lease held
     wh = tmp_path / "wh"
     shutil.copytree(after_t1, wh)
     uri = f"cfile://{wh.resolve()}" if hadoop else str(wh)

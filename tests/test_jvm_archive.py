@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from reprocess import spark_env
+from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.spark_env import JVM_ARCHIVE_ENV, archive_record, driver_java_options, spark_submit_conf
 
 VOLATILE = {"elapsed_s", "step_seconds", "validation"}  # timings, and the Data Docs path under the warehouse
@@ -103,8 +104,7 @@ def test_a_recorded_archive_is_mapped_by_later_drivers_and_a_stale_one_only_warn
                                                                                         archive.name + ".json"]
 
     landing = tmp_path / "landing"
-    subprocess.run([sys.executable, "-m", "reprocess.cli", "generate", "--out", str(landing), "--messages", "200",
-                    "--hours", "2", "--seed", "5"], check=True, capture_output=True)
+    write_landing(GenerateOptions(out=landing, messages=200, hours=2, seed=5))
     mapped, _, classes = _run(landing, tmp_path / "wh-mapped", archive, tmp_path / "classes-mapped.log")
     from_archive = [c for c in classes if "source: shared objects file (top)" in c]
     from_jars = [c for c in classes if ".jar" in c.partition(" source: ")[2]]
