@@ -2,6 +2,7 @@ package reprocess.landing;
 
 import java.io.IOException;
 import java.io.StringWriter;
+import java.time.ZoneOffset;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
@@ -13,6 +14,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.types.variant.VariantBuilder;
 
 /**
  * The landing contract's structural checks of one line in a single pass, for the common case of a well-formed record.
@@ -28,10 +30,11 @@ import org.apache.spark.sql.api.java.UDF1;
  *
  * <p>{@link #call} returns the values as {@code from_json} would give them, in the layout of
  * {@code contract._FAST_SCHEMA} ({@code contract._VALUES_SCHEMA} and {@code extra}), when the line certainly passes
- * those checks. Unknown fields whose values are strings, integers that fit a long, booleans or null are rendered
- * into {@code extra} as the general path renders them ({@code to_json} of the variant object's other fields: keys in
- * Java's string order, as the variant builder sorts them, and Jackson's escaping); a line with any other unknown
- * value (a fraction, an object, an array, a larger integer) is left to the general path. It returns null in every
+ * those checks. Unknown fields are rendered into {@code extra} as the general path renders them ({@code to_json} of
+ * the variant object's other fields: keys in Java's string order, as the variant builder sorts them, and Jackson's
+ * escaping). Strings, integers that fit a long, booleans and null are written here; any other value (a fraction, an
+ * object, an array, a larger integer) is built into a variant by Spark's own {@link VariantBuilder} from the same
+ * parser, and written as that variant's {@code toJson}, as {@code to_json} writes a variant. It returns null in every
  * other case, including every case it is unsure of: the general path then decides the line, so this class can make
  * a line cheaper but never changes what is quarantined or ingested. The value checks ({@code EMPTY_MESSAGE_ID}, the
  * address, the timestamp, the payload size...) stay built-in expressions that run on every line alike.
@@ -90,7 +93,7 @@ public final class WellFormedLine implements UDF1<String, Row> {
     }
     try (JsonParser parser = FACTORY.createParser(line)) {
       parser.enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
-      Object[] values = read(parser, line.indexOf("\\u") >= 0);
+      Object[] values = read(parser, line, line.indexOf("\\u") >= 0);
       return values == null ? null : RowFactory.create(values);
     } catch (IOException | RuntimeException e) {  // not JSON, a duplicate key, a number out of range...
       return null;
@@ -102,7 +105,7 @@ public final class WellFormedLine implements UDF1<String, Row> {
    * {@code escapes}: the line has a {@code \}{@code u} escape, so a string may hold a surrogate without its pair,
    * which the variant parser refuses (valid UTF-8 never decodes to one).
    */
-  private static Object[] read(JsonParser parser, boolean escapes) throws IOException {
+  private static Object[] read(JsonParser parser, String line, boolean escapes) throws IOException {
     if (parser.nextToken() != JsonToken.START_OBJECT) {
       return null;
     }
@@ -114,9 +117,21 @@ public final class WellFormedLine implements UDF1<String, Row> {
       int at = position(name);
       JsonToken value = parser.nextToken();
       if (at < 0) {  // an unknown field, kept for extra
-        Object kept = scalar(parser, value, escapes);
-        if (kept == null || (escapes && !paired(name))) {
+        if (escapes && !paired(name)) {
           return null;
+        }
+        Object kept = scalar(parser, value, escapes);
+        if (kept == null) {
+          if (value == JsonToken.VALUE_STRING) {
+            return null;  // a surrogate without its pair
+          }
+          long start = parser.currentTokenLocation().getCharOffset();
+          String json = VariantBuilder.parseJson(parser, false).toJson(ZoneOffset.UTC);
+          if (escapes && surrogateEscape(line)
+              && !pairedWithin(line, start, parser.currentLocation().getCharOffset())) {
+            return null;  // the variant builder writes a lone surrogate in a nested string as '?'
+          }
+          kept = new Rendered(json);
         }
         if (unknown == null) {
           unknown = new TreeMap<>();  // String.compareTo: the order the variant builder sorts an object's keys in
@@ -180,9 +195,53 @@ public final class WellFormedLine implements UDF1<String, Row> {
   /** A JSON null. */
   private static final Object NULL = new Object();
 
+  /** An unknown field's value as the general path writes it: a variant's {@code toJson} (no time zone applies). */
+  private static final class Rendered {
+    final String json;
+
+    Rendered(String json) {
+      this.json = json;
+    }
+  }
+
   /**
-   * An unknown field's value, if it is one this class renders: a String, a Long, a Boolean or {@link #NULL}; else
-   * null (the line is left to the general path).
+   * Whether {@code line} may escape a surrogate ({@code \}{@code u} then D800-DFFF, any case): only then can a string
+   * hold one without its pair. Over-counts (an escaped backslash before {@code ud800}), which only sends a line to the
+   * general path.
+   */
+  static boolean surrogateEscape(String line) {
+    for (int i = line.indexOf("\\u"); i >= 0 && i + 3 < line.length(); i = line.indexOf("\\u", i + 2)) {
+      char hi = line.charAt(i + 2);
+      char next = Character.toLowerCase(line.charAt(i + 3));
+      if ((hi == 'd' || hi == 'D') && (next >= '8' && next <= '9' || next >= 'a' && next <= 'f')) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Whether every key and string in the JSON value at {@code line}'s chars from {@code start} to {@code end} is text
+   * that UTF-8 can encode (see {@link #paired}); false when the offsets are unknown.
+   */
+  private static boolean pairedWithin(String line, long start, long end) throws IOException {
+    if (start < 0 || end <= start || end > line.length()) {
+      return false;
+    }
+    try (JsonParser parser = FACTORY.createParser(line.substring((int) start, (int) end))) {
+      JsonToken token;
+      while ((token = parser.nextToken()) != null) {
+        if ((token == JsonToken.FIELD_NAME || token == JsonToken.VALUE_STRING) && !paired(parser.getText())) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  /**
+   * An unknown field's value, if it is one this class writes itself: a String, a Long, a Boolean or {@link #NULL};
+   * else null (a string with a lone surrogate, or a value for {@link Rendered}).
    */
   private static Object scalar(JsonParser parser, JsonToken value, boolean escapes) throws IOException {
     switch (value) {
@@ -227,6 +286,8 @@ public final class WellFormedLine implements UDF1<String, Row> {
           gen.writeNumber((Long) v);
         } else if (v instanceof Boolean) {
           gen.writeBoolean((Boolean) v);
+        } else if (v instanceof Rendered) {
+          gen.writeRawValue(((Rendered) v).json);
         } else {
           gen.writeNull();
         }
