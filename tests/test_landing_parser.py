@@ -214,11 +214,16 @@ def test_the_jvm_parser_takes_the_records_consumers_write_and_leaves_the_rest(sp
                   '"x": 1e2', '"y": 1.5E-7', '"w": 1e400', '"t": 1.0e0', '"s": [1E2, {"b": 1, "a": 2.50}]',
                   '"u": 12345678901234567890123456789012345678.5', '"v": 0.000000000000000000000000000000000000001',
               ]) + "}"]
+    # one level less deep; and a line longer than Jackson's first buffer, with escapes and a nested value at its end
+    taken += [json.dumps(good)[:-1] + ', "o": ' + "[" * 998 + "]" * 998 + "}",
+              json.dumps({**good, "payload": "x" * 40_000, "o": {"e": "😀", "a": [1.5, {"é": None}]}})]
     assert all(_accepted(spark, taken))
-    # a nested lone surrogate (the variant builder would write it as '?') or duplicate: the general path's to judge
+    # a nested lone surrogate or duplicate key (the variant builder refuses both), a value nested as deep as Jackson
+    # allows (the general path's [line] is one level deeper): the general path's to judge
     declined += [json.dumps({**good, "o": {"k": "\ud800"}}), json.dumps({**good, "o": ["\udfff"]}),
                  json.dumps({**good, "e": "😀", "o": {"\udbff": 1}}),
-                 json.dumps({**good, "o": [{"k": 1}]})[:-3] + ', "k": 2}]}']  # a nested duplicate key
+                 json.dumps({**good, "o": [{"k": 1}]})[:-3] + ', "k": 2}]}',  # a nested duplicate key
+                 json.dumps(good)[:-1] + ', "o": ' + "[" * 999 + "]" * 999 + "}"]  # depth 1000, the object's 1
     assert _accepted(spark, declined) == [False] * len(declined)
     _agree(spark, tmp_path, [line.encode() for line in [*written[:50], *declined, *taken]])
 

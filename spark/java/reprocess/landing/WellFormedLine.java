@@ -11,6 +11,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -40,7 +41,8 @@ import org.apache.spark.types.variant.VariantBuilder;
  * address, the timestamp, the payload size...) stay built-in expressions that run on every line alike.
  *
  * <p>Same grammar as the general path: Spark's variant parser uses a default {@link JsonFactory} on the same Java
- * string (the line decoded as UTF-8, malformed bytes as U+FFFD), and so does this class, with duplicate detection on.
+ * string (the line decoded as UTF-8, malformed bytes as U+FFFD), and so does this class, with duplicate detection on
+ * and one level less of nesting allowed (the general path's {@code [...]} is a level of its own).
  * {@code tests/test_landing_parser.py} checks on generated and hand-written lines that both paths agree.
  *
  * <p>Registered per Spark session as {@code reprocess_well_formed_record} ({@code contract.use_jvm_parser}).
@@ -54,7 +56,15 @@ public final class WellFormedLine implements UDF1<String, Row> {
   /** The variant parser refuses values above 128 MiB; lines longer than this are left to the general path. */
   static final int MAX_CHARS = 16 << 20;
 
-  private static final JsonFactory FACTORY = new JsonFactory();
+  /**
+   * Jackson's defaults but one level less deep: the general path parses the line inside {@code [...]}, one level
+   * deeper than this class does, so a line at Jackson's depth limit is malformed to it (a nested unknown value can
+   * reach it).
+   */
+  private static final JsonFactory FACTORY = JsonFactory.builder()
+      .streamReadConstraints(StreamReadConstraints.builder()
+          .maxNestingDepth(StreamReadConstraints.defaults().getMaxNestingDepth() - 1).build())
+      .build();
 
   // Positions in contract._VALUES_SCHEMA.
   private static final int MESSAGE_ID = 0;
@@ -93,7 +103,7 @@ public final class WellFormedLine implements UDF1<String, Row> {
     }
     try (JsonParser parser = FACTORY.createParser(line)) {
       parser.enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
-      Object[] values = read(parser, line, line.indexOf("\\u") >= 0);
+      Object[] values = read(parser, line.indexOf("\\u") >= 0);
       return values == null ? null : RowFactory.create(values);
     } catch (IOException | RuntimeException e) {  // not JSON, a duplicate key, a number out of range...
       return null;
@@ -105,7 +115,7 @@ public final class WellFormedLine implements UDF1<String, Row> {
    * {@code escapes}: the line has a {@code \}{@code u} escape, so a string may hold a surrogate without its pair,
    * which the variant parser refuses (valid UTF-8 never decodes to one).
    */
-  private static Object[] read(JsonParser parser, String line, boolean escapes) throws IOException {
+  private static Object[] read(JsonParser parser, boolean escapes) throws IOException {
     if (parser.nextToken() != JsonToken.START_OBJECT) {
       return null;
     }
@@ -125,13 +135,9 @@ public final class WellFormedLine implements UDF1<String, Row> {
           if (value == JsonToken.VALUE_STRING) {
             return null;  // a surrogate without its pair
           }
-          long start = parser.currentTokenLocation().getCharOffset();
-          String json = VariantBuilder.parseJson(parser, false).toJson(ZoneOffset.UTC);
-          if (escapes && surrogateEscape(line)
-              && !pairedWithin(line, start, parser.currentLocation().getCharOffset())) {
-            return null;  // the variant builder writes a lone surrogate in a nested string as '?'
-          }
-          kept = new Rendered(json);
+          // Spark's own builder, as the general path's parse builds the value: it refuses a nested key or string with
+          // a surrogate without its pair (an IOException: the general path decides), and a duplicate key
+          kept = new Rendered(VariantBuilder.parseJson(parser, false).toJson(ZoneOffset.UTC));
         }
         if (unknown == null) {
           unknown = new TreeMap<>();  // String.compareTo: the order the variant builder sorts an object's keys in
@@ -202,41 +208,6 @@ public final class WellFormedLine implements UDF1<String, Row> {
     Rendered(String json) {
       this.json = json;
     }
-  }
-
-  /**
-   * Whether {@code line} may escape a surrogate ({@code \}{@code u} then D800-DFFF, any case): only then can a string
-   * hold one without its pair. Over-counts (an escaped backslash before {@code ud800}), which only sends a line to the
-   * general path.
-   */
-  static boolean surrogateEscape(String line) {
-    for (int i = line.indexOf("\\u"); i >= 0 && i + 3 < line.length(); i = line.indexOf("\\u", i + 2)) {
-      char hi = line.charAt(i + 2);
-      char next = Character.toLowerCase(line.charAt(i + 3));
-      if ((hi == 'd' || hi == 'D') && (next >= '8' && next <= '9' || next >= 'a' && next <= 'f')) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /**
-   * Whether every key and string in the JSON value at {@code line}'s chars from {@code start} to {@code end} is text
-   * that UTF-8 can encode (see {@link #paired}); false when the offsets are unknown.
-   */
-  private static boolean pairedWithin(String line, long start, long end) throws IOException {
-    if (start < 0 || end <= start || end > line.length()) {
-      return false;
-    }
-    try (JsonParser parser = FACTORY.createParser(line.substring((int) start, (int) end))) {
-      JsonToken token;
-      while ((token = parser.nextToken()) != null) {
-        if ((token == JsonToken.FIELD_NAME || token == JsonToken.VALUE_STRING) && !paired(parser.getText())) {
-          return false;
-        }
-      }
-    }
-    return true;
   }
 
   /**
