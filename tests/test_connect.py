@@ -151,6 +151,45 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
     assert [p for p in (root / "_runs").rglob("*") if p.is_file()] == []
 
 
+# A client whose server has no class of the JVM parser's name (an older jar, or none): the class and function names
+# are moved to ones the server cannot have, as an older jar's server answers for the current names.
+_OLD_JAR_CLIENT = """
+import sys
+from reprocess.landing import contract
+contract.JVM_PARSER_CLASS = "reprocess.landing.NotBuilt"
+contract.JVM_PARSER_FUNCTION = "reprocess_not_built"
+from reprocess.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_server_without_the_parsers_class_checks_the_landing_with_the_expressions_alike(server, spark, tmp_path):
+    """A Connect server whose jar has no ``WellFormedLine`` (older, or none) refuses the client's registration with
+    an error of Spark Connect's own: the client's cycle checks its landing with the built-in expressions alone, says
+    so, and commits what a driver with the JVM parser commits, unknown nested fields and malformed lines included."""
+    landing, wh, local = tmp_path / "landing", tmp_path / "wh", tmp_path / "wh-local"
+    write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=11, malformed=2))
+    good = {"address": "orders.created", "payload": "p", "failed_at": "2026-11-21T00:20:00Z"}
+    lines = [json.dumps({**good, "message_id": "n-1", "meta": {"b": [1.50, 1e2], "a": None}}),
+             json.dumps({**good, "message_id": "n-2", "headers": {"k": 1}}),  # a wrong type: quarantined
+             json.dumps({**good, "message_id": "n-3", "z": 10**20, "y": [{"x": "é"}]}, ensure_ascii=False)]
+    (landing / "dt=2026-11-21" / "hour=00" / "nested.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    as_of = "2026-11-21T01:00:00Z"
+    cmd = [sys.executable, "-c", _OLD_JAR_CLIENT, "run", "--landing", str(landing), "--warehouse", str(wh),
+           "--as-of", as_of, "--target", FLAKY, "--format", "json", "--remote", server.url]
+    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "landing parser=expressions (reprocess.landing.NotBuilt is not on the class path" in done.stderr
+    over_connect = json.loads(done.stdout)
+    assert over_connect["landing_parser"] == "expressions"
+    in_process = cycle_at(spark, landing, local, as_of)
+    assert in_process["landing_parser"] == "jvm"
+    assert {k: v for k, v in _stable(over_connect).items() if k != "landing_parser"} == \
+        {k: v for k, v in _stable(in_process).items() if k != "landing_parser"}
+    assert over_connect["quarantined"] >= 3  # the malformed lines and the wrong type
+    assert warehouse_state(spark, wh) == warehouse_state(spark, local)
+
+
 def test_a_long_line_in_a_landing_file_at_a_uri_is_named_to_a_connect_client(server, tmp_path):
     """A client cannot stream a file at a URI to find a line too long to read: the run stops before it commits
     anything and names the file (a driver of its own quarantines the line: tests/test_long_lines.py)."""
