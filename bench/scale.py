@@ -284,7 +284,7 @@ def udf_decision_columns(policies: Any, index: Any, k: Any, message_id: Any) -> 
 
     from reprocess.policy import reference
 
-    items = policies.policies
+    items = policies.effective
 
     @F.udf("struct<exhausted:boolean,delay:bigint>")
     def decide(idx: int | None, k: int | None, message_id: str | None) -> tuple[bool, int] | None:

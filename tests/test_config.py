@@ -6,6 +6,7 @@ import pytest
 
 from reprocess.errors import ConfigError
 from reprocess.policy import load_policies, parse_policies
+from reprocess.policy.config import policies_from_mapping
 from reprocess.policy.wildcard import matches, most_specific
 
 pytestmark = pytest.mark.unit
@@ -105,6 +106,129 @@ def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
                                       for _ in range(rnd.randint(2, 6))))
         address = ".".join(rnd.choice("ab") for _ in range(rnd.randint(1, 4)))
         assert most_specific(patterns, address) == artemis(patterns, address), (patterns, address)
+
+
+def _artemis_order(patterns: list[str], address: str) -> list[int]:
+    """The patterns matching ``address`` in the order Artemis sorts them (MatchComparator, file order on ties)."""
+    from functools import cmp_to_key
+
+    from reprocess.policy.wildcard import _compare
+
+    hits = [i for i, p in enumerate(patterns) if matches(p, address)]
+    return sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or x - y))
+
+
+def _addresses(words: str, longest: int) -> list[str]:
+    from itertools import product
+
+    return [".".join(w) for n in range(1, longest + 1) for w in product(words, repeat=n)]
+
+
+def test_overlap_and_covers_agree_with_every_address_up_to_seven_words():
+    """``overlap`` is exact and ``covers`` sound, against all addresses of up to seven words over three: two
+    patterns of at most three words that share an address share one that short."""
+    import random
+
+    from reprocess.policy.wildcard import covers, overlap
+
+    addresses = _addresses("abc", 7)
+    rnd = random.Random(11)
+    words = ["a", "b", "*", "#"]
+    pats = sorted({".".join(rnd.choice(words) for _ in range(rnd.randint(1, 3))) for _ in range(400)})
+    hits = {p: {a for a in addresses if matches(p, a)} for p in pats}
+    covered = 0
+    for x in pats:
+        for y in pats:
+            assert overlap(x, y) == bool(hits[x] & hits[y]), (x, y)
+            if covers(x, y):
+                covered += 1
+                assert hits[y] <= hits[x], (x, y)
+            elif x == "#" or x == y:
+                raise AssertionError(f"{x} must cover {y}")
+    assert covered > len(pats) * 3  # not only '#' and each pattern itself
+
+
+ARTEMIS_KEYS = {"redelivery-delay": [0, 1000, 7000], "redelivery-delay-multiplier": [1.0, 2.5],
+                "max-redelivery-delay": [3000, 90_000], "redelivery-collision-avoidance-factor": [0.0, 0.5],
+                "max-delivery-attempts": [-1, 2, 5], "dead-letter-address": [None, "x.dlq", "y.dlq"]}
+
+
+def test_artemis_policies_merge_settings_as_artemis_merges_address_settings():
+    """The settings an address gets equal Artemis's merge (HierarchicalObjectRepository.merge: every artemis
+    pattern matching the address, most specific first, a setting taken from the first that gives it, then the
+    broker's default), on random policy files and every address of up to four words; other profiles do not
+    merge, and a stepped policy between two artemis ones is passed over."""
+    import random
+
+    from reprocess.policy.settings import ArtemisSettings
+
+    rnd = random.Random(5)
+    words = ["a", "b", "*", "#"]
+    addresses = _addresses("abc", 4)
+    variants = 0
+    for _ in range(150):
+        patterns = list(dict.fromkeys(".".join(rnd.choice(words) for _ in range(rnd.randint(1, 3)))
+                                      for _ in range(rnd.randint(1, 6))))
+        raw = []
+        for pattern in patterns:
+            if rnd.random() < 0.2:
+                raw.append({"match": pattern, "profile": "stepped", "settings": {"delays": ["1s"]}})
+                continue
+            keys = rnd.sample(sorted(ARTEMIS_KEYS), rnd.randint(0, 3))
+            raw.append({"match": pattern, "profile": "artemis",
+                        "settings": {k: rnd.choice(ARTEMIS_KEYS[k]) for k in keys}})
+        ps = policies_from_mapping({"policies": raw})
+        variants += len(ps.variants) - len(patterns)
+        for address in addresses:
+            order = _artemis_order(patterns, address)
+            got = ps.resolve(address)
+            if not order:
+                assert got is None
+                continue
+            assert got is not None
+            assert got.match == patterns[order[0]]
+            if raw[order[0]]["profile"] != "artemis":
+                assert got.settings == ps.policies[order[0]].settings
+                continue
+            merged: dict = {}
+            for i in order:
+                if raw[i]["profile"] == "artemis":
+                    for k, v in raw[i]["settings"].items():
+                        if v is not None:
+                            merged.setdefault(k, v)
+            assert got.settings == ArtemisSettings.parse(merged), (raw, address)
+            assert got.drops_without_dla == (merged.get("dead-letter-address") is None)
+    assert variants > 50  # many files had policies merging from partial matches
+
+
+def test_an_artemis_policy_takes_a_dead_letter_address_from_the_default_policy():
+    ps = policies_from_mapping({"default_dead_letter_address": "ops.dlq", "policies": [
+        {"match": "billing.*", "profile": "artemis", "settings": {"redelivery-delay": 5000}},
+        {"match": "#", "profile": "artemis", "settings": {"dead-letter-address": "DLQ", "max-delivery-attempts": 3}},
+        {"match": "orders.#", "profile": "activemq"}]})
+    billing = ps.resolve("billing.eu")
+    assert billing is not None
+    assert billing.match == "billing.*"
+    assert (billing.settings.redelivery_delay, billing.settings.effective_max_redelivery_delay,
+            billing.settings.max_delivery_attempts, billing.settings.dead_letter_address) == (5000, 50_000, 3, "DLQ")
+    assert not billing.drops_without_dla
+    assert ps.dead_letter_address_for(billing, "billing.eu") == "DLQ"
+    assert len(ps.variants) == 3  # '#' matches every address: no variant tests it
+    orders = ps.resolve("orders.x")
+    assert orders is not None
+    assert orders.profile.value == "activemq"
+    assert orders.dead_letter_address is None
+
+
+def test_too_many_partial_merges_are_a_config_error():
+    base = [{"match": "a.*.*.*.*.*.*.*", "profile": "artemis", "settings": {}}]
+    others = [{"match": ".".join(["#"] + ["*"] * n + ["b"]), "profile": "artemis",
+               "settings": {"max-delivery-attempts": n + 2}} for n in range(7)]
+    with pytest.raises(ConfigError) as info:
+        policies_from_mapping({"policies": base + others}, source="p.yaml")
+    assert info.value.policy == "a.*.*.*.*.*.*.*"
+    assert "7 less specific artemis policies" in str(info.value)
+    assert len(policies_from_mapping({"policies": base + others[:6]}).variants) > 7
 
 
 def test_sample_config_resolves_each_address():

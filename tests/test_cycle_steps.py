@@ -361,6 +361,32 @@ def test_artemis_without_dla_dead_letters_to_the_default_dlq_never_drops(spark, 
     assert (tmp_path / "wh" / "dlq" / "address=ops.dlq").is_dir()
 
 
+def test_an_artemis_policy_takes_what_it_leaves_out_from_a_less_specific_one_as_artemis_merges(spark, tmp_path):
+    """billing.* gives the delay only; '#' gives the attempts and the dead-letter address, as a broker.xml with a
+    '#' address-setting does: Artemis dead-letters billing.eu's messages there after two deliveries."""
+    policies = parse_policies("""
+default_dead_letter_address: ops.dlq
+policies:
+  - match: "billing.*"
+    profile: artemis
+    settings: {redelivery-delay: 60000}
+  - match: "#"
+    profile: artemis
+    settings: {max-delivery-attempts: 2, dead-letter-address: all.dlq}
+""")
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("b1", "2026-11-21T10:00:00Z", address="billing.eu", delivery_count=2),
+        rec("b2", "2026-11-21T10:00:00Z", address="billing.eu", delivery_count=1)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:00:30Z", policies=policies)
+    assert (s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"], s["dead_lettered"]["NO_DEAD_LETTER_ADDRESS"]) == (1, 0)
+    d = read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()
+    assert [(r.message_id, r.address, r.original_address, r.policy) for r in d] == [
+        ("b1", "all.dlq", "billing.eu", "billing.*")]
+    waiting = ledger(spark, tmp_path)["b2"]
+    assert (waiting["state"], waiting["policy"], waiting["next_attempt_ms"]) == (
+        "WAITING_RETRY", "billing.*", parse_instant("2026-11-21T10:01:00Z"))
+
+
 def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(spark, tmp_path):
     first = rec("m1", "2026-11-21T10:00:00Z")
     land(tmp_path / "landing", "10", "a.jsonl", [first, first, rec("m1", "2026-11-21T10:01:00Z")])

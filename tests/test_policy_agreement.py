@@ -107,7 +107,7 @@ def test_spark_expressions_agree_with_the_reference_on_generated_policies(spark,
                                 min_size=1, max_size=30))
     got = _spark_decisions(spark, ps, picked)
     for idx, k, mid in picked:
-        policy = ps.policies[idx]
+        policy = ps.effective[idx]
         want_ex = exhausted(policy, k)
         want_delay = max(0, ref_delay(policy, k, mid))
         spark_ex, spark_delay = got[(idx, k, mid)]
@@ -140,6 +140,58 @@ def test_policy_resolution_in_spark_matches_python(spark):
     assert got == {a: ps.resolve_index(a) for a in addresses}
 
 
+def test_merged_artemis_settings_in_spark_match_python(spark):
+    """Artemis merges address settings: on random files whose artemis policies overlap, the cycle's expressions give
+    every address the policy variant, schedule, exhaustion, reason and dead-letter address the Python side gives."""
+    import random
+    from itertools import product
+
+    from reprocess.ledger.merge import dead_letter_address_column, exhausted_reason_column, policy_name_column
+
+    rnd = random.Random(3)
+    words = ["a", "b", "*", "#"]
+    values = {"redelivery-delay": [0, 1000, 7000], "redelivery-delay-multiplier": [1.0, 2.5],
+              "max-redelivery-delay": [3000, 90_000], "redelivery-collision-avoidance-factor": [0.0, 0.5],
+              "max-delivery-attempts": [-1, 2, 5], "dead-letter-address": ["x.dlq", "y.dlq"]}
+    addresses = [".".join(w) for n in range(1, 4) for w in product("abc", repeat=n)]
+    rows, files, merged = [], [], 0
+    for f in range(10):
+        patterns = list(dict.fromkeys(".".join(rnd.choice(words) for _ in range(rnd.randint(1, 3)))
+                                      for _ in range(rnd.randint(3, 6))))
+        raw = [{"match": p, "profile": "artemis",
+                "settings": {k: rnd.choice(values[k]) for k in rnd.sample(sorted(values), rnd.randint(0, 3))}}
+               for p in patterns]
+        if rnd.random() < 0.3:
+            raw[0] = {"match": patterns[0], "profile": "stepped", "settings": {"delays": ["1s", "2s"]}}
+        ps = policies_from_mapping({"default_dead_letter_address": "ops.dlq", "policies": raw})
+        merged += len(ps.variants) - len(patterns)
+        files.append(ps)
+        rows += [(f, a, k, f"m{k}") for a in addresses for k in (1, 2, 3, 6)]
+    df = spark.createDataFrame(rows, "f int, address string, k long, message_id string")
+    got = {}
+    for f, ps in enumerate(files):
+        idx = policy_index_column(ps, F.col("address"))
+        ex, delay = decision_columns(ps, idx, F.col("k"), F.col("message_id"))
+        out = df.where(F.col("f") == f).select(
+            "address", "k", idx.alias("idx"), policy_name_column(ps, idx).alias("policy"), ex.alias("ex"),
+            delay.alias("delay"), exhausted_reason_column(ps, idx).alias("reason"),
+            dead_letter_address_column(ps, idx, F.col("address")).alias("dla"))
+        got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla) for r in out.collect()}
+    for f, ps in enumerate(files):
+        for address in addresses:
+            for k in (1, 2, 3, 6):
+                i = ps.resolve_index(address)
+                if i is None:
+                    assert got[f][(address, k)] == (None,) * 6
+                    continue
+                p = ps.effective[i]
+                reason = "NO_DEAD_LETTER_ADDRESS" if p.drops_without_dla else "MAX_DELIVERIES_EXCEEDED"
+                want = (i, p.match, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
+                        ps.dead_letter_address_for(p, address))
+                assert got[f][(address, k)] == want, (f, address, k, p)
+    assert merged > 5  # several files had artemis policies merging from partial matches
+
+
 def test_huge_delivery_counts_never_overflow_in_spark(spark):
     ps = _policy_set([
         {"profile": "activemq", "settings": {"useExponentialBackOff": True, "maximumRedeliveries": -1,
@@ -156,6 +208,6 @@ def test_huge_delivery_counts_never_overflow_in_spark(spark):
     data = [(i, k, "m") for i in range(5) for k in (1, 64, 10**6, 2**40, LONG_MAX - 1)]
     got = _spark_decisions(spark, ps, data)
     for (idx, k, mid), (ex, delay) in got.items():
-        assert ex == exhausted(ps.policies[idx], k)
+        assert ex == exhausted(ps.effective[idx], k)
         assert 0 <= delay <= LONG_MAX
-        assert delay == max(0, ref_delay(ps.policies[idx], k, mid))
+        assert delay == max(0, ref_delay(ps.effective[idx], k, mid))

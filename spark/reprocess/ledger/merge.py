@@ -59,7 +59,7 @@ def non_retryable_column(policies: PolicySet, policy_idx: Column, error_class: C
     for rule in policies.non_retryable:
         glob = glob | _rule_column(rule, error_class, error_message)
     out = glob
-    for i, policy in enumerate(policies.policies):
+    for i, policy in enumerate(policies.effective):
         if policy.non_retryable:
             own = F.lit(False)
             for rule in policy.non_retryable:

@@ -139,20 +139,42 @@ def exhausted_column(policy: Policy, k: Column) -> Column:
 
 
 def policy_index_column(policies: PolicySet, address: Column) -> Column:
-    """Index of the most specific policy matching ``address``; null when none matches."""
+    """Index in ``policies.effective`` of the policy ``address`` takes (:meth:`PolicySet.resolve_index`): the most
+    specific match, in the variant its other matches give; null when none matches."""
     probe = F.concat(address, F.lit("."))
+    matched: dict[int, Column] = {}
+
+    def match(j: int) -> Column:
+        if j not in matched:
+            matched[j] = probe.rlike(to_regex(policies.policies[j].match))
+        return matched[j]
+
     out = None
     for i in policies.precedence:
-        cond = probe.rlike(to_regex(policies.policies[i].match))
-        out = F.when(cond, F.lit(i)) if out is None else out.when(cond, F.lit(i))
+        for n, v in enumerate(policies.variants):
+            if v.base != i:
+                continue
+            cond = match(i)
+            if v.when is not None:
+                alternatives = None
+                for also, never in v.when:
+                    alt = F.lit(True)
+                    for j in sorted(also):
+                        alt = alt & match(j)
+                    for j in sorted(never):
+                        alt = alt & ~match(j)
+                    alternatives = alt if alternatives is None else alternatives | alt
+                assert alternatives is not None
+                cond = cond & alternatives
+            out = F.when(cond, F.lit(n)) if out is None else out.when(cond, F.lit(n))
     assert out is not None
     return out
 
 
 def by_policy(policies: PolicySet, index: Column, build: Callable[[Policy], Column]) -> Column:
-    """``build(policy)`` for the row's policy ``index`` (null when no policy applies)."""
+    """``build(policy)`` for the row's policy ``index`` in ``policies.effective`` (null when no policy applies)."""
     out = None
-    for i, policy in enumerate(policies.policies):
+    for i, policy in enumerate(policies.effective):
         expr = build(policy)
         out = F.when(index == i, expr) if out is None else out.when(index == i, expr)
     assert out is not None

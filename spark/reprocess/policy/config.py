@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,8 @@ class Policy:
     non_retryable: tuple[NonRetryableRule, ...] = ()
     dead_letter_address: str | None = None
     target: str | None = None  # re-drive target of this policy's messages (``${VAR}`` from the environment)
+    # the settings the file gives, as written (artemis policies only): what a more specific match merges from
+    given: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def drops_without_dla(self) -> bool:
@@ -74,9 +77,37 @@ class Policy:
         return isinstance(self.settings, ArtemisSettings) and self.settings.dead_letter_address is None
 
 
+# An artemis policy merges from at most this many less specific artemis policies that match only some of its
+# addresses: each one doubles the variants the cycle's expressions test for (those matching all of them, `#` say,
+# cost nothing)
+MAX_PARTIAL_MERGES = 6
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One policy as the addresses it resolves see it: ``policy`` (its settings merged as Artemis merges address
+    settings), from the file's policy ``base``, for the addresses that also match every policy of ``also`` and none
+    of ``never``, for one of the pairs of ``when`` (``None``: every address the base policy resolves)."""
+
+    policy: Policy
+    base: int
+    when: tuple[tuple[frozenset[int], frozenset[int]], ...] | None = None
+
+    def applies(self, patterns: list[str], address: str) -> bool:
+        return self.when is None or any(
+            all(wildcard.matches(patterns[j], address) for j in also)
+            and not any(wildcard.matches(patterns[j], address) for j in never) for also, never in self.when)
+
+
 @dataclass(frozen=True)
 class PolicySet:
-    """All policies of a file, with Artemis's most-specific-match resolution."""
+    """All policies of a file, with Artemis's most-specific-match resolution and its merging of address settings.
+
+    An address takes the most specific policy that matches it. When that is an ``artemis`` policy, a setting it
+    leaves out comes from the next less specific ``artemis`` policy matching the address that gives it, as Artemis
+    merges address settings (``HierarchicalObjectRepository.merge``), then from Artemis's default. Other profiles
+    are not merged. The policies as addresses see them are :attr:`variants` (:attr:`effective`, their policies):
+    the cycle's expressions and :meth:`resolve_index` number policies in that list."""
 
     policies: tuple[Policy, ...]
     non_retryable: tuple[NonRetryableRule, ...] = ()
@@ -85,16 +116,75 @@ class PolicySet:
 
     @property
     def precedence(self) -> list[int]:
-        """Policy indexes, most specific first: the first that matches an address applies."""
+        """Indexes of the file's policies, most specific first: the first that matches an address applies."""
         return wildcard.precedence([p.match for p in self.policies])
 
+    @cached_property
+    def variants(self) -> tuple[Variant, ...]:
+        """Each policy of the file as one or more variants, in file order: one unless it is an ``artemis`` policy
+        merging from less specific ones that match only some of its addresses (then one per merged outcome)."""
+        order = self.precedence
+        out: list[Variant] = []
+        for i, p in enumerate(self.policies):
+            out.extend(self._merged(i, order[order.index(i) + 1:]) if p.profile is Profile.ARTEMIS
+                       else [Variant(p, i)])
+        return tuple(out)
+
+    @property
+    def effective(self) -> tuple[Policy, ...]:
+        """The variants' policies: ``policy_idx`` in the cycle indexes this."""
+        return tuple(v.policy for v in self.variants)
+
+    def _merged(self, i: int, later: list[int]) -> list[Variant]:
+        p = self.policies[i]
+        own = {k for k, v in p.given if v is not None}
+        forced: list[int] = []
+        partial: list[int] = []
+        for j in later:
+            q = self.policies[j]
+            if (q.profile is not Profile.ARTEMIS or not ({k for k, v in q.given if v is not None} - own)
+                    or not wildcard.overlap(p.match, q.match)):
+                continue
+            (forced if wildcard.covers(q.match, p.match) else partial).append(j)
+        if len(partial) > MAX_PARTIAL_MERGES:
+            raise ConfigError(
+                f"would merge settings from {len(partial)} less specific artemis policies matching only some of its "
+                f"addresses ({', '.join(self.policies[j].match for j in partial)}); at most {MAX_PARTIAL_MERGES}: "
+                "give the settings it leaves out", file=self.source, policy=p.match, key="settings")
+        outcomes: dict[Any, list[tuple[frozenset[int], frozenset[int]]]] = {}
+        for bits in range(1 << len(partial)):
+            also = frozenset(j for b, j in enumerate(partial) if bits >> b & 1)
+            merged = {k: v for k, v in p.given if v is not None}
+            for j in later:
+                if j in forced or j in also:
+                    for k, v in self.policies[j].given:
+                        if v is not None:
+                            merged.setdefault(k, v)
+            try:
+                settings = ArtemisSettings.parse(merged)
+            except _Bad as exc:  # each value was checked in its own policy; kept for a check across keys
+                raise ConfigError(f"merged settings: {exc}", file=self.source, policy=p.match,
+                                  key=f"settings.{exc.key}") from exc
+            outcomes.setdefault(settings, []).append((also, frozenset(partial) - also))
+        if len(outcomes) == 1:
+            return [Variant(replace(p, settings=next(iter(outcomes))), i)]
+        return [Variant(replace(p, settings=settings), i, tuple(when)) for settings, when in outcomes.items()]
+
     def resolve_index(self, address: str) -> int | None:
-        return wildcard.most_specific([p.match for p in self.policies], address)
+        """Index in :attr:`effective` of the policy ``address`` takes, or ``None`` when no pattern matches."""
+        patterns = [p.match for p in self.policies]
+        base = wildcard.most_specific(patterns, address)
+        if base is None:
+            return None
+        for n, v in enumerate(self.variants):
+            if v.base == base and v.applies(patterns, address):
+                return n
+        raise AssertionError(f"no variant of policy {base} applies to {address!r}")  # the variants cover them all
 
     def resolve(self, address: str) -> Policy | None:
-        """The policy for ``address``, or ``None`` when no pattern matches (no ``#`` default)."""
+        """The policy for ``address`` (its settings merged), or ``None`` when no pattern matches (no ``#``)."""
         i = self.resolve_index(address)
-        return None if i is None else self.policies[i]
+        return None if i is None else self.effective[i]
 
     def is_non_retryable(self, policy: Policy, error_class: str | None, error_message: str | None) -> bool:
         return any(r.matches(error_class, error_message) for r in (*self.non_retryable, *policy.non_retryable))
@@ -192,7 +282,9 @@ def policies_from_mapping(doc: Any, source: str = "<inline>") -> PolicySet:
                               file=source, policy=policy.match, key="match")
         seen[policy.match] = i
         policies.append(policy)
-    return PolicySet(tuple(policies), global_rules, dla, source)
+    out = PolicySet(tuple(policies), global_rules, dla, source)
+    _ = out.variants  # an artemis policy merging from too many partial matches is refused now, not at a cycle
+    return out
 
 
 def _policy(raw: Any, index: int, source: str) -> Policy:
@@ -232,7 +324,8 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
                           file=source, policy=label, key="dead_letter_address")
     rules = _rules(raw.get("non_retryable"), source, label)
     target = _target(raw.get("target"), source, label)
-    return Policy(match, profile, settings, ordered, rules, dla, target)  # type: ignore[arg-type]
+    given = tuple(settings_raw.items()) if profile is Profile.ARTEMIS else ()
+    return Policy(match, profile, settings, ordered, rules, dla, target, given)  # type: ignore[arg-type]
 
 
 def _target(value: Any, source: str, label: str) -> str | None:

@@ -10,6 +10,7 @@ otherwise the shorter string sorts first. Ties keep the order of the file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 ANY_WORDS = "#"
 SINGLE_WORD = "*"
@@ -49,6 +50,57 @@ def _match_words(pat: list[str], words: list[str]) -> bool:
             return False
         reachable = nxt
     return len(words) in reachable
+
+
+def _reaches(ends: tuple[int, int], moves: Callable[[int, int], list[tuple[int, int]]]) -> bool:
+    """True when ``ends`` can be reached from ``(0, 0)`` through ``moves`` (a walk over two patterns' words)."""
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        state = todo.pop()
+        if state == ends:
+            return True
+        if state not in seen:
+            seen.add(state)
+            todo.extend(moves(*state))
+    return False
+
+
+def overlap(a: str, b: str) -> bool:
+    """True when some address matches both patterns (the product of the two patterns' word automata)."""
+    x, y = a.split(DELIMITER), b.split(DELIMITER)
+
+    def moves(i: int, j: int) -> list[tuple[int, int]]:
+        out = []
+        if i < len(x) and x[i] == ANY_WORDS:
+            out.append((i + 1, j))  # '#' stops taking words
+        if j < len(y) and y[j] == ANY_WORDS:
+            out.append((i, j + 1))
+        if i < len(x) and j < len(y) and (  # one word taken by both: two literals must be the same word
+                x[i] in (ANY_WORDS, SINGLE_WORD) or y[j] in (ANY_WORDS, SINGLE_WORD) or x[i] == y[j]):
+            out.append((i if x[i] == ANY_WORDS else i + 1, j if y[j] == ANY_WORDS else j + 1))
+        return out
+
+    return _reaches((len(x), len(y)), moves)
+
+
+def covers(general: str, specific: str) -> bool:
+    """True when every address matching ``specific`` matches ``general`` as well.
+
+    Sound but not complete: a True is always right, a False may miss a cover that only unfolding both patterns'
+    ``#`` would show (``#.*`` over ``*.#``); callers use it to skip a test, never to decide a match."""
+    s, g = specific.split(DELIMITER), general.split(DELIMITER)
+
+    def moves(i: int, j: int) -> list[tuple[int, int]]:
+        if j < len(g) and g[j] == ANY_WORDS:
+            # '#' stops, or takes whatever the specific word stands for, '#' included
+            return [(i, j + 1)] + ([(i + 1, j)] if i < len(s) else [])
+        if i < len(s) and j < len(g) and (
+                (g[j] == SINGLE_WORD and s[i] != ANY_WORDS) or (g[j] != SINGLE_WORD and s[i] == g[j])):
+            return [(i + 1, j + 1)]
+        return []
+
+    return _reaches((len(s), len(g)), moves)
 
 
 def _compare(a: str, b: str) -> int:
