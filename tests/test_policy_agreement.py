@@ -103,7 +103,7 @@ def _spark_decisions(spark, ps: PolicySet, data: list[tuple[int, int, str]]):
 @given(policies=st.lists(any_policy, min_size=1, max_size=4), data=st.data())
 def test_spark_expressions_agree_with_the_reference_on_generated_policies(spark, policies, data):
     ps = _policy_set(policies)
-    picked = data.draw(st.lists(st.tuples(st.integers(0, len(policies) - 1), deliveries, st.text(max_size=30)),
+    picked = data.draw(st.lists(st.tuples(st.integers(0, len(ps.effective) - 1), deliveries, st.text(max_size=30)),
                                 min_size=1, max_size=30))
     got = _spark_decisions(spark, ps, picked)
     for idx, k, mid in picked:
@@ -142,54 +142,76 @@ def test_policy_resolution_in_spark_matches_python(spark):
 
 def test_merged_artemis_settings_in_spark_match_python(spark):
     """Artemis merges address settings: on random files whose artemis policies overlap, the cycle's expressions give
-    every address the policy variant, schedule, exhaustion, reason and dead-letter address the Python side gives."""
+    every address the policy variant, schedule, exhaustion, reason, dead-letter address, non-retryable rules and
+    ledger-suite bound the Python side gives. Policies of other profiles with rules of their own sit among them, so
+    the variants' numbering differs from the file's."""
     import random
     from itertools import product
 
-    from reprocess.ledger.merge import dead_letter_address_column, exhausted_reason_column, policy_name_column
+    from reprocess.ledger.merge import (
+        dead_letter_address_column,
+        exhausted_reason_column,
+        non_retryable_column,
+        policy_name_column,
+    )
+    from reprocess.policy.reference import max_deliveries
+    from reprocess.validation.suites import _limit
 
     rnd = random.Random(3)
     words = ["a", "b", "*", "#"]
     values = {"redelivery-delay": [0, 1000, 7000], "redelivery-delay-multiplier": [1.0, 2.5],
               "max-redelivery-delay": [3000, 90_000], "redelivery-collision-avoidance-factor": [0.0, 0.5],
-              "max-delivery-attempts": [-1, 2, 5], "dead-letter-address": ["x.dlq", "y.dlq"]}
+              "max-delivery-attempts": [-1, 2, 5], "dead-letter-address": ["", "x.dlq", "y.dlq"]}
     addresses = [".".join(w) for n in range(1, 4) for w in product("abc", repeat=n)]
-    rows, files, merged = [], [], 0
-    for f in range(10):
+    classes = [None, "E0", "E1", "E2", "E3", "E4", "E5"]
+    rows, files, shifted = [], [], 0
+    for f in range(12):
         patterns = list(dict.fromkeys(".".join(rnd.choice(words) for _ in range(rnd.randint(1, 3)))
                                       for _ in range(rnd.randint(3, 6))))
-        raw = [{"match": p, "profile": "artemis",
-                "settings": {k: rnd.choice(values[k]) for k in rnd.sample(sorted(values), rnd.randint(0, 3))}}
-               for p in patterns]
-        if rnd.random() < 0.3:
-            raw[0] = {"match": patterns[0], "profile": "stepped", "settings": {"delays": ["1s", "2s"]}}
-        ps = policies_from_mapping({"default_dead_letter_address": "ops.dlq", "policies": raw})
-        merged += len(ps.variants) - len(patterns)
+        raw = []
+        for n, pattern in enumerate(patterns):
+            policy: dict = {"match": pattern, "profile": "artemis", "settings": {
+                k: rnd.choice(values[k]) for k in rnd.sample(sorted(values), rnd.randint(0, 3))}}
+            if rnd.random() < 0.25:
+                policy = {"match": pattern, "profile": "stepped",
+                          "settings": {"delays": ["1s", "2s"], "max_deliveries": rnd.randint(1, 4)}}
+            if rnd.random() < 0.5:
+                policy["non_retryable"] = [{"error_class": f"E{n}"}]
+            raw.append(policy)
+        ps = policies_from_mapping({"default_dead_letter_address": "ops.dlq", "non_retryable": [{"error_class": "E5"}],
+                                    "policies": raw})
+        shifted += [v.base for v in ps.variants] != list(range(len(patterns)))
         files.append(ps)
-        rows += [(f, a, k, f"m{k}") for a in addresses for k in (1, 2, 3, 6)]
-    df = spark.createDataFrame(rows, "f int, address string, k long, message_id string")
+        rows += [(f, a, k, f"m{k}", rnd.choice(classes)) for a in addresses for k in (1, 2, 3, 6)]
+    df = spark.createDataFrame(rows, "f int, address string, k long, message_id string, error_class string")
     got = {}
     for f, ps in enumerate(files):
         idx = policy_index_column(ps, F.col("address"))
         ex, delay = decision_columns(ps, idx, F.col("k"), F.col("message_id"))
         out = df.where(F.col("f") == f).select(
-            "address", "k", idx.alias("idx"), policy_name_column(ps, idx).alias("policy"), ex.alias("ex"),
-            delay.alias("delay"), exhausted_reason_column(ps, idx).alias("reason"),
-            dead_letter_address_column(ps, idx, F.col("address")).alias("dla"))
-        got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla) for r in out.collect()}
+            "address", "k", "error_class", idx.alias("idx"), policy_name_column(ps, idx).alias("policy"),
+            ex.alias("ex"), delay.alias("delay"), exhausted_reason_column(ps, idx).alias("reason"),
+            dead_letter_address_column(ps, idx, F.col("address")).alias("dla"),
+            non_retryable_column(ps, idx, F.col("error_class"), F.lit(None).cast("string")).alias("nr"),
+            _limit(ps, F.col("address")).alias("limit"))
+        got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla, r.nr, r.limit, r.error_class)
+                  for r in out.collect()}
     for f, ps in enumerate(files):
         for address in addresses:
             for k in (1, 2, 3, 6):
                 i = ps.resolve_index(address)
+                *row, error_class = got[f][(address, k)]
                 if i is None:
-                    assert got[f][(address, k)] == (None,) * 6
+                    assert row == [None] * 6 + [error_class == "E5", LONG_MAX]
                     continue
                 p = ps.effective[i]
                 reason = "NO_DEAD_LETTER_ADDRESS" if p.drops_without_dla else "MAX_DELIVERIES_EXCEEDED"
-                want = (i, p.match, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
-                        ps.dead_letter_address_for(p, address))
-                assert got[f][(address, k)] == want, (f, address, k, p)
-    assert merged > 5  # several files had artemis policies merging from partial matches
+                limit = max_deliveries(p)
+                want = [i, p.match, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
+                        ps.dead_letter_address_for(p, address), ps.is_non_retryable(p, error_class, None),
+                        LONG_MAX if limit is None else limit]
+                assert row == want, (f, address, k, p)
+    assert shifted > 1  # some files number their variants apart from their policies
 
 
 def test_huge_delivery_counts_never_overflow_in_spark(spark):

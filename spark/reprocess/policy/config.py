@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -69,18 +69,18 @@ class Policy:
     dead_letter_address: str | None = None
     target: str | None = None  # re-drive target of this policy's messages (``${VAR}`` from the environment)
     # the settings the file gives, as written (artemis policies only): what a more specific match merges from
-    given: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+    given: tuple[tuple[str, Any], ...] = ()
 
     @property
     def drops_without_dla(self) -> bool:
-        """Artemis drops an exhausted message when no dead-letter-address is set (we never do)."""
-        return isinstance(self.settings, ArtemisSettings) and self.settings.dead_letter_address is None
+        """Artemis drops an exhausted message when no dead-letter-address is set, or an empty one (we never do)."""
+        return isinstance(self.settings, ArtemisSettings) and not self.settings.dead_letter_address
 
 
-# An artemis policy merges from at most this many less specific artemis policies that match only some of its
-# addresses: each one doubles the variants the cycle's expressions test for (those matching all of them, `#` say,
-# cost nothing)
-MAX_PARTIAL_MERGES = 6
+# An artemis policy's addresses may match at most this many combinations of the less specific artemis policies that
+# match only some of them (``orders.*`` under ``*.eu``, ``*.us``... : one combination per region, and none); each is a
+# case the cycle's expressions test for. Those matching all of its addresses (``#``) cost nothing.
+MAX_MERGE_COMBINATIONS = 16
 
 
 @dataclass(frozen=True)
@@ -137,23 +137,22 @@ class PolicySet:
 
     def _merged(self, i: int, later: list[int]) -> list[Variant]:
         p = self.policies[i]
-        own = {k for k, v in p.given if v is not None}
+        settled = {k for k, v in p.given if v is not None}  # keys no later policy can change any more
         forced: list[int] = []
         partial: list[int] = []
         for j in later:
             q = self.policies[j]
-            if (q.profile is not Profile.ARTEMIS or not ({k for k, v in q.given if v is not None} - own)
+            if (q.profile is not Profile.ARTEMIS or not ({k for k, v in q.given if v is not None} - settled)
                     or not wildcard.overlap(p.match, q.match)):
-                continue
-            (forced if wildcard.covers(q.match, p.match) else partial).append(j)
-        if len(partial) > MAX_PARTIAL_MERGES:
-            raise ConfigError(
-                f"would merge settings from {len(partial)} less specific artemis policies matching only some of its "
-                f"addresses ({', '.join(self.policies[j].match for j in partial)}); at most {MAX_PARTIAL_MERGES}: "
-                "give the settings it leaves out", file=self.source, policy=p.match, key="settings")
+                continue  # not an address setting, nothing left to give, or never on the same address
+            if wildcard.covers(q.match, p.match):
+                forced.append(j)
+                settled |= {k for k, v in q.given if v is not None}
+            else:
+                partial.append(j)
+        combos = self._combinations(p, partial)
         outcomes: dict[Any, list[tuple[frozenset[int], frozenset[int]]]] = {}
-        for bits in range(1 << len(partial)):
-            also = frozenset(j for b, j in enumerate(partial) if bits >> b & 1)
+        for also in combos:
             merged = {k: v for k, v in p.given if v is not None}
             for j in later:
                 if j in forced or j in also:
@@ -165,10 +164,35 @@ class PolicySet:
             except _Bad as exc:  # each value was checked in its own policy; kept for a check across keys
                 raise ConfigError(f"merged settings: {exc}", file=self.source, policy=p.match,
                                   key=f"settings.{exc.key}") from exc
-            outcomes.setdefault(settings, []).append((also, frozenset(partial) - also))
+            # the partial matches that could match beside all of ``also``: the others cannot, no need to test them
+            never = frozenset(j for j in partial if j not in also and all(
+                wildcard.overlap(self.policies[j].match, self.policies[m].match) for m in also))
+            outcomes.setdefault(settings, []).append((also, never))
         if len(outcomes) == 1:
             return [Variant(replace(p, settings=next(iter(outcomes))), i)]
         return [Variant(replace(p, settings=settings), i, tuple(when)) for settings, when in outcomes.items()]
+
+    def _combinations(self, p: Policy, partial: list[int]) -> list[frozenset[int]]:
+        """The sets of ``partial`` policies that may match one address together (pairwise, they overlap), at most
+        :data:`MAX_MERGE_COMBINATIONS` of them."""
+        out: list[frozenset[int]] = []
+
+        def extend(chosen: tuple[int, ...], rest: list[int]) -> None:
+            if len(out) > MAX_MERGE_COMBINATIONS:
+                return
+            out.append(frozenset(chosen))
+            for n, j in enumerate(rest):
+                if all(wildcard.overlap(self.policies[j].match, self.policies[m].match) for m in chosen):
+                    extend((*chosen, j), rest[n + 1:])
+
+        extend((), partial)
+        if len(out) > MAX_MERGE_COMBINATIONS:
+            names = ", ".join(self.policies[j].match for j in partial)
+            raise ConfigError(
+                f"would merge settings from more than {MAX_MERGE_COMBINATIONS} combinations of the less specific "
+                f"artemis policies matching some of its addresses ({names}): give the settings it leaves out",
+                file=self.source, policy=p.match, key="settings")
+        return out
 
     def resolve_index(self, address: str) -> int | None:
         """Index in :attr:`effective` of the policy ``address`` takes, or ``None`` when no pattern matches."""

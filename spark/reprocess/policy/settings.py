@@ -176,7 +176,7 @@ class ArtemisSettings(_Settings):
     max_redelivery_delay: int | None = None  # None: Artemis derives redelivery-delay * 10
     redelivery_collision_avoidance_factor: float = 0.0
     max_delivery_attempts: int = 10
-    dead_letter_address: str | None = None
+    dead_letter_address: str | None = None  # None: not set (merged from a less specific policy); "": none
 
     KEYS: ClassVar[Mapping[str, str]] = {
         "redelivery-delay": "redelivery_delay",
@@ -190,10 +190,10 @@ class ArtemisSettings(_Settings):
     @classmethod
     def _convert(cls, key: str, value: Any) -> Any:
         if key == "dead-letter-address":
-            if value is None:
-                return None
+            if value is None or value == "":  # "": Artemis's empty <dead-letter-address/>, none even if '#' has one
+                return value
             if not isinstance(value, str) or not value.strip():
-                raise _Bad(key, f"must be a non-empty address, got {value!r}")
+                raise _Bad(key, f"must be an address, or \"\" for none, got {value!r}")
             return value
         converters: dict[str, Callable[[str, Any], Any]] = {
             "redelivery-delay": _long,
