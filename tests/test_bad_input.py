@@ -634,6 +634,7 @@ CONFIGS = {
     "empty_default_dla.yaml": (None, "default_dead_letter_address", "must be a non-empty address"),
     "blank_policy_dla.yaml": ("orders.#", "dead_letter_address", "must be a non-empty address"),
     "artemis_blank_dla.yaml": ("billing.*", "settings.dead-letter-address", "must be an address, or \"\" for none"),
+    "classic_wildcard.yaml": ("orders.>", "match", "'>' is ActiveMQ Classic's wildcard"),
     "artemis_dla_outside_settings.yaml": ("billing.*", "dead_letter_address", "in settings as 'dead-letter-address'"),
     "ordered_not_boolean.yaml": ("inventory.#", "ordered", "must be true or false"),
     "bad_target.yaml": ("orders.#", "target", "unknown target 'ftp://files.example.com/outbox'"),

@@ -279,6 +279,16 @@ def test_merge_combinations_are_bounded_by_what_can_match_together():
     assert len([v for v in policies_from_mapping({"policies": base + others[:4]}).variants if v.base == 0]) == 5
 
 
+def test_activemq_classics_descendant_wildcard_is_refused_with_what_to_write():
+    """A RedeliveryPolicyMap copied from ActiveMQ Classic says ``orders.>``: taken literally it would match nothing,
+    and every orders message would silently take the '#' policy."""
+    with pytest.raises(ConfigError) as info:
+        parse_policies("policies: [{match: 'orders.>', profile: activemq}, {match: '#', profile: rocketmq}]")
+    assert (info.value.policy, info.value.key) == ("orders.>", "match")
+    assert "write '#'" in str(info.value)
+    assert parse_policies("policies: [{match: 'orders.>x', profile: activemq}]").resolve("orders.>x") is not None
+
+
 def test_sample_config_resolves_each_address():
     ps = parse_policies(SAMPLE)
     assert ps.resolve("orders.created").profile.value == "activemq"

@@ -325,6 +325,9 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
     why = wildcard.validate_pattern(match) if isinstance(match, str) else "'match' is required and must be a string"
     if why:
         raise ConfigError(f"bad wildcard: {why}", file=source, policy=label, key="match")
+    if ">" in str(match).split(wildcard.DELIMITER):  # an address word '>' is possible, a Classic file far likelier
+        raise ConfigError("'>' is ActiveMQ Classic's wildcard; policies match with Artemis's: write '#' (any number "
+                          "of words) for it", file=source, policy=label, key="match")
     try:
         profile = Profile(str(raw.get("profile")))
     except ValueError:
