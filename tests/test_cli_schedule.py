@@ -59,6 +59,31 @@ def test_table_is_readable(capsys):
     assert "dead_letter" in out
 
 
+def test_an_artemis_policys_merged_settings_show_where_they_come_from(tmp_path, capsys):
+    config = tmp_path / "p.yaml"
+    config.write_text("""
+policies:
+  - match: "orders.*"
+    profile: artemis
+    settings: {redelivery-delay: 5000}
+  - match: "*.eu"
+    profile: artemis
+    settings: {dead-letter-address: eu.dlq, redelivery-delay: 1}
+  - match: "#"
+    profile: artemis
+    settings: {max-delivery-attempts: 2, dead-letter-address: DLQ}
+""")
+    assert main(["schedule", "--config", str(config), "--format", "json", "--address", "orders.eu",
+                 "--address", "orders.us", "--address", "x.y"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["orders.eu"]["merged_from"], out["orders.eu"]["dead_letter_address"]) == (["*.eu", "#"], "eu.dlq")
+    assert [s["delay_ms"] for s in out["orders.eu"]["schedule"]] == [5000, None]
+    assert (out["orders.us"]["merged_from"], out["orders.us"]["dead_letter_address"]) == (["#"], "DLQ")
+    assert "merged_from" not in out["x.y"]  # its own policy, '#', gives what it has
+    assert main(["schedule", "--config", str(config), "--address", "orders.eu"]) == 0
+    assert "merged from '*.eu', '#', as Artemis merges" in capsys.readouterr().out
+
+
 def test_bad_config_exits_with_the_config_code_and_names_the_key(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("policies: [{match: '#', profile: activemq, settings: {maximumRedeliveries: x}}]")

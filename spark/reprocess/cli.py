@@ -828,6 +828,9 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
         }
         if has_jitter(policy):
             entry["jitter_seed"] = message_id or ""
+        merged_from = policies.merged_from(address)
+        if merged_from:
+            entry["merged_from"] = merged_from
         out[address] = entry
     return out
 
@@ -843,6 +846,9 @@ def _render_table(report: dict[str, Any]) -> str:
         head = (f"{address}  policy={entry['policy']!r} profile={entry['profile']} "
                 f"max_deliveries={'unlimited' if limit is None else limit} dlq={entry['dead_letter_address']}")
         lines.append(head)
+        if "merged_from" in entry:
+            lines.append("  (settings it leaves out merged from " + ", ".join(map(repr, entry["merged_from"]))
+                         + ", as Artemis merges address settings)")
         if "jitter_seed" in entry:
             lines.append(f"  (jittered; seeded by message id {entry['jitter_seed']!r} and delivery number)")
         lines.append(f"  {'failed delivery':>15}  {'action':<11}  {'then wait':>14}  {'elapsed':>14}")

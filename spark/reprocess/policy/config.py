@@ -205,6 +205,23 @@ class PolicySet:
                 return n
         raise AssertionError(f"no variant of policy {base} applies to {address!r}")  # the variants cover them all
 
+    def merged_from(self, address: str) -> list[str]:
+        """The less specific ``artemis`` policies that give ``address`` a setting its own policy leaves out, most
+        specific first (empty when its policy gives every setting, or is not an ``artemis`` policy)."""
+        patterns = [p.match for p in self.policies]
+        order = [i for i in self.precedence if wildcard.matches(patterns[i], address)]
+        if not order or self.policies[order[0]].profile is not Profile.ARTEMIS:
+            return []
+        settled = {k for k, v in self.policies[order[0]].given if v is not None}
+        out = []
+        for j in order[1:]:
+            q = self.policies[j]
+            gives = {k for k, v in q.given if v is not None} - settled if q.profile is Profile.ARTEMIS else set()
+            if gives:
+                out.append(q.match)
+                settled |= gives
+        return out
+
     def resolve(self, address: str) -> Policy | None:
         """The policy for ``address`` (its settings merged), or ``None`` when no pattern matches (no ``#``)."""
         i = self.resolve_index(address)
