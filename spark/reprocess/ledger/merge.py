@@ -305,24 +305,29 @@ def apply_outcomes(ledger: DataFrame, outcomes: DataFrame, policies: PolicySet, 
     o, at = with_as_of(o, as_of_ms, codegen)
     o = o.withColumn(_OUTCOME_AS_OF, at)
     df = ledger.join(o, ledger["message_id"] == o["o_id"], "left")
+    # the policy index once, in a projection of its own, for the rows with an outcome: the columns below test it for
+    # each policy, and inlined it made their plan grow with the square of the policies (bench/RESULTS.md, 69th run)
+    df = df.withColumn(_OUTCOME_PIDX, F.when(c["redriven"], c["pidx"]))
     updated_run = F.when(c["redriven"], F.lit(run_id)).otherwise(F.col("updated_run"))
     out = df.withColumns({**c["columns"], "updated_run": updated_run})
-    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message", AS_OF_COLUMN, _OUTCOME_AS_OF)
+    return out.drop("o_id", "o_delivery", "o_ok", "o_class", "o_message", AS_OF_COLUMN, _OUTCOME_AS_OF, _OUTCOME_PIDX)
 
 
 _OUTCOME_AS_OF = "_outcome_as_of"  # the as-of, a column of its own for the outcomes' columns (apply_outcomes)
+_OUTCOME_PIDX = "_outcome_pidx"  # the policy index of a row with an outcome (apply_outcomes)
 
 
 @columns_once
 def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, Any]:
     """The expressions of :func:`apply_outcomes`, the same at every run for the same policies and ledger history
-    type (:func:`reprocess.sparkutil.columns_once`): the outcomes' projection (``outcome``), ``redriven``, and
-    the ledger columns it sets (``columns``; ``updated_run`` aside)."""
+    type (:func:`reprocess.sparkutil.columns_once`): the outcomes' projection (``outcome``), ``redriven``, the
+    policy index its columns read from ``_outcome_pidx`` (``pidx``), and the ledger columns it sets (``columns``;
+    ``updated_run`` aside)."""
     at = F.col(_OUTCOME_AS_OF)
     redriven = F.col("o_id").isNotNull()
     ok = redriven & F.col("o_ok")
     failed = redriven & ~F.col("o_ok")
-    pidx = policy_index_column(policies, F.col("address"))
+    pidx = F.col(_OUTCOME_PIDX)
     exhausted, delay = decision_columns(policies, pidx, F.col("o_delivery"), F.col("message_id"))
     nr = non_retryable_column(policies, pidx, F.col("o_class"), F.col("o_message"))
     # No policy matches the address any more (the file changed since the message was kept, or an operator re-drove
@@ -341,6 +346,7 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
                     F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
                     F.col("error_message").alias("o_message")],
         "redriven": redriven,
+        "pidx": policy_index_column(policies, F.col("address")),
         "columns": {
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),

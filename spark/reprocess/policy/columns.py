@@ -141,6 +141,14 @@ def exhausted_column(policy: Policy, k: Column) -> Column:
 def policy_index_column(policies: PolicySet, address: Column) -> Column:
     """Index in ``policies.effective`` of the policy ``address`` takes (:meth:`PolicySet.resolve_index`): the most
     specific match, in the variant its other matches give; null when none matches."""
+    return policy_case(policies, address, lambda n, _policy: F.lit(n))
+
+
+def policy_case(policies: PolicySet, address: Column, build: Callable[[int, Policy], Column]) -> Column:
+    """``build(n, policy)`` for the policy ``address`` takes, ``n`` its index in ``policies.effective``; null when
+    no policy matches. One ``CASE`` over the addresses' matches: where only one column depends on the policy, it is
+    smaller than :func:`by_policy` over :func:`policy_index_column`, which repeats the whole match for each
+    policy."""
     probe = F.concat(address, F.lit("."))
     matched: dict[int, Column] = {}
 
@@ -166,7 +174,8 @@ def policy_index_column(policies: PolicySet, address: Column) -> Column:
                     alternatives = alt if alternatives is None else alternatives | alt
                 assert alternatives is not None
                 cond = cond & alternatives
-            out = F.when(cond, F.lit(n)) if out is None else out.when(cond, F.lit(n))
+            value = build(n, v.policy)
+            out = F.when(cond, value) if out is None else out.when(cond, value)
     assert out is not None
     return out
 

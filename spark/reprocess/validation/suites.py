@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from reprocess.ledger.model import DEAD_LETTERED, NO_POLICY, NON_RETRYABLE, WAITING
-from reprocess.policy.columns import by_policy, policy_index_column
+from reprocess.policy.columns import policy_case
 from reprocess.policy.durations import LONG_MAX
 from reprocess.policy.reference import max_deliveries
 from reprocess.sparkutil import as_of_column
@@ -337,7 +337,7 @@ def _limit(policies: PolicySet, address: Column) -> Column:
         limit = max_deliveries(p)
         return F.lit(LONG_MAX if limit is None else limit).cast("long")
 
-    out = by_policy(policies, policy_index_column(policies, address), bound)
+    out = policy_case(policies, address, lambda _n, p: bound(p))
     return F.coalesce(out, F.lit(LONG_MAX).cast("long"))  # an address no policy matches any more: no bound
 
 
