@@ -146,6 +146,9 @@ def test_overlap_and_covers_agree_with_every_address_up_to_seven_words():
             elif x == "#" or x == y:
                 raise AssertionError(f"{x} must cover {y}")
     assert covered > len(pats) * 3  # not only '#' and each pattern itself
+    for _ in range(3000):  # several at once: some address matches all of them
+        some = rnd.sample(pats, rnd.randint(3, 4))
+        assert overlap(*some) == bool(set.intersection(*(hits[p] for p in some))), some
 
 
 ARTEMIS_KEYS = {"redelivery-delay": [0, 1000, 7000], "redelivery-delay-multiplier": [1.0, 2.5],

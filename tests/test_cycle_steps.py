@@ -387,6 +387,39 @@ policies:
         "WAITING_RETRY", "billing.*", parse_instant("2026-11-21T10:01:00Z"))
 
 
+def test_a_failed_redrive_is_dead_lettered_by_the_settings_its_address_merges(spark, tmp_path):
+    """orders.* takes its dead-letter address from *.eu for orders.eu only, and from '#' for orders.us: the
+    outcomes of a re-drive pick the variant by address, beside a row that has no outcome."""
+    policies = parse_policies("""
+default_dead_letter_address: ops.dlq
+policies:
+  - match: "orders.*"
+    profile: artemis
+    settings: {redelivery-delay: 60000, max-delivery-attempts: 2}
+  - match: "*.eu"
+    profile: artemis
+    settings: {dead-letter-address: eu.dlq}
+  - match: "#"
+    profile: artemis
+    settings: {dead-letter-address: DLQ}
+""")
+    assert len(policies.variants) > len(policies.policies)
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("o-eu", "2026-11-21T10:00:00Z", address="orders.eu", delivery_count=1),
+        rec("o-us", "2026-11-21T10:00:00Z", address="orders.us", delivery_count=1)])
+    cycle(spark, tmp_path, "2026-11-21T10:00:30Z", policies=policies)
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        rec("o-late", "2026-11-21T10:01:30Z", address="orders.eu", delivery_count=1)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:02:00Z", policies=policies)
+    assert (s["due"], s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"]) == (2, 2)
+    dlq = {r.message_id: (r.address, r.reason_code, r.policy)
+           for r in read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()}
+    assert dlq == {"o-eu": ("eu.dlq", "MAX_DELIVERIES_EXCEEDED", "orders.*"),
+                   "o-us": ("DLQ", "MAX_DELIVERIES_EXCEEDED", "orders.*")}
+    late = ledger(spark, tmp_path)["o-late"]
+    assert (late["state"], late["next_attempt_ms"]) == ("WAITING_RETRY", parse_instant("2026-11-21T10:02:30Z"))
+
+
 def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(spark, tmp_path):
     first = rec("m1", "2026-11-21T10:00:00Z")
     land(tmp_path / "landing", "10", "a.jsonl", [first, first, rec("m1", "2026-11-21T10:01:00Z")])

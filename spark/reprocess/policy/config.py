@@ -165,15 +165,15 @@ class PolicySet:
                 raise ConfigError(f"merged settings: {exc}", file=self.source, policy=p.match,
                                   key=f"settings.{exc.key}") from exc
             # the partial matches that could match beside all of ``also``: the others cannot, no need to test them
-            never = frozenset(j for j in partial if j not in also and all(
-                wildcard.overlap(self.policies[j].match, self.policies[m].match) for m in also))
+            never = frozenset(j for j in partial if j not in also and wildcard.overlap(
+                p.match, self.policies[j].match, *(self.policies[m].match for m in also)))
             outcomes.setdefault(settings, []).append((also, never))
         if len(outcomes) == 1:
             return [Variant(replace(p, settings=next(iter(outcomes))), i)]
         return [Variant(replace(p, settings=settings), i, tuple(when)) for settings, when in outcomes.items()]
 
     def _combinations(self, p: Policy, partial: list[int]) -> list[frozenset[int]]:
-        """The sets of ``partial`` policies that may match one address together (pairwise, they overlap), at most
+        """The sets of ``partial`` policies that match one of ``p``'s addresses together, at most
         :data:`MAX_MERGE_COMBINATIONS` of them."""
         out: list[frozenset[int]] = []
 
@@ -182,7 +182,7 @@ class PolicySet:
                 return
             out.append(frozenset(chosen))
             for n, j in enumerate(rest):
-                if all(wildcard.overlap(self.policies[j].match, self.policies[m].match) for m in chosen):
+                if wildcard.overlap(p.match, *(self.policies[m].match for m in (*chosen, j))):
                     extend((*chosen, j), rest[n + 1:])
 
         extend((), partial)

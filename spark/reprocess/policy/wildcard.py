@@ -52,10 +52,10 @@ def _match_words(pat: list[str], words: list[str]) -> bool:
     return len(words) in reachable
 
 
-def _reaches(ends: tuple[int, int], moves: Callable[[int, int], list[tuple[int, int]]]) -> bool:
-    """True when ``ends`` can be reached from ``(0, 0)`` through ``moves`` (a walk over two patterns' words)."""
-    seen: set[tuple[int, int]] = set()
-    todo = [(0, 0)]
+def _reaches(ends: tuple[int, ...], moves: Callable[..., list[tuple[int, ...]]]) -> bool:
+    """True when ``ends`` can be reached from the start (all zeros) through ``moves``: a walk over patterns' words."""
+    seen: set[tuple[int, ...]] = set()
+    todo = [tuple(0 for _ in ends)]
     while todo:
         state = todo.pop()
         if state == ends:
@@ -66,22 +66,22 @@ def _reaches(ends: tuple[int, int], moves: Callable[[int, int], list[tuple[int, 
     return False
 
 
-def overlap(a: str, b: str) -> bool:
-    """True when some address matches both patterns (the product of the two patterns' word automata)."""
-    x, y = a.split(DELIMITER), b.split(DELIMITER)
+def overlap(*patterns: str) -> bool:
+    """True when some address matches every one of ``patterns`` (the product of their word automata)."""
+    split = [p.split(DELIMITER) for p in patterns]
 
-    def moves(i: int, j: int) -> list[tuple[int, int]]:
+    def moves(*at: int) -> list[tuple[int, ...]]:
         out = []
-        if i < len(x) and x[i] == ANY_WORDS:
-            out.append((i + 1, j))  # '#' stops taking words
-        if j < len(y) and y[j] == ANY_WORDS:
-            out.append((i, j + 1))
-        if i < len(x) and j < len(y) and (  # one word taken by both: two literals must be the same word
-                x[i] in (ANY_WORDS, SINGLE_WORD) or y[j] in (ANY_WORDS, SINGLE_WORD) or x[i] == y[j]):
-            out.append((i if x[i] == ANY_WORDS else i + 1, j if y[j] == ANY_WORDS else j + 1))
+        for n, (words, i) in enumerate(zip(split, at, strict=True)):
+            if i < len(words) and words[i] == ANY_WORDS:
+                out.append((*at[:n], i + 1, *at[n + 1:]))  # '#' stops taking words
+        tokens = [words[i] if i < len(words) else None for words, i in zip(split, at, strict=True)]
+        literals = {t for t in tokens if t not in (ANY_WORDS, SINGLE_WORD)}
+        if len(literals) <= 1 and None not in literals:  # one word taken by all: their literals are that word
+            out.append(tuple(i if t == ANY_WORDS else i + 1 for t, i in zip(tokens, at, strict=True)))
         return out
 
-    return _reaches((len(x), len(y)), moves)
+    return _reaches(tuple(len(words) for words in split), moves)
 
 
 def covers(general: str, specific: str) -> bool:
@@ -91,10 +91,11 @@ def covers(general: str, specific: str) -> bool:
     ``#`` would show (``#.*`` over ``*.#``); callers use it to skip a test, never to decide a match."""
     s, g = specific.split(DELIMITER), general.split(DELIMITER)
 
-    def moves(i: int, j: int) -> list[tuple[int, int]]:
+    def moves(i: int, j: int) -> list[tuple[int, ...]]:
         if j < len(g) and g[j] == ANY_WORDS:
             # '#' stops, or takes whatever the specific word stands for, '#' included
-            return [(i, j + 1)] + ([(i + 1, j)] if i < len(s) else [])
+            out: list[tuple[int, ...]] = [(i, j + 1)]
+            return out + [(i + 1, j)] if i < len(s) else out
         if i < len(s) and j < len(g) and (
                 (g[j] == SINGLE_WORD and s[i] != ANY_WORDS) or (g[j] != SINGLE_WORD and s[i] == g[j])):
             return [(i + 1, j + 1)]
