@@ -80,14 +80,21 @@ def test_literal_word_beats_star_at_the_first_differing_word():
     assert pats[most_specific(pats, "orders.created")] == "orders.*"
 
 
+def _artemis_order(patterns: list[str], address: str) -> list[int]:
+    """The patterns matching ``address`` in the order Artemis sorts them (MatchComparator, file order on ties)."""
+    from functools import cmp_to_key
+
+    from reprocess.policy.wildcard import _compare
+
+    hits = [i for i, p in enumerate(patterns) if matches(p, address)]
+    return sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or x - y))
+
+
 def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
     """Artemis sorts only the patterns matching the address (HierarchicalObjectRepository.getMatches) by its
     MatchComparator, which is not an order over all patterns: one sort of the whole list, as before, picked
     billing.*.* for billing.x.eu when orders.* was in the file."""
     import random
-    from functools import cmp_to_key
-
-    from reprocess.policy.wildcard import _compare
 
     pats = ["billing.*.eu", "orders.*", "billing.*.*"]
     assert pats[most_specific(pats, "billing.x.eu")] == "billing.*.eu"
@@ -95,8 +102,7 @@ def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
     assert pats[most_specific(pats, "a.a.a")] == "*.*.a"
 
     def artemis(patterns: list[str], address: str) -> int | None:
-        hits = [i for i, p in enumerate(patterns) if matches(p, address)]
-        ordered = sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or x - y))
+        ordered = _artemis_order(patterns, address)
         return ordered[0] if ordered else None
 
     rnd = random.Random(7)
@@ -106,16 +112,6 @@ def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
                                       for _ in range(rnd.randint(2, 6))))
         address = ".".join(rnd.choice("ab") for _ in range(rnd.randint(1, 4)))
         assert most_specific(patterns, address) == artemis(patterns, address), (patterns, address)
-
-
-def _artemis_order(patterns: list[str], address: str) -> list[int]:
-    """The patterns matching ``address`` in the order Artemis sorts them (MatchComparator, file order on ties)."""
-    from functools import cmp_to_key
-
-    from reprocess.policy.wildcard import _compare
-
-    hits = [i for i, p in enumerate(patterns) if matches(p, address)]
-    return sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or x - y))
 
 
 def _addresses(words: str, longest: int) -> list[str]:

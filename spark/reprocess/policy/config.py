@@ -72,6 +72,12 @@ class Policy:
     given: tuple[tuple[str, Any], ...] = ()
 
     @property
+    def gives(self) -> dict[str, Any]:
+        """The settings the file gives this policy, null values left out (artemis policies only): what a less
+        specific policy may not fill in."""
+        return {k: v for k, v in self.given if v is not None}
+
+    @property
     def drops_without_dla(self) -> bool:
         """Artemis drops an exhausted message when no dead-letter-address is set, or an empty one (we never do)."""
         return isinstance(self.settings, ArtemisSettings) and not self.settings.dead_letter_address
@@ -130,35 +136,34 @@ class PolicySet:
                        else [Variant(p, i)])
         return tuple(out)
 
-    @property
+    @cached_property
     def effective(self) -> tuple[Policy, ...]:
         """The variants' policies: ``policy_idx`` in the cycle indexes this."""
         return tuple(v.policy for v in self.variants)
 
     def _merged(self, i: int, later: list[int]) -> list[Variant]:
         p = self.policies[i]
-        settled = {k for k, v in p.given if v is not None}  # keys no later policy can change any more
+        settled = set(p.gives)  # keys no later policy can change any more
         forced: list[int] = []
         partial: list[int] = []
         for j in later:
             q = self.policies[j]
-            if (q.profile is not Profile.ARTEMIS or not ({k for k, v in q.given if v is not None} - settled)
+            if (q.profile is not Profile.ARTEMIS or not (set(q.gives) - settled)
                     or not wildcard.overlap(p.match, q.match)):
                 continue  # not an address setting, nothing left to give, or never on the same address
             if wildcard.covers(q.match, p.match):
                 forced.append(j)
-                settled |= {k for k, v in q.given if v is not None}
+                settled |= set(q.gives)
             else:
                 partial.append(j)
         combos = self._combinations(p, partial)
         outcomes: dict[Any, list[tuple[frozenset[int], frozenset[int]]]] = {}
         for also in combos:
-            merged = {k: v for k, v in p.given if v is not None}
+            merged = p.gives
             for j in later:
                 if j in forced or j in also:
-                    for k, v in self.policies[j].given:
-                        if v is not None:
-                            merged.setdefault(k, v)
+                    for k, v in self.policies[j].gives.items():
+                        merged.setdefault(k, v)
             try:
                 settings = ArtemisSettings.parse(merged)
             except _Bad as exc:  # each value was checked in its own policy; kept for a check across keys
@@ -212,11 +217,11 @@ class PolicySet:
         order = [i for i in self.precedence if wildcard.matches(patterns[i], address)]
         if not order or self.policies[order[0]].profile is not Profile.ARTEMIS:
             return []
-        settled = {k for k, v in self.policies[order[0]].given if v is not None}
+        settled = set(self.policies[order[0]].gives)
         out = []
         for j in order[1:]:
             q = self.policies[j]
-            gives = {k for k, v in q.given if v is not None} - settled if q.profile is Profile.ARTEMIS else set()
+            gives = set(q.gives) - settled if q.profile is Profile.ARTEMIS else set()
             if gives:
                 out.append(q.match)
                 settled |= gives
