@@ -140,6 +140,23 @@ def test_policy_resolution_in_spark_matches_python(spark):
     assert got == {a: ps.resolve_index(a) for a in addresses}
 
 
+def test_a_tie_among_artemis_policies_resolves_in_spark_as_the_broker_does(spark):
+    """``*.eu.#`` and ``shop.#`` tie in MatchComparator; a broker merges ``shop.#`` first for ``shop.eu.cart``
+    (tests/test_config.py checks that order against the JVM), and so do the cycle's expressions."""
+    from reprocess.ledger.merge import dead_letter_address_column, policy_name_column
+
+    ps = policies_from_mapping({"policies": [
+        {"match": "*.eu.#", "profile": "artemis", "settings": {"dead-letter-address": "eu.dlq"}},
+        {"match": "shop.#", "profile": "artemis", "settings": {"dead-letter-address": "shop.dlq"}}]})
+    df = spark.createDataFrame([(a,) for a in ("shop.eu.cart", "news.eu.x", "shop.x")], "address string")
+    idx = policy_index_column(ps, F.col("address"))
+    got = {r.address: (r.policy, r.dla) for r in df.select(
+        "address", policy_name_column(ps, idx).alias("policy"),
+        dead_letter_address_column(ps, idx, F.col("address")).alias("dla")).collect()}
+    assert got == {"shop.eu.cart": ("shop.#", "shop.dlq"), "news.eu.x": ("*.eu.#", "eu.dlq"),
+                   "shop.x": ("shop.#", "shop.dlq")}
+
+
 def test_merged_artemis_settings_in_spark_match_python(spark):
     """Artemis merges address settings: on random files whose artemis policies overlap, the cycle's expressions give
     every address the policy variant, schedule, exhaustion, reason, dead-letter address, non-retryable rules and

@@ -120,10 +120,19 @@ class PolicySet:
     default_dead_letter_address: str = "DLQ"
     source: str = "<inline>"
 
-    @property
+    @cached_property
     def precedence(self) -> list[int]:
-        """Indexes of the file's policies, most specific first: the first that matches an address applies."""
-        return wildcard.precedence([p.match for p in self.policies])
+        """Indexes of the file's policies, most specific first: the first that matches an address applies. The
+        ``artemis`` policies are taken as one broker's address settings (those a broker takes: no ``#`` but at the
+        end), so ties among them are broken as that broker breaks them (:func:`wildcard.artemis_iteration_order`);
+        other ties keep file order."""
+        return wildcard.precedence([p.match for p in self.policies], self.broker)
+
+    @property
+    def broker(self) -> list[int]:
+        """Indexes of the policies an Artemis broker could hold as its address settings, in file order."""
+        return [i for i, p in enumerate(self.policies)
+                if p.profile is Profile.ARTEMIS and wildcard.artemis_accepts(p.match)]
 
     @cached_property
     def variants(self) -> tuple[Variant, ...]:
@@ -202,7 +211,7 @@ class PolicySet:
     def resolve_index(self, address: str) -> int | None:
         """Index in :attr:`effective` of the policy ``address`` takes, or ``None`` when no pattern matches."""
         patterns = [p.match for p in self.policies]
-        base = wildcard.most_specific(patterns, address)
+        base = next((i for i in self.precedence if wildcard.matches(patterns[i], address)), None)
         if base is None:
             return None
         for n, v in enumerate(self.variants):

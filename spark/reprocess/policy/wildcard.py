@@ -4,13 +4,14 @@ Precedence is Artemis's ``HierarchicalObjectRepository.MatchComparator`` (read f
 source): a pattern without ``#`` beats one with ``#``; between two ``#`` patterns the longer
 string wins; a pattern without ``*`` beats one with ``*``; between two ``*`` patterns, walking
 word by word, the first word where only one of them has ``*`` decides (the literal word wins);
-otherwise the shorter string sorts first. Ties keep the order of the file.
+otherwise the shorter string sorts first. Ties among an Artemis broker's address settings keep the order its
+repository iterates them in (:func:`artemis_iteration_order`); other ties keep the order of the file.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 ANY_WORDS = "#"
 SINGLE_WORD = "*"
@@ -130,8 +131,8 @@ def _compare(a: str, b: str) -> int:
     return len(a) - len(b)
 
 
-def precedence(patterns: list[str]) -> list[int]:
-    """Indexes of ``patterns``, most specific first (ties keep file order).
+def precedence(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
+    """Indexes of ``patterns``, most specific first.
 
     Resolving an address is "the first pattern in this order that matches", as the Spark expression does with a
     ``when`` chain. Artemis's repository sorts only the patterns that match the address by ``MatchComparator``
@@ -141,18 +142,113 @@ def precedence(patterns: list[str]) -> list[int]:
     grouped by their number of words first: two of different lengths never match one address, and within a length
     the comparator's order is lexicographic (the first word where only one has ``*``, then the string's length),
     so this order puts the patterns matching any address in the order Artemis's sort gives them.
+
+    Patterns the comparator calls equal (``a.*.#`` and ``*.b.#``, both matching ``a.b``) come in file order, but
+    for those whose indexes are in ``broker``, the address settings of one Artemis broker in its ``broker.xml``'s
+    order: Artemis's sort is stable, so among them the order its repository iterates them in decides
+    (:func:`artemis_iteration_order`). They fill the places they hold in the file in that order; the others keep
+    theirs.
     """
 
-    def key(x: int) -> tuple[int, int, tuple[bool, ...], int, int]:
+    def key(x: int) -> tuple[int, int, tuple[bool, ...], int]:
         p = patterns[x]
         if ANY_WORDS in p:
-            return 2, 0, (), -len(p), x  # the longer string first
+            return 2, 0, (), -len(p)  # the longer string first
         if SINGLE_WORD in p:
             words = p.split(DELIMITER)
-            return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(p), x
-        return 0, 0, (), len(p), x
+            return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(p)
+        return 0, 0, (), len(p)
 
-    return sorted(range(len(patterns)), key=key)
+    place = tie_order(patterns, broker)
+    return sorted(range(len(patterns)), key=lambda x: (key(x), place[x]))
+
+
+def tie_order(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
+    """Each pattern's place among the patterns it ties with (:func:`precedence`): its index in the file, except
+    that the patterns in ``broker`` exchange their places so as to come in the order an Artemis broker iterates
+    them."""
+    place = list(range(len(patterns)))
+    members = sorted(broker)
+    iterated = artemis_iteration_order([patterns[i] for i in members])
+    if iterated is not None:
+        for slot, n in zip(members, iterated, strict=True):
+            place[members[n]] = slot
+    return place
+
+
+def artemis_accepts(pattern: str) -> bool:
+    """True unless Artemis refuses ``pattern`` as an address-setting match (2.x's ``Match.verify``: a ``#`` anywhere
+    but at the end); such a pattern is never one of a broker's address settings."""
+    return ANY_WORDS not in pattern or pattern.index(ANY_WORDS) == len(pattern) - 1
+
+
+def _java_hash(key: str) -> int:
+    """``HashMap.hash`` of a Java string: its ``hashCode`` (UTF-16 units), high half folded into the low half."""
+    h = 0
+    units = key.encode("utf-16-be")
+    for k in range(0, len(units), 2):
+        h = (31 * h + (units[k] << 8 | units[k + 1])) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def _hash_map_order(keys: list[str]) -> list[int] | None:
+    """Positions of ``keys`` in the order a ``java.util.HashMap`` (JDK 8 and later) iterates them after they were
+    put into a new one in this order, or ``None`` where a bin of it would become a tree (nine keys in one bin of a
+    table of at least 64): a tree bin's order follows its red-black tree, which this does not follow.
+
+    The table starts at 16 bins and doubles when the size passes three quarters of it, or when a bin reaches nine
+    keys in a table under 64 (``treeifyBin``); a key goes to bin ``hash & (bins - 1)``, at the end of its chain, and
+    a resize splits each chain in order. Iteration walks the bins in order and each chain from its head."""
+    table: list[list[int]] = []
+    size = 0
+
+    def resize() -> None:
+        nonlocal table
+        grown: list[list[int]] = [[] for _ in range(max(16, 2 * len(table)))]
+        for chain in table:
+            for n in chain:
+                grown[_java_hash(keys[n]) & (len(grown) - 1)].append(n)
+        table = grown
+
+    for n, key in enumerate(keys):
+        if not table:
+            resize()
+        chain = table[_java_hash(key) & (len(table) - 1)]
+        if any(keys[m] == key for m in chain):
+            continue  # a key put again keeps its place
+        chain.append(n)
+        if len(chain) >= 9:  # putVal's binCount >= TREEIFY_THRESHOLD - 1
+            if len(table) >= 64:
+                return None
+            resize()
+        size += 1
+        if size > len(table) * 3 // 4:
+            resize()
+    return [n for chain in table for n in chain]
+
+
+def artemis_iteration_order(patterns: list[str]) -> list[int] | None:
+    """Positions of an Artemis broker's address-setting patterns, given in its ``broker.xml``'s order, in the order
+    its ``HierarchicalObjectRepository`` iterates its wildcard ones (the patterns without a wildcard, which never tie
+    with another matching the same address, come last, in file order); ``None`` when a Java ``HashMap`` involved
+    would hold a tree bin (:func:`_hash_map_order`).
+
+    ``FileConfigurationParser`` puts the address settings into the configuration's ``HashMap`` in file order;
+    ``ActiveMQServerImpl.deployAddressSettingsFromConfiguration`` adds them to the repository in that map's order,
+    and ``addMatch`` puts the wildcard ones into the ``HashMap`` ``wildcardMatches``, whose ``values()`` stream
+    ``getMatches`` sorts, stably, by ``MatchComparator`` (Artemis 2.32 and later; before, the matching patterns
+    were copied into a new ``HashMap`` first, which iterates in the same order while the broker has at most 12
+    wildcard address settings). The order holds for a policy file that lists the broker's address settings, or
+    for one that leaves some out while both have at most 12 of them (the maps then have the same 16 bins)."""
+    configured = _hash_map_order(patterns)
+    if configured is None:
+        return None
+    wild = [n for n in configured if ANY_WORDS in patterns[n] or SINGLE_WORD in patterns[n]]
+    iterated = _hash_map_order([patterns[n] for n in wild])
+    if iterated is None:
+        return None
+    plain = [n for n in range(len(patterns)) if n not in set(wild)]
+    return [wild[k] for k in iterated] + plain
 
 
 def most_specific(patterns: list[str], address: str) -> int | None:
