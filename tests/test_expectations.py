@@ -178,3 +178,20 @@ def test_a_due_message_missing_its_outcome_in_a_run_whose_target_was_down_breaks
     assert not conservation(lost)["redriven"]
     assert conservation({**lost, "not_redriven": 2})["redriven"]
     assert all(conservation({k: v for k, v in down.items() if k != "not_redriven"}).values())  # runs before
+
+
+def test_the_ledger_suite_matches_each_address_against_a_pattern_once(spark):
+    """The ledger suite's bound is used twice per row (a message moved back from the DLQ may take one delivery
+    more). In a projection of its own, the plan tests each pattern once per row; inlined, it tested each twice
+    (half the suite's query time over 3M rows: 0.7 s against 1.2 s)."""
+    from pyspark.sql import functions as F
+
+    from reprocess.validation.suites import _limit
+
+    def rlikes(df) -> int:
+        return df._jdf.queryExecution().optimizedPlan().toString().count("RLIKE")
+
+    ledger = spark.createDataFrame(LEDGER_GOOD, LEDGER_SCHEMA).repartition(2)  # no folding into a local relation
+    once = rlikes(ledger.select(_limit(POLICIES, F.col("address")).alias("bound")))
+    assert once > 0
+    assert rlikes(ledger_frame(ledger, POLICIES)) == once

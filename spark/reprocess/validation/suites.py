@@ -344,7 +344,9 @@ def _limit(policies: PolicySet, address: Column) -> Column:
 def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
     """The ledger with the boolean columns the ledger suite expects to be true."""
     waiting = F.col("state") == WAITING
-    limit = _limit(policies, F.col("address"))
+    # the bound in a projection of its own: used twice below, inlined it would match every address twice
+    ledger = ledger.withColumn("_bound", _limit(policies, F.col("address")))
+    limit = F.col("_bound")
     if "released_deliveries" in ledger.columns:
         # moved back from the DLQ by an operator without a reset: one delivery beyond its count then
         limit = F.greatest(limit, F.coalesce(F.col("released_deliveries") + 1, limit))
