@@ -142,7 +142,7 @@ def test_policy_resolution_in_spark_matches_python(spark):
 
 def test_a_tie_among_artemis_policies_resolves_in_spark_as_the_broker_does(spark):
     """``*.eu.#`` and ``shop.#`` tie in MatchComparator; a broker merges ``shop.#`` first for ``shop.eu.cart``
-    (tests/test_config.py checks that order against the JVM), and so do the cycle's expressions."""
+    (tests/test_artemis_order.py checks that order against the JVM), and so do the cycle's expressions."""
     from reprocess.ledger.merge import dead_letter_address_column, policy_name_column
 
     ps = policies_from_mapping({"policies": [
