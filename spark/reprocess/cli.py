@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError, ReprocessError
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: the delays of message id '')")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_schedule)
+    _add_policies_commands(sub)
 
     r = sub.add_parser(
         "run",
@@ -408,6 +410,48 @@ def _add_operator_commands(sub: Any) -> None:
                    help="write the report owner-only (0600): it previews payloads "
                    "(default: $REPROCESS_PRIVATE_FILES, else off)")
     p.set_defaults(func=cmd_report)
+
+
+def _add_policies_commands(sub: Any) -> None:
+    policies = sub.add_parser("policies", help="policy files from a broker's configuration: import (no Spark)",
+                              description="Policy files from a broker's own configuration.")
+    psub = policies.add_subparsers(dest="policies_command", required=True, metavar="SUBCOMMAND")
+    p: argparse.ArgumentParser = psub.add_parser(
+        "import", help="an Artemis broker.xml's address settings as a policy file of artemis policies",
+        description="Write the address settings of an Artemis broker.xml as a policy file: one artemis policy per "
+        "<address-setting>, in the broker.xml's order (it decides ties, as in the broker), with its redelivery "
+        "and dead-letter settings (redelivery-delay, redelivery-delay-multiplier, max-redelivery-delay, "
+        "redelivery-collision-avoidance-factor, max-delivery-attempts, dead-letter-address). Settings left out "
+        "merge from less specific policies as Artemis merges them. Other elements (paging, expiry, "
+        "auto-creation) are named on stderr and not carried over; a value Artemis would refuse, a ${...} "
+        "property in a setting carried over, or a non-default wildcard syntax is a configuration error.",
+        epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
+        "  reprocess schedule --config policies.yaml --address orders.eu.created",
+        formatter_class=_ExamplesFormatter)
+    p.add_argument("broker_xml", metavar="BROKER_XML", help="the broker's broker.xml")
+    p.add_argument("--out", metavar="FILE",
+                   help="the policy file to write (replaced atomically; refused if it exists, unless --force); "
+                   "default: standard output")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=cmd_policies_import)
+
+
+def cmd_policies_import(args: argparse.Namespace) -> int:
+    from reprocess.policy.importer import import_broker_xml
+
+    imported = import_broker_xml(args.broker_xml)
+    if args.out is None:
+        sys.stdout.write(imported.text)
+    else:
+        out = Path(args.out)
+        if out.exists() and not args.force:
+            raise ConfigError("exists; give --force to replace it", file=str(out))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_text(imported.text, encoding="utf-8")
+        os.replace(tmp, out)
+    sys.stderr.write(imported.summary() + (f"\nwrote {args.out}" if args.out else "") + "\n")
+    return 0
 
 
 _PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. Listing needs "

@@ -1,0 +1,150 @@
+"""`reprocess policies import`: an Artemis broker.xml's address settings as a policy file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reprocess.cli import main
+from reprocess.errors import ConfigError
+from reprocess.policy import load_policies
+from reprocess.policy.importer import import_broker_xml
+
+pytestmark = pytest.mark.unit
+
+# Artemis's own broker.xml, the one `artemis create` instantiates (artemis-cli's etc/broker.xml, Apache License 2.0):
+# its ${...} properties sit in elements that are not about redelivery
+ARTEMIS_DEFAULT = Path(__file__).parent / "data" / "artemis" / "broker.xml"
+
+BROKER = """<?xml version="1.0"?>
+<configuration xmlns="urn:activemq" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+  <core xmlns="urn:activemq:core">
+    <name>shop</name>
+    <address-settings>
+      <!-- the regions' dead letters -->
+      <address-setting match="*.eu.#">
+        <dead-letter-address>eu.dlq</dead-letter-address>
+        <expiry-address>eu.expired</expiry-address>
+      </address-setting>
+      <address-setting match="shop.#">
+        <Dead-Letter-Address> shop.dlq </Dead-Letter-Address>
+        <redelivery-delay>+2000</redelivery-delay>
+        <redelivery-delay-multiplier>2.5d</redelivery-delay-multiplier>
+      </address-setting>
+      <address-setting match="shop.audit">
+        <dead-letter-address/>
+      </address-setting>
+      <address-setting match="shop.#">
+        <redelivery-delay>1</redelivery-delay>
+      </address-setting>
+      <address-setting match="#">
+        <dead-letter-address>DLQ</dead-letter-address>
+        <max-delivery-attempts>3</max-delivery-attempts>
+        <max-size-bytes>10M</max-size-bytes>
+      </address-setting>
+    </address-settings>
+  </core>
+</configuration>
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "broker.xml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_artemis_own_broker_xml_imports_with_its_dead_letter_address_and_defaults(tmp_path):
+    imported = import_broker_xml(ARTEMIS_DEFAULT)
+    ps = imported.policies
+    assert [(p.match, dict(p.gives)) for p in ps.policies] == [
+        ("activemq.management.#", {"dead-letter-address": "DLQ", "redelivery-delay": 0}),
+        ("#", {"dead-letter-address": "DLQ", "redelivery-delay": 0})]
+    orders = ps.resolve("orders.created")
+    assert orders is not None
+    assert (orders.match, orders.settings.max_delivery_attempts, orders.settings.dead_letter_address) == (
+        "#", 10, "DLQ")
+    assert imported.not_carried["expiry-address"] == 2
+    assert imported.not_carried["address-full-policy"] == 2  # ${full-policy}: not carried over, so no error
+    assert imported.repeated == []
+    written = _write(tmp_path, imported.text, "policies.yaml")
+    assert load_policies(written).policies == ps.policies
+
+
+def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
+    """Namespaces, element names in any case, trimmed values, Java's number forms, an empty dead-letter address, a
+    repeated match kept at its first occurrence; the policies in broker.xml order, so ties break as in the broker."""
+    imported = import_broker_xml(_write(tmp_path, BROKER))
+    ps = imported.policies
+    assert [p.match for p in ps.policies] == ["*.eu.#", "shop.#", "shop.audit", "#"]
+    assert imported.repeated == ["shop.#"]
+    assert imported.not_carried == {"expiry-address": 1, "max-size-bytes": 1}
+    shop = ps.policies[1]
+    assert dict(shop.gives) == {"dead-letter-address": "shop.dlq", "redelivery-delay": 2000,
+                                "redelivery-delay-multiplier": 2.5}
+    cart = ps.resolve("shop.eu.cart")  # ties with *.eu.#: the broker merges shop.# first
+    assert cart is not None
+    assert (cart.match, cart.settings.dead_letter_address, cart.settings.max_delivery_attempts) == (
+        "shop.#", "shop.dlq", 3)
+    audit = ps.resolve("shop.audit")
+    assert audit is not None
+    assert audit.settings.dead_letter_address == ""  # none, though '#' gives one: Artemis drops, we keep
+    assert audit.drops_without_dla
+    assert "expiry-address" in imported.text  # named in the file's header as not carried over
+    assert "repeated match(es) left out" in imported.summary()
+    assert imported.catch_all
+    # without '#' the broker gives other addresses its defaults; a policy file quarantines them: said in both places
+    bare = import_broker_xml(_write(tmp_path, BROKER.replace('match="#"', 'match="other.#"'), "bare.xml"))
+    assert not bare.catch_all
+    assert "no address setting matches every address" in bare.summary()
+    assert "# No address setting matches every address" in bare.text
+    assert bare.policies.resolve("orders.created") is None
+
+
+@pytest.mark.parametrize(("change", "message", "where"), [
+    (("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>${delay}</redelivery-delay>"),
+     "property", ("shop.#", "settings.redelivery-delay")),
+    (("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>2_000</redelivery-delay>"),
+     "not an integer", ("shop.#", "settings.redelivery-delay")),
+    (("<redelivery-delay-multiplier>2.5d</redelivery-delay-multiplier>",
+      "<redelivery-delay-multiplier>NaN</redelivery-delay-multiplier>"),
+     "not a decimal number", ("shop.#", "settings.redelivery-delay-multiplier")),
+    (("<max-delivery-attempts>3</max-delivery-attempts>",
+      "<max-delivery-attempts>3</max-delivery-attempts><redelivery-collision-avoidance-factor>1.5"
+      "</redelivery-collision-avoidance-factor>"), "", ("#", "settings.redelivery-collision-avoidance-factor")),
+    (('match="*.eu.#"', 'match="#.eu"'), "'#' anywhere but at the end", ("#.eu", "match")),
+    (('match="*.eu.#"', 'match="orders.>"'), "", ("orders.>", "match")),
+    (('match="*.eu.#"', 'match="${region}.#"'), "property", ("${region}.#", "match")),
+    (("<name>shop</name>", "<wildcard-addresses><delimiter>/</delimiter></wildcard-addresses>"),
+     "default syntax", (None, "wildcard-addresses.delimiter")),
+    (("<address-settings>", "<address-settingz>"), "not well-formed", (None, None)),
+    (("address-settings>", "settings>"), "no <address-settings>", (None, None)),
+])
+def test_what_artemis_would_refuse_is_a_config_error_naming_the_file_and_setting(tmp_path, change, message, where):
+    path = _write(tmp_path, BROKER.replace(*change))
+    with pytest.raises(ConfigError) as caught:
+        import_broker_xml(path)
+    assert message in caught.value.message
+    assert (caught.value.file, caught.value.policy, caught.value.key) == (str(path), *where)
+
+
+def test_the_cli_writes_a_policy_file_that_schedule_reads(tmp_path, capsys):
+    xml = _write(tmp_path, BROKER)
+    out = tmp_path / "conf" / "policies.yaml"
+    assert main(["policies", "import", str(xml), "--out", str(out)]) == 0
+    assert "4 address settings -> 4 artemis policies" in capsys.readouterr().err
+    assert main(["schedule", "--config", str(out), "--address", "shop.eu.cart", "--format", "json"]) == 0
+    cart = json.loads(capsys.readouterr().out)["shop.eu.cart"]
+    assert (cart["policy"], cart["dead_letter_address"]) == ("shop.#", "shop.dlq")
+    assert [s["delay_ms"] for s in cart["schedule"]] == [2000, 5000, None]  # x2.5, dead-lettered at the third
+    # an existing file is kept unless --force; without --out the file goes to stdout
+    out.write_text("mine", encoding="utf-8")
+    assert main(["policies", "import", str(xml), "--out", str(out)]) == 3
+    assert out.read_text(encoding="utf-8") == "mine"
+    assert main(["policies", "import", str(xml), "--out", str(out), "--force"]) == 0
+    assert load_policies(out).policies == import_broker_xml(xml).policies.policies
+    capsys.readouterr()
+    assert main(["policies", "import", str(xml)]) == 0
+    assert capsys.readouterr().out == out.read_text(encoding="utf-8")
