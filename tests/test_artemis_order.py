@@ -82,3 +82,25 @@ def test_ties_among_artemis_patterns_break_as_the_broker_breaks_them():
             differ += ours != [patterns[i] for i in file_order if matches(patterns[i], address)]
     assert differ > 0  # the broker's order is not the file's on some of them
 
+
+
+def test_a_policy_file_orders_its_broker_settings_as_the_broker_among_policies_that_are_not(tmp_path):
+    """A file holding a broker's twelve address settings, a '#' added with ``broker: false`` (a thirteenth setting
+    would double the broker's map and change its order) and a policy of another profile: the broker's settings
+    matching each address come in the JVM's order."""
+    from reprocess.policy.config import policies_from_mapping
+
+    broker = ["*.f.#", "a.#", "b.#", "d.#", "d.f.#", "e.#", "e.c.#", "e.d.#", "e.e.#", "f.#", "f.c.#", "g.#"]
+    addresses = _addresses_of(list("abcdefg"), 3)
+    [expected] = _artemis_java_order([(broker, addresses)])
+    raw = [{"match": m, "profile": "artemis"} for m in broker]
+    for extra in ([{"match": "#", "profile": "artemis", "broker": False}],
+                  [{"match": "#", "profile": "artemis", "broker": False},
+                   {"match": "*.c.#", "profile": "stepped", "settings": {"delays": ["1s"]}}]):
+        ps = policies_from_mapping({"policies": [*raw, *extra]})
+        for address, java in zip(addresses, expected, strict=True):
+            assert [broker[i] for i in ps.precedence if i < len(broker) and matches(broker[i], address)] == java
+    # counted as a broker setting, the '#' doubles the emulated map: d.f takes d.f.# before *.f.#, not after
+    counted = policies_from_mapping({"policies": [*raw, {"match": "#", "profile": "artemis"}]})
+    got = [broker[i] for i in counted.precedence if i < len(broker) and matches(broker[i], "d.f")]
+    assert got != expected[addresses.index("d.f")]

@@ -7,7 +7,7 @@ import pytest
 from reprocess.errors import ConfigError
 from reprocess.policy import load_policies, parse_policies
 from reprocess.policy.config import policies_from_mapping
-from reprocess.policy.wildcard import matches, most_specific, tie_order
+from reprocess.policy.wildcard import matches, most_specific
 
 pytestmark = pytest.mark.unit
 
@@ -80,17 +80,17 @@ def test_literal_word_beats_star_at_the_first_differing_word():
     assert pats[most_specific(pats, "orders.created")] == "orders.*"
 
 
-def _artemis_order(patterns: list[str], address: str, place: list[int] | None = None) -> list[int]:
-    """The patterns matching ``address`` in the order Artemis sorts them: MatchComparator, then ties by ``place``
-    (file order when not given; ``tie_order`` for the broker's order, checked against the JVM in
-    tests/test_artemis_order.py)."""
+def _artemis_order(patterns: list[str], address: str, ties: list[int] | None = None) -> list[int]:
+    """The patterns matching ``address`` in the order Artemis sorts them: MatchComparator, then patterns it calls
+    equal in the order ``ties`` lists them (file order when not given; a PolicySet's precedence for the broker's
+    order, which tests/test_artemis_order.py checks against the JVM)."""
     from functools import cmp_to_key
 
     from reprocess.policy.wildcard import _compare
 
-    tie = place or list(range(len(patterns)))
+    place = {x: n for n, x in enumerate(ties if ties is not None else range(len(patterns)))}
     hits = [i for i, p in enumerate(patterns) if matches(p, address)]
-    return sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or tie[x] - tie[y]))
+    return sorted(hits, key=cmp_to_key(lambda x, y: _compare(patterns[x], patterns[y]) or place[x] - place[y]))
 
 
 def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
@@ -181,9 +181,8 @@ def test_artemis_policies_merge_settings_as_artemis_merges_address_settings():
                         "settings": {k: rnd.choice(ARTEMIS_KEYS[k]) for k in keys}})
         ps = policies_from_mapping({"policies": raw})
         variants += len(ps.variants) - len(patterns)
-        place = tie_order(patterns, ps.broker)
         for address in addresses:
-            order = _artemis_order(patterns, address, place)
+            order = _artemis_order(patterns, address, ps.precedence)
             got = ps.resolve(address)
             if not order:
                 assert got is None
@@ -402,3 +401,27 @@ def test_an_address_two_artemis_patterns_tie_on_merges_them_in_the_broker_order(
     resolved = ps.resolve("shop.eu.cart")
     assert resolved is not None
     assert resolved.match == "*.eu.#"
+
+
+def test_a_tie_with_a_policy_of_another_profile_depends_on_no_pattern_outside_it():
+    """Only the tied patterns that are a broker's settings exchange places, within the group of equal patterns: an
+    artemis pattern that matches nothing here and ties with nothing (``a.#`` ... ``k.#``) changes nothing. Before,
+    the broker's order was applied across all of its patterns, and five of those eleven moved ``shop.#`` ahead."""
+    base = [{"match": "*.eu.#", "profile": "artemis", "settings": {"dead-letter-address": "eu.dlq"}},
+            {"match": "shop.#", "profile": "stepped", "settings": {"delays": ["1s"]}}]
+    for word in "abcdefghijk":
+        ps = policies_from_mapping({"policies": [*base, {"match": f"{word}.#", "profile": "artemis"}]})
+        resolved = ps.resolve("shop.eu.cart")
+        assert resolved is not None
+        assert resolved.match == "*.eu.#", word
+
+
+def test_broker_false_is_for_artemis_policies_and_a_lone_surrogate_is_no_crash():
+    with pytest.raises(ConfigError) as caught:
+        policies_from_mapping({"policies": [{"match": "#", "profile": "stepped", "broker": False}]})
+    assert caught.value.key == "broker"
+    with pytest.raises(ConfigError, match="true or false"):
+        policies_from_mapping({"policies": [{"match": "#", "profile": "artemis", "broker": "no"}]})
+    ps = policies_from_mapping({"policies": [{"match": "a\ud800.#", "profile": "artemis"},
+                                             {"match": "b\ud800.#", "profile": "artemis"}]})
+    assert sorted(ps.precedence) == [0, 1]  # Java hashes UTF-16 units, a lone surrogate too

@@ -29,9 +29,9 @@ BROKER = """<?xml version="1.0"?>
         <expiry-address>eu.expired</expiry-address>
       </address-setting>
       <address-setting match="shop.#">
-        <Dead-Letter-Address> shop.dlq </Dead-Letter-Address>
+        <dead-letter-address> shop.dlq </dead-letter-address>
         <redelivery-delay>+2000</redelivery-delay>
-        <redelivery-delay-multiplier>2.5d</redelivery-delay-multiplier>
+        <redelivery-delay-multiplier>2.5</redelivery-delay-multiplier>
       </address-setting>
       <address-setting match="shop.audit">
         <dead-letter-address/>
@@ -74,8 +74,8 @@ def test_artemis_own_broker_xml_imports_with_its_dead_letter_address_and_default
 
 
 def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
-    """Namespaces, element names in any case, trimmed values, Java's number forms, an empty dead-letter address, a
-    repeated match kept at its first occurrence; the policies in broker.xml order, so ties break as in the broker."""
+    """Namespaces, trimmed values, a signed number, an empty dead-letter address, a repeated match kept at its first
+    occurrence; the policies in broker.xml order, so ties break as in the broker."""
     imported = import_broker_xml(_write(tmp_path, BROKER))
     ps = imported.policies
     assert [p.match for p in ps.policies] == ["*.eu.#", "shop.#", "shop.audit", "#"]
@@ -94,6 +94,7 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
     assert audit.drops_without_dla
     assert "expiry-address" in imported.text  # named in the file's header as not carried over
     assert "repeated match(es) left out" in imported.summary()
+    assert imported.summary().startswith("5 address settings -> 4 artemis policies")
     assert imported.catch_all
     # without '#' the broker gives other addresses its defaults; a policy file quarantines them: said in both places
     bare = import_broker_xml(_write(tmp_path, BROKER.replace('match="#"', 'match="other.#"'), "bare.xml"))
@@ -108,9 +109,23 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
      "property", ("shop.#", "settings.redelivery-delay")),
     (("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>2_000</redelivery-delay>"),
      "not an integer", ("shop.#", "settings.redelivery-delay")),
-    (("<redelivery-delay-multiplier>2.5d</redelivery-delay-multiplier>",
-      "<redelivery-delay-multiplier>NaN</redelivery-delay-multiplier>"),
+    (("<redelivery-delay-multiplier>2.5</redelivery-delay-multiplier>",
+      "<redelivery-delay-multiplier>2.5d</redelivery-delay-multiplier>"),  # Java reads it, the schema does not
      "not a decimal number", ("shop.#", "settings.redelivery-delay-multiplier")),
+    (("<redelivery-delay-multiplier>2.5</redelivery-delay-multiplier>",  # the broker takes NaN; a policy does not
+      "<redelivery-delay-multiplier>NaN</redelivery-delay-multiplier>"),
+     "", ("shop.#", "settings.redelivery-delay-multiplier")),
+    (("<dead-letter-address> shop.dlq </dead-letter-address>", "<Dead-Letter-Address>x</Dead-Letter-Address>"),
+     "<dead-letter-address>?", ("shop.#", "settings.Dead-Letter-Address")),
+    (("<max-delivery-attempts>3</max-delivery-attempts>", "<max-delivery-attempt>3</max-delivery-attempt>"),
+     "<max-delivery-attempts>?", ("#", "settings.max-delivery-attempt")),
+    (("<redelivery-delay>1</redelivery-delay>", "<redelivery-delay>soon</redelivery-delay>"),  # in the repeat
+     "not an integer", ("shop.#", "settings.redelivery-delay")),
+    (('match="*.eu.#"', 'match="orders::q1"'), "fully qualified", ("orders::q1", "match")),
+    (("<name>shop</name>", "<literal-match-markers>()</literal-match-markers>"), "", (None, None)),  # no literal
+    (('match="shop.audit"', 'match="(shop.#)"'), "anywhere but at the end", ("(shop.#)", "match")),  # no markers
+    (("<name>shop</name>", "<literal-match-markers>(</literal-match-markers>"), "two characters",
+     (None, "literal-match-markers")),
     (("<max-delivery-attempts>3</max-delivery-attempts>",
       "<max-delivery-attempts>3</max-delivery-attempts><redelivery-collision-avoidance-factor>1.5"
       "</redelivery-collision-avoidance-factor>"), "", ("#", "settings.redelivery-collision-avoidance-factor")),
@@ -123,18 +138,41 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
     (("address-settings>", "settings>"), "no <address-settings>", (None, None)),
 ])
 def test_what_artemis_would_refuse_is_a_config_error_naming_the_file_and_setting(tmp_path, change, message, where):
-    path = _write(tmp_path, BROKER.replace(*change))
+    text = BROKER.replace(*change)
+    if change[1].startswith("<literal-match-markers>()"):  # markers set and no match between them: imports
+        text = text.replace('match="shop.audit"', 'match="(shop.#)"')
+        with pytest.raises(ConfigError, match="literal match"):
+            import_broker_xml(_write(tmp_path, text))
+        assert [p.match for p in import_broker_xml(_write(tmp_path, BROKER.replace(*change))).policies.policies] == [
+            "*.eu.#", "shop.#", "shop.audit", "#"]
+        return
+    path = _write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
         import_broker_xml(path)
     assert message in caught.value.message
     assert (caught.value.file, caught.value.policy, caught.value.key) == (str(path), *where)
 
 
+def test_address_settings_in_an_xinclude_are_read_where_it_stands(tmp_path):
+    """Artemis's parser follows XIncludes, and its documentation keeps address settings in a file of their own."""
+    settings = BROKER[BROKER.index("<address-settings>"):BROKER.index("</address-settings>") + 19]
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "settings.xml").write_text(
+        settings.replace("<address-settings>", '<address-settings xmlns="urn:activemq:core">'), encoding="utf-8")
+    main_xml = BROKER.replace(settings, '<xi:include href="conf/settings.xml"/>').replace(
+        "<configuration ", '<configuration xmlns:xi="http://www.w3.org/2001/XInclude" ')
+    imported = import_broker_xml(_write(tmp_path, main_xml))
+    assert [p.match for p in imported.policies.policies] == ["*.eu.#", "shop.#", "shop.audit", "#"]
+    with pytest.raises(ConfigError, match="cannot read") as caught:
+        import_broker_xml(_write(tmp_path, main_xml.replace("conf/settings.xml", "conf/gone.xml"), "gone.xml"))
+    assert caught.value.file == str(tmp_path / "gone.xml")
+
+
 def test_the_cli_writes_a_policy_file_that_schedule_reads(tmp_path, capsys):
     xml = _write(tmp_path, BROKER)
     out = tmp_path / "conf" / "policies.yaml"
     assert main(["policies", "import", str(xml), "--out", str(out)]) == 0
-    assert "4 address settings -> 4 artemis policies" in capsys.readouterr().err
+    assert "5 address settings -> 4 artemis policies" in capsys.readouterr().err
     assert main(["schedule", "--config", str(out), "--address", "shop.eu.cart", "--format", "json"]) == 0
     cart = json.loads(capsys.readouterr().out)["shop.eu.cart"]
     assert (cart["policy"], cart["dead_letter_address"]) == ("shop.#", "shop.dlq")

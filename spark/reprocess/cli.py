@@ -423,8 +423,10 @@ def _add_policies_commands(sub: Any) -> None:
         "and dead-letter settings (redelivery-delay, redelivery-delay-multiplier, max-redelivery-delay, "
         "redelivery-collision-avoidance-factor, max-delivery-attempts, dead-letter-address). Settings left out "
         "merge from less specific policies as Artemis merges them. Other elements (paging, expiry, "
-        "auto-creation) are named on stderr and not carried over; a value Artemis would refuse, a ${...} "
-        "property in a setting carried over, or a non-default wildcard syntax is a configuration error.",
+        "auto-creation) are named on stderr and not carried over, unchecked. A carried-over value the broker "
+        "would not start with or a policy file cannot hold, an element misspelling one of them, a ${...} "
+        "property in one, a literal or fully qualified match, or a non-default wildcard syntax is a "
+        "configuration error. XIncludes are followed.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
@@ -443,15 +445,31 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(imported.text)
     else:
-        out = Path(args.out)
-        if out.exists() and not args.force:
-            raise ConfigError("exists; give --force to replace it", file=str(out))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        tmp.write_text(imported.text, encoding="utf-8")
-        os.replace(tmp, out)
+        _publish(Path(args.out), imported.text, replace=args.force)
     sys.stderr.write(imported.summary() + (f"\nwrote {args.out}" if args.out else "") + "\n")
     return 0
+
+
+def _publish(out: Path, text: str, replace: bool) -> None:
+    """Write ``text`` to ``out`` whole or not at all: a temporary file beside it, synced, then renamed over it
+    (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if replace:
+            os.replace(tmp, out)
+        else:
+            os.link(tmp, out)
+    except FileExistsError:
+        raise ConfigError("exists; give --force to replace it", file=str(out)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write: {exc.strerror}", file=str(out)) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 _PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. Listing needs "

@@ -31,7 +31,7 @@ from reprocess.policy import wildcard
 from reprocess.policy.settings import SETTINGS_BY_PROFILE, AnySettings, ArtemisSettings, Profile, _Bad
 
 _TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
-_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target"}
+_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target", "broker"}
 _RULE_KEYS = {"error_class", "message"}
 _PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
 
@@ -70,6 +70,9 @@ class Policy:
     target: str | None = None  # re-drive target of this policy's messages (``${VAR}`` from the environment)
     # the settings the file gives, as written (artemis policies only): what a more specific match merges from
     given: tuple[tuple[str, Any], ...] = ()
+    # an artemis policy that is one of the broker's address settings (``broker: false``: added here, such as a '#'
+    # giving unmatched addresses Artemis's defaults): only those decide the broker's order on ties
+    broker: bool = True
 
     @property
     def gives(self) -> dict[str, Any]:
@@ -123,16 +126,16 @@ class PolicySet:
     @cached_property
     def precedence(self) -> list[int]:
         """Indexes of the file's policies, most specific first: the first that matches an address applies. The
-        ``artemis`` policies are taken as one broker's address settings (those a broker takes: no ``#`` but at the
-        end), so ties among them are broken as that broker breaks them (:func:`wildcard.artemis_iteration_order`);
-        other ties keep file order."""
+        ``artemis`` policies are taken as one broker's address settings (:attr:`broker`), so ties among them are
+        broken as that broker breaks them (:func:`wildcard.precedence`); other ties keep file order."""
         return wildcard.precedence([p.match for p in self.policies], self.broker)
 
     @property
     def broker(self) -> list[int]:
-        """Indexes of the policies an Artemis broker could hold as its address settings, in file order."""
+        """Indexes of the policies taken as the Artemis broker's address settings, in file order: the ``artemis``
+        ones Artemis accepts, but those marked ``broker: false``."""
         return [i for i, p in enumerate(self.policies)
-                if p.profile is Profile.ARTEMIS and wildcard.artemis_accepts(p.match)]
+                if p.profile is Profile.ARTEMIS and p.broker and wildcard.artemis_accepts(p.match)]
 
     @cached_property
     def variants(self) -> tuple[Variant, ...]:
@@ -383,7 +386,14 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
     rules = _rules(raw.get("non_retryable"), source, label)
     target = _target(raw.get("target"), source, label)
     given = tuple(settings_raw.items()) if profile is Profile.ARTEMIS else ()
-    return Policy(match, profile, settings, ordered, rules, dla, target, given)  # type: ignore[arg-type]
+    broker = raw.get("broker", True)
+    if not isinstance(broker, bool):
+        raise ConfigError(f"must be true or false, got {broker!r}", file=source, policy=label, key="broker")
+    if "broker" in raw and profile is not Profile.ARTEMIS:
+        raise ConfigError("only artemis policies are a broker's address settings", file=source, policy=label,
+                          key="broker")
+    return Policy(match, profile, settings, ordered, rules, dla, target, given,  # type: ignore[arg-type]
+                  broker=broker)
 
 
 def _target(value: Any, source: str, label: str) -> str | None:

@@ -1,13 +1,15 @@
 """A policy file from an Artemis ``broker.xml``: its address settings as ``artemis`` policies, in its order.
 
-Read as Artemis's ``FileConfigurationParser`` reads them: the first ``<address-settings>`` element anywhere in the
-document, each ``<address-setting match="...">`` under it in document order, child element names compared without
-case, values trimmed, a repeated ``match`` kept at its first occurrence (Artemis logs the later ones and ignores
-them), an empty ``<dead-letter-address/>`` meaning none. Every address setting becomes a policy, the ones that set
-nothing about redelivery too: Artemis merges every setting that matches an address, and the broker's order decides
-ties (:func:`reprocess.policy.wildcard.artemis_iteration_order`), so the file keeps them all, in the same order.
-Elements about anything but redelivery and dead letters (paging, expiry, auto-creation...) are not policies' business:
-they are counted and named, not carried over.
+Read as a broker reads a ``broker.xml`` it starts with: XIncludes resolved, the first ``<address-settings>``
+element anywhere in the document, each ``<address-setting match="...">`` under it in document order, values
+trimmed of XML whitespace, a repeated ``match`` kept at its first occurrence (Artemis checks and then ignores the
+later ones), an empty ``<dead-letter-address/>`` meaning none. Every address setting becomes a policy, the ones
+that set nothing about redelivery too: Artemis merges every setting that matches an address, and the broker's
+order decides ties (:func:`reprocess.policy.wildcard.artemis_iteration_order`), so the file keeps them all, in the
+same order. Elements about anything but redelivery and dead letters (paging, expiry, auto-creation...) are not
+policies' business: they are counted and named, not carried over; one spelled like a redelivery element but not
+quite (``<max-delivery-attempt>``, ``<Dead-Letter-Address>``: the schema the broker checks is case-sensitive) is
+an error, as it would stop the broker.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import textwrap
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementInclude
 
 import yaml
 
@@ -27,7 +31,9 @@ from reprocess.policy.config import PolicySet, parse_policies, policies_from_map
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts
 
 _LONG = re.compile(r"[+-]?[0-9]+")  # Long.parseLong / Integer.parseInt, ASCII digits
-_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")  # Double.parseDouble, decimal
+# what both the schema's xsd:double and Double.parseDouble take (the schema refuses Java's "1.5d", Java "INF")
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN")
+_XML_SPACE = " \t\r\n"  # what the schema's whitespace collapsing and Java's trim() both remove
 _NUMBERS = {"redelivery-delay": "long", "max-redelivery-delay": "long", "max-delivery-attempts": "int",
             "redelivery-delay-multiplier": "double", "redelivery-collision-avoidance-factor": "double"}
 DEAD_LETTER_ADDRESS = "dead-letter-address"
@@ -36,16 +42,18 @@ IMPORTED = (*_NUMBERS, DEAD_LETTER_ADDRESS)  # the elements that become policy s
 
 @dataclass
 class Imported:
-    """A policy file made from a ``broker.xml``: its YAML ``text``, the :class:`PolicySet` it reads as, the
-    elements not carried over (name: how many address settings had one) and the repeated matches left out."""
+    """A policy file made from a ``broker.xml``: its YAML ``text``, the :class:`PolicySet` it reads as, how many
+    address-setting elements were read, the elements not carried over (name: how many address settings had one)
+    and the repeated matches left out."""
 
     text: str
     policies: PolicySet
+    elements: int  # <address-setting> elements read
     not_carried: dict[str, int] = field(default_factory=dict)
     repeated: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"{len(self.policies.policies)} address settings -> {len(self.policies.policies)} artemis policies, "
+        lines = [f"{self.elements} address settings -> {len(self.policies.policies)} artemis policies, "
                  "in broker.xml order"]
         if self.repeated:
             lines.append("repeated match(es) left out, as Artemis ignores them: " + ", ".join(self.repeated))
@@ -64,7 +72,8 @@ class Imported:
 
 NO_CATCH_ALL = ("no address setting matches every address ('#'): the broker gives the other addresses its defaults "
                 "(10 deliveries, no dead-letter address), where a policy file quarantines their records "
-                "(UNKNOWN_ADDRESS); add a policy {match: '#', profile: artemis} for the broker's behaviour")
+                "(UNKNOWN_ADDRESS); add a policy {match: '#', profile: artemis, broker: false} for the broker's "
+                "behaviour (broker: false, as it is not one of the broker's settings, which decide its order on ties)")
 
 
 def _local(tag: Any) -> str:
@@ -72,34 +81,39 @@ def _local(tag: Any) -> str:
 
 
 def _text(element: ET.Element) -> str:
-    return "".join(element.itertext()).strip()
+    return "".join(element.itertext()).strip(_XML_SPACE)
 
 
 def _number(kind: str, text: str, where: dict[str, str]) -> int | float:
     if kind == "double":
         if not _DOUBLE.fullmatch(text):
-            raise ConfigError(f"{text!r} is not a decimal number (Artemis would refuse to start)", **where)
-        return float(text.rstrip("dDfF"))
+            raise ConfigError(f"{text!r} is not a decimal number (the broker would not start)", **where)
+        return float(text)
     if not _LONG.fullmatch(text):
-        raise ConfigError(f"{text!r} is not an integer (Artemis would refuse to start)", **where)
+        raise ConfigError(f"{text!r} is not an integer (the broker would not start)", **where)
     return int(text)
 
 
-def _check_wildcards(root: ET.Element, source: str) -> None:
-    """Policy files speak Artemis's default wildcard syntax; a broker configured with another one is refused."""
+def _check_wildcards(root: ET.Element, source: str) -> str | None:
+    """Policy files speak Artemis's default wildcard syntax: a broker configured with another one is refused.
+    Returns the literal-match markers, if set (two characters)."""
     defaults = {"delimiter": DELIMITER, "any-words": ANY_WORDS, "single-word": SINGLE_WORD}
-    for element in root.iter():
-        if _local(element.tag) == "wildcard-addresses":
-            for child in element:
-                name = _local(child.tag)
-                if name in defaults and _text(child) != defaults[name]:
-                    raise ConfigError(
-                        f"<wildcard-addresses> sets {name} to {_text(child)!r}: policy files use Artemis's default "
-                        "syntax ('.' between words, '#' any words, '*' one word); rewrite the matches in it",
-                        file=source, key=f"wildcard-addresses.{name}")
-        if _local(element.tag) == "literal-match-markers" and _text(element):
-            raise ConfigError("<literal-match-markers> is set: a literal match has no policy-file form",
-                              file=source, key="literal-match-markers")
+    syntax = next((e for e in root.iter() if _local(e.tag) == "wildcard-addresses"), None)  # Artemis reads the first
+    for child in syntax if syntax is not None else ():
+        name = _local(child.tag)
+        value = _text(child)[:1]  # Artemis takes the first character
+        if name in defaults and value != defaults[name]:
+            raise ConfigError(
+                f"<wildcard-addresses> sets {name} to {value!r}: policy files use Artemis's default syntax ('.' "
+                "between words, '#' any words, '*' one word); rewrite the matches in it", file=source,
+                key=f"wildcard-addresses.{name}")
+    markers = next((e for e in root.iter() if _local(e.tag) == "literal-match-markers"), None)
+    if markers is None:
+        return None
+    if len(_text(markers)) != 2:
+        raise ConfigError("<literal-match-markers> must be two characters (the broker would not start)",
+                          file=source, key="literal-match-markers")
+    return _text(markers)
 
 
 def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[str]) -> dict[str, Any]:
@@ -107,14 +121,19 @@ def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[s
     into ``not_carried``."""
     settings: dict[str, Any] = {}
     for child in setting:
-        name = _local(child.tag).lower()  # Artemis compares element names without case
+        name = _local(child.tag)
         if not name:
             continue  # a comment or processing instruction
+        key = {**where, "key": f"settings.{name}"}
         if name not in IMPORTED:
+            near = name.lower() if name.lower() in IMPORTED else next(iter(get_close_matches(name, IMPORTED, 1, 0.9)),
+                                                                      None)
+            if near:
+                raise ConfigError(f"<{name}> is not an element of address-setting (the broker would not start): "
+                                  f"<{near}>?", **key)
             not_carried[name] += 1
             continue
         text = _text(child)
-        key = {**where, "key": f"settings.{name}"}
         if "${" in text:
             raise ConfigError(f"<{name}> holds a ${{...}} property Artemis substitutes at start: give its value", **key)
         if name in settings:
@@ -123,46 +142,65 @@ def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[s
     return settings
 
 
+def _read(source: str) -> ET.Element:
+    """The document, its XIncludes resolved relative to the file (Artemis's parser is XInclude-aware: its
+    documentation keeps address settings in a file of their own this way)."""
+    try:
+        root = ET.parse(source).getroot()
+        ElementInclude.include(root, base_url=str(Path(source).resolve()))
+    except ET.ParseError as exc:
+        raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
+    except ElementInclude.FatalIncludeError as exc:
+        raise ConfigError(f"an XInclude failed: {exc}", file=source) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {exc.filename or source}: {exc.strerror}", file=source) from exc
+    return root
+
+
+def _check_match(match: str, markers: str | None, where: dict[str, str]) -> None:
+    if markers and len(match) > 1 and match[0] == markers[0] and match[-1] == markers[1]:
+        raise ConfigError(f"a literal match (between the <literal-match-markers> {markers!r}) has no policy-file "
+                          "form", **where, key="match")
+    if "${" in match:
+        raise ConfigError("the match holds a ${...} property Artemis substitutes at start: give its value",
+                          **where, key="match")
+    if not artemis_accepts(match):
+        raise ConfigError("Artemis refuses this match ('#' anywhere but at the end): the broker would not start",
+                          **where, key="match")
+    if "::" in match:
+        raise ConfigError("a fully qualified queue name: Artemis applies the setting to the address before '::'; "
+                          "write that address", **where, key="match")
+
+
 def import_broker_xml(path: str | Path) -> Imported:
     """The address settings of the Artemis ``broker.xml`` at ``path`` as a policy file (module docstring)."""
     source = str(path)
-    try:
-        root = ET.parse(source).getroot()
-    except ET.ParseError as exc:
-        raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
-    _check_wildcards(root, source)
+    root = _read(source)
+    markers = _check_wildcards(root, source)
     block = next((e for e in root.iter() if _local(e.tag) == "address-settings"), None)
     if block is None:
         raise ConfigError("no <address-settings> element: nothing to import", file=source)
     policies: list[dict[str, Any]] = []
-    seen: set[str] = set()
     repeated: list[str] = []
     not_carried: Counter[str] = Counter()
-    for n, setting in enumerate(e for e in block.iter() if _local(e.tag) == "address-setting"):
+    elements = [e for e in block.iter() if _local(e.tag) == "address-setting"]
+    for n, setting in enumerate(elements):
         match = setting.get("match")
         if match is None:
             raise ConfigError(f"address-setting #{n + 1} has no match attribute", file=source)
         where = {"file": source, "policy": match}
-        if "${" in match:
-            raise ConfigError("the match holds a ${...} property Artemis substitutes at start: give its value",
-                              **where, key="match")
-        if not artemis_accepts(match):
-            raise ConfigError("Artemis refuses this match ('#' anywhere but at the end): the broker would not start",
-                              **where, key="match")
-        if match in seen:
+        _check_match(match, markers, where)
+        settings = _settings(setting, where, not_carried)  # checked even when repeated, as Artemis parses it first
+        if any(p["match"] == match for p in policies):
             repeated.append(match)
             continue
-        seen.add(match)
-        settings = _settings(setting, where, not_carried)
         policies.append({"match": match, "profile": "artemis", "settings": settings})
     if not policies:
         raise ConfigError("<address-settings> holds no <address-setting>: nothing to import", file=source)
     policy_set = policies_from_mapping({"policies": policies}, source=source)  # errors name broker.xml and the match
     text = _render(source, policies, not_carried)
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
-    return Imported(text, policy_set, dict(not_carried), repeated)
+    return Imported(text, policy_set, len(elements), dict(not_carried), repeated)
 
 
 def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[str]) -> str:

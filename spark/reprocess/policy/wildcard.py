@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection
+from itertools import groupby
 
 ANY_WORDS = "#"
 SINGLE_WORD = "*"
@@ -146,8 +147,9 @@ def precedence(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
     Patterns the comparator calls equal (``a.*.#`` and ``*.b.#``, both matching ``a.b``) come in file order, but
     for those whose indexes are in ``broker``, the address settings of one Artemis broker in its ``broker.xml``'s
     order: Artemis's sort is stable, so among them the order its repository iterates them in decides
-    (:func:`artemis_iteration_order`). They fill the places they hold in the file in that order; the others keep
-    theirs.
+    (:func:`artemis_iteration_order`). In each group of equal patterns they take the places the group's members of
+    ``broker`` hold in the file, in that order; the others keep theirs. So a tie between a broker's pattern and
+    another (a policy of another profile) depends on no pattern outside the group.
     """
 
     def key(x: int) -> tuple[int, int, tuple[bool, ...], int]:
@@ -159,21 +161,18 @@ def precedence(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
             return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(p)
         return 0, 0, (), len(p)
 
-    place = tie_order(patterns, broker)
-    return sorted(range(len(patterns)), key=lambda x: (key(x), place[x]))
-
-
-def tie_order(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
-    """Each pattern's place among the patterns it ties with (:func:`precedence`): its index in the file, except
-    that the patterns in ``broker`` exchange their places so as to come in the order an Artemis broker iterates
-    them."""
-    place = list(range(len(patterns)))
+    order = sorted(range(len(patterns)), key=lambda x: (key(x), x))
     members = sorted(broker)
     iterated = artemis_iteration_order([patterns[i] for i in members])
-    if iterated is not None:
-        for slot, n in zip(members, iterated, strict=True):
-            place[members[n]] = slot
-    return place
+    if iterated is None:
+        return order
+    rank = {members[n]: r for r, n in enumerate(iterated)}
+    out: list[int] = []
+    for _, tied in groupby(order, key=key):
+        group = list(tied)
+        ranked = iter(sorted((x for x in group if x in rank), key=rank.__getitem__))
+        out.extend(next(ranked) if x in rank else x for x in group)
+    return out
 
 
 def artemis_accepts(pattern: str) -> bool:
@@ -185,7 +184,7 @@ def artemis_accepts(pattern: str) -> bool:
 def _java_hash(key: str) -> int:
     """``HashMap.hash`` of a Java string: its ``hashCode`` (UTF-16 units), high half folded into the low half."""
     h = 0
-    units = key.encode("utf-16-be")
+    units = key.encode("utf-16-be", "surrogatepass")  # Java strings may hold a lone surrogate
     for k in range(0, len(units), 2):
         h = (31 * h + (units[k] << 8 | units[k + 1])) & 0xFFFFFFFF
     return h ^ (h >> 16)
@@ -236,10 +235,12 @@ def artemis_iteration_order(patterns: list[str]) -> list[int] | None:
     ``FileConfigurationParser`` puts the address settings into the configuration's ``HashMap`` in file order;
     ``ActiveMQServerImpl.deployAddressSettingsFromConfiguration`` adds them to the repository in that map's order,
     and ``addMatch`` puts the wildcard ones into the ``HashMap`` ``wildcardMatches``, whose ``values()`` stream
-    ``getMatches`` sorts, stably, by ``MatchComparator`` (Artemis 2.32 and later; before, the matching patterns
-    were copied into a new ``HashMap`` first, which iterates in the same order while the broker has at most 12
-    wildcard address settings). The order holds for a policy file that lists the broker's address settings, or
-    for one that leaves some out while both have at most 12 of them (the maps then have the same 16 bins)."""
+    ``getMatches`` sorts, stably, by ``MatchComparator`` (Artemis 2.32 and later). This is the order of a broker
+    started from that ``broker.xml``: one that reloaded a changed file keeps its maps' larger tables, and address
+    settings added through management come after. It holds for a policy file that lists the broker's address
+    settings in its order, or leaves some out while the maps keep their sizes (at most 12 settings either way: 16
+    bins). Before 2.32 Artemis copied the matching patterns (and an exact match) into a new ``HashMap`` and sorted
+    that: the same order while that map has its 16 bins."""
     configured = _hash_map_order(patterns)
     if configured is None:
         return None
@@ -247,12 +248,14 @@ def artemis_iteration_order(patterns: list[str]) -> list[int] | None:
     iterated = _hash_map_order([patterns[n] for n in wild])
     if iterated is None:
         return None
-    plain = [n for n in range(len(patterns)) if n not in set(wild)]
+    taken = set(wild)
+    plain = [n for n in range(len(patterns)) if n not in taken]
     return [wild[k] for k in iterated] + plain
 
 
 def most_specific(patterns: list[str], address: str) -> int | None:
-    """Index in ``patterns`` of the most specific pattern matching ``address``, or ``None``."""
+    """Index in ``patterns`` of the most specific pattern matching ``address``, or ``None``; ties in file order
+    (:meth:`PolicySet.resolve_index` breaks an Artemis broker's as the broker does)."""
     for i in precedence(patterns):
         if matches(patterns[i], address):
             return i
