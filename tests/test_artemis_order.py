@@ -83,8 +83,7 @@ def test_ties_among_artemis_patterns_break_as_the_broker_breaks_them():
     assert differ > 0  # the broker's order is not the file's on some of them
 
 
-
-def test_a_policy_file_orders_its_broker_settings_as_the_broker_among_policies_that_are_not(tmp_path):
+def test_a_policy_file_orders_its_broker_settings_as_the_broker_among_policies_that_are_not():
     """A file holding a broker's twelve address settings, a '#' added with ``broker: false`` (a thirteenth setting
     would double the broker's map and change its order) and a policy of another profile: the broker's settings
     matching each address come in the JVM's order."""

@@ -420,6 +420,7 @@ def test_broker_false_is_for_artemis_policies_and_a_lone_surrogate_is_no_crash()
     with pytest.raises(ConfigError) as caught:
         policies_from_mapping({"policies": [{"match": "#", "profile": "stepped", "broker": False}]})
     assert caught.value.key == "broker"
+    assert "only artemis policies" in caught.value.message
     with pytest.raises(ConfigError, match="true or false"):
         policies_from_mapping({"policies": [{"match": "#", "profile": "artemis", "broker": "no"}]})
     ps = policies_from_mapping({"policies": [{"match": "a\ud800.#", "profile": "artemis"},

@@ -106,7 +106,7 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
 
 @pytest.mark.parametrize(("change", "message", "where"), [
     (("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>${delay}</redelivery-delay>"),
-     "property", ("shop.#", "settings.redelivery-delay")),
+     "--property", ("shop.#", "settings.redelivery-delay")),
     (("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>2_000</redelivery-delay>"),
      "not an integer", ("shop.#", "settings.redelivery-delay")),
     (("<redelivery-delay-multiplier>2.5</redelivery-delay-multiplier>",
@@ -114,7 +114,7 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
      "not a decimal number", ("shop.#", "settings.redelivery-delay-multiplier")),
     (("<redelivery-delay-multiplier>2.5</redelivery-delay-multiplier>",  # the broker takes NaN; a policy does not
       "<redelivery-delay-multiplier>NaN</redelivery-delay-multiplier>"),
-     "", ("shop.#", "settings.redelivery-delay-multiplier")),
+     "finite", ("shop.#", "settings.redelivery-delay-multiplier")),
     (("<dead-letter-address> shop.dlq </dead-letter-address>", "<Dead-Letter-Address>x</Dead-Letter-Address>"),
      "<dead-letter-address>?", ("shop.#", "settings.Dead-Letter-Address")),
     (("<max-delivery-attempts>3</max-delivery-attempts>", "<max-delivery-attempt>3</max-delivery-attempt>"),
@@ -186,3 +186,59 @@ def test_the_cli_writes_a_policy_file_that_schedule_reads(tmp_path, capsys):
     capsys.readouterr()
     assert main(["policies", "import", str(xml)]) == 0
     assert capsys.readouterr().out == out.read_text(encoding="utf-8")
+
+
+def test_properties_take_the_values_given_or_their_defaults_as_the_broker_substitutes_them(tmp_path):
+    """Artemis replaces ``${name}`` and ``${name:default}`` in the whole file before it parses it; an include's
+    href usually names its folder so (``${artemis.instance.etc}``)."""
+    text = BROKER.replace("<redelivery-delay>+2000</redelivery-delay>", "<redelivery-delay>${delay}</redelivery-delay>")
+    text = text.replace("<max-delivery-attempts>3</max-delivery-attempts>",
+                        "<max-delivery-attempts>${attempts : 4}</max-delivery-attempts>")
+    path = _write(tmp_path, text)
+    ps = import_broker_xml(path, {"delay": "750"}).policies
+    assert ps.policies[1].settings.redelivery_delay == 750
+    assert ps.policies[3].settings.max_delivery_attempts == 4  # the default
+    given = import_broker_xml(path, {"delay": "1", "attempts": "9"}).policies
+    assert given.policies[3].settings.max_delivery_attempts == 9
+    assert main(["policies", "import", str(path), "--property", "delay=5", "--property", "attempts=2"]) == 0
+
+
+def test_an_include_is_read_relative_to_its_file_whatever_its_folder_is_called(tmp_path):
+    """A folder named with a '#' (a URL's fragment) or a space; an href naming its folder by a property; an href
+    that is no file is refused; a broken included file is named."""
+    settings = BROKER[BROKER.index("<address-settings>"):BROKER.index("</address-settings>") + 19]
+    folder = tmp_path / "etc #1 a"
+    (folder / "conf").mkdir(parents=True)
+    (folder / "conf" / "settings.xml").write_text(
+        settings.replace("<address-settings>", '<address-settings xmlns="urn:activemq:core">'), encoding="utf-8")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "settings.xml").write_text("<address-settings/>", encoding="utf-8")  # not this one
+    including = BROKER.replace(settings, '<xi:include href="conf/settings.xml"/>').replace(
+        "<configuration ", '<configuration xmlns:xi="http://www.w3.org/2001/XInclude" ')
+    imported = import_broker_xml(_write(folder, including))
+    assert [p.match for p in imported.policies.policies] == ["*.eu.#", "shop.#", "shop.audit", "#"]
+    plain = tmp_path / "plain"
+    (plain / "conf").mkdir(parents=True)
+    (plain / "conf" / "settings.xml").write_text((folder / "conf" / "settings.xml").read_text(encoding="utf-8"),
+                                                 encoding="utf-8")
+    by_property = _write(folder, including.replace('href="conf/', 'href="${etc}/conf/'), "by-property.xml")
+    assert len(import_broker_xml(by_property, {"etc": str(plain)}).policies.policies) == 4  # an absolute path
+    with pytest.raises(ConfigError, match="--property"):
+        import_broker_xml(by_property)
+    with pytest.raises(ConfigError, match="is not a file"):
+        import_broker_xml(_write(folder, including.replace('href="conf/settings.xml"', 'href="http://x/s.xml"'),
+                                 "remote.xml"))
+    (folder / "conf" / "broken.xml").write_text("<address-settings>", encoding="utf-8")
+    with pytest.raises(ConfigError, match="broken.xml"):
+        import_broker_xml(_write(folder, including.replace("settings.xml", "broken.xml"), "broken-main.xml"))
+
+
+def test_the_cli_says_why_it_cannot_write_and_leaves_no_temporary_file(tmp_path, capsys):
+    xml = _write(tmp_path, BROKER)
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    assert main(["policies", "import", str(xml), "--out", str(tmp_path / "a-file" / "policies.yaml")]) == 3
+    assert "cannot make its folder" in capsys.readouterr().err
+    out = tmp_path / "out" / "policies.yaml"
+    assert main(["policies", "import", str(xml), "--out", str(out)]) == 0
+    assert main(["policies", "import", str(xml), "--out", str(out)]) == 3
+    assert sorted(p.name for p in out.parent.iterdir()) == ["policies.yaml"]

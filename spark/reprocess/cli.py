@@ -13,6 +13,7 @@ Exit codes come from the error classes in :mod:`reprocess.errors`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -426,8 +427,10 @@ def _add_policies_commands(sub: Any) -> None:
         "auto-creation) are named on stderr and not carried over, unchecked. A carried-over value the broker "
         "would not start with or a policy file cannot hold, an element misspelling one of them, a ${...} "
         "property in one, a literal or fully qualified match, or a non-default wildcard syntax is a "
-        "configuration error. XIncludes are followed.",
+        "configuration error. XIncludes are followed (relative to the including file; Artemis resolves them against "
+        "its working directory).",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
+        "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
     p.add_argument("broker_xml", metavar="BROKER_XML", help="the broker's broker.xml")
@@ -435,13 +438,23 @@ def _add_policies_commands(sub: Any) -> None:
                    help="the policy file to write (replaced atomically; refused if it exists, unless --force); "
                    "default: standard output")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--property", metavar="KEY=VALUE", type=_property, action="append", default=[],
+                   help="a system property of the broker, for ${KEY} in the file (repeatable; ${KEY:default} "
+                   "takes its default without one)")
     p.set_defaults(func=cmd_policies_import)
+
+
+def _property(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def cmd_policies_import(args: argparse.Namespace) -> int:
     from reprocess.policy.importer import import_broker_xml
 
-    imported = import_broker_xml(args.broker_xml)
+    imported = import_broker_xml(args.broker_xml, dict(args.property))
     if args.out is None:
         sys.stdout.write(imported.text)
     else:
@@ -453,23 +466,46 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
 def _publish(out: Path, text: str, replace: bool) -> None:
     """Write ``text`` to ``out`` whole or not at all: a temporary file beside it, synced, then renamed over it
     (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    import tempfile
+
+    if out.name in ("", ".", ".."):
+        raise ConfigError("not a file name", file=str(out))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
+    except OSError as exc:
+        raise ConfigError(f"cannot make its folder: {exc.strerror}", file=str(out)) from exc
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         if replace:
             os.replace(tmp, out)
         else:
-            os.link(tmp, out)
-    except FileExistsError:
-        raise ConfigError("exists; give --force to replace it", file=str(out)) from None
+            try:
+                os.link(tmp, out)
+            except FileExistsError:
+                raise ConfigError("exists; give --force to replace it", file=str(out)) from None
+        dir_fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     except OSError as exc:
         raise ConfigError(f"cannot write: {exc.strerror}", file=str(out)) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 _PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. Listing needs "

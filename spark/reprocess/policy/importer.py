@@ -18,10 +18,13 @@ import re
 import textwrap
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 from xml.etree import ElementInclude
 
 import yaml
@@ -135,25 +138,77 @@ def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[s
             continue
         text = _text(child)
         if "${" in text:
-            raise ConfigError(f"<{name}> holds a ${{...}} property Artemis substitutes at start: give its value", **key)
+            raise ConfigError(f"<{name}> holds a ${{...}} property the broker substitutes: give its value (--property)",
+                              **key)
         if name in settings:
             raise ConfigError(f"<{name}> is given twice in one address-setting", **key)
         settings[name] = text if name == DEAD_LETTER_ADDRESS else _number(_NUMBERS[name], text, key)
     return settings
 
 
-def _read(source: str) -> ET.Element:
-    """The document, its XIncludes resolved relative to the file (Artemis's parser is XInclude-aware: its
-    documentation keeps address settings in a file of their own this way)."""
+_PROPERTY = re.compile(r"\$\{([^}]*)\}")
+
+
+def substitute(text: str, properties: Mapping[str, str]) -> str:
+    """``${name}`` and ``${name:default}`` replaced as Artemis replaces them when it reads a ``broker.xml``
+    (``XMLUtil.replaceSystemPropsInString``): the value given for ``name`` (the broker's system property, here
+    ``properties``), else the default after ``:``. A property with neither is left as written, so that a setting
+    holding one is an error that names it (the broker would read the JVM's property, else an empty string)."""
+
+    def value(m: re.Match[str]) -> str:
+        name, colon, default = m.group(1).strip().partition(":")
+        name = name.strip()
+        if name in properties:
+            return properties[name]
+        return default.strip() if colon else m.group(0)
+
+    return _PROPERTY.sub(value, text)
+
+
+def _loader(source: str, properties: Mapping[str, str]) -> Callable[..., Any]:
+    """ElementInclude's loader for a ``broker.xml``'s XIncludes: files only (``file:`` URLs or paths relative to the
+    including file), their properties substituted as the broker's are, every failure a :class:`ConfigError`."""
+
+    def load(href: str, parse: str, encoding: str | None = None) -> Any:
+        parts = urlsplit(href)
+        if parts.scheme != "file":
+            raise ConfigError(f"the XInclude {href!r} is not a file", file=source)
+        if "${" in href:
+            raise ConfigError(f"the XInclude {href!r} holds a ${{...}} property: give its value (--property)",
+                              file=source)
+        path = url2pathname(parts.path)
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+            if parse == "xml":
+                return ET.fromstring(substitute(raw.decode("utf-8"), properties))
+            return substitute(raw.decode(encoding or "utf-8"), properties)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the XInclude {path}: {exc.strerror}", file=source) from exc
+        except (UnicodeError, LookupError) as exc:
+            raise ConfigError(f"cannot decode the XInclude {path}: {exc}", file=source) from exc
+        except ET.ParseError as exc:
+            raise ConfigError(f"not well-formed XML in the XInclude {path}: {exc}", file=source) from exc
+
+    return load
+
+
+def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
+    """The document, its properties substituted (:func:`substitute`) and its XIncludes resolved relative to it
+    (Artemis's parser is XInclude-aware: its documentation keeps address settings in a file of their own so)."""
     try:
-        root = ET.parse(source).getroot()
-        ElementInclude.include(root, base_url=str(Path(source).resolve()))
+        with open(source, "rb") as fh:
+            raw = fh.read()
+        root = ET.fromstring(substitute(raw.decode("utf-8"), properties))
+        ElementInclude.include(root, loader=_loader(source, properties), base_url=Path(source).resolve().as_uri())
     except ET.ParseError as exc:
         raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
+    except UnicodeError as exc:
+        raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
     except ElementInclude.FatalIncludeError as exc:
         raise ConfigError(f"an XInclude failed: {exc}", file=source) from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read {exc.filename or source}: {exc.strerror}", file=source) from exc
+        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
     return root
 
 
@@ -162,20 +217,21 @@ def _check_match(match: str, markers: str | None, where: dict[str, str]) -> None
         raise ConfigError(f"a literal match (between the <literal-match-markers> {markers!r}) has no policy-file "
                           "form", **where, key="match")
     if "${" in match:
-        raise ConfigError("the match holds a ${...} property Artemis substitutes at start: give its value",
-                          **where, key="match")
-    if not artemis_accepts(match):
-        raise ConfigError("Artemis refuses this match ('#' anywhere but at the end): the broker would not start",
+        raise ConfigError("the match holds a ${...} property the broker substitutes: give its value (--property)",
                           **where, key="match")
     if "::" in match:
         raise ConfigError("a fully qualified queue name: Artemis applies the setting to the address before '::'; "
                           "write that address", **where, key="match")
+    if not artemis_accepts(match):
+        raise ConfigError("Artemis refuses this match ('#' anywhere but at the end): the broker would not start",
+                          **where, key="match")
 
 
-def import_broker_xml(path: str | Path) -> Imported:
-    """The address settings of the Artemis ``broker.xml`` at ``path`` as a policy file (module docstring)."""
+def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> Imported:
+    """The address settings of the Artemis ``broker.xml`` at ``path`` as a policy file (module docstring), its
+    ``${...}`` properties given values by ``properties`` (the broker's system properties)."""
     source = str(path)
-    root = _read(source)
+    root = _read(source, properties or {})
     markers = _check_wildcards(root, source)
     block = next((e for e in root.iter() if _local(e.tag) == "address-settings"), None)
     if block is None:

@@ -240,7 +240,8 @@ def artemis_iteration_order(patterns: list[str]) -> list[int] | None:
     settings added through management come after. It holds for a policy file that lists the broker's address
     settings in its order, or leaves some out while the maps keep their sizes (at most 12 settings either way: 16
     bins). Before 2.32 Artemis copied the matching patterns (and an exact match) into a new ``HashMap`` and sorted
-    that: the same order while that map has its 16 bins."""
+    that: the same order while both that map and the broker's wildcard map have 16 bins (at most 12 entries
+    each)."""
     configured = _hash_map_order(patterns)
     if configured is None:
         return None
