@@ -1,15 +1,16 @@
 """A policy file from an Artemis ``broker.xml``: its address settings as ``artemis`` policies, in its order.
 
-Read as a broker reads a ``broker.xml`` it starts with: XIncludes resolved, the first ``<address-settings>``
-element anywhere in the document, each ``<address-setting match="...">`` under it in document order, values
-trimmed of XML whitespace, a repeated ``match`` kept at its first occurrence (Artemis checks and then ignores the
-later ones), an empty ``<dead-letter-address/>`` meaning none. Every address setting becomes a policy, the ones
-that set nothing about redelivery too: Artemis merges every setting that matches an address, and the broker's
-order decides ties (:func:`reprocess.policy.wildcard.artemis_iteration_order`), so the file keeps them all, in the
-same order. Elements about anything but redelivery and dead letters (paging, expiry, auto-creation...) are not
-policies' business: they are counted and named, not carried over; one spelled like a redelivery element but not
-quite (``<max-delivery-attempt>``, ``<Dead-Letter-Address>``: the schema the broker checks is case-sensitive) is
-an error, as it would stop the broker.
+Read as a broker reads a ``broker.xml`` it starts with: as UTF-8 text (Artemis reads it in the platform's charset)
+whose ``${...}`` properties are given their values (:func:`substitute`), XIncludes resolved, the first
+``<address-settings>`` element anywhere in the document, each ``<address-setting match="...">`` under it in document
+order, values trimmed of XML whitespace, a repeated ``match`` kept at its first occurrence (Artemis checks and then
+ignores the later ones), an empty ``<dead-letter-address/>`` meaning none. Every address setting becomes a policy,
+the ones that set nothing about redelivery too: Artemis merges every setting that matches an address, and the
+broker's order decides ties (:func:`reprocess.policy.wildcard.artemis_iteration_order`), so the file keeps them all,
+in the same order. Elements about anything but redelivery and dead letters (paging, expiry, auto-creation...) are
+not policies' business: they are counted and named, not carried over; one spelled like a redelivery element but not
+quite (``<max-delivery-attempt>``, ``<Dead-Letter-Address>``: the schema the broker checks is case-sensitive) is an
+error, as it would stop the broker.
 """
 
 from __future__ import annotations
