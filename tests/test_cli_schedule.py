@@ -127,3 +127,29 @@ def test_redrive_of_a_warehouse_nothing_was_committed_to_exits_3_and_creates_not
     assert proc.returncode == 3, proc.stderr
     assert f"warehouse {typo} has no committed run" in proc.stderr
     assert not typo.exists()
+
+
+def test_a_tie_on_specificity_is_shown_with_what_broke_it(tmp_path, capsys):
+    """``shop.#`` and ``*.eu.#`` are equally specific for ``shop.eu.cart``. Both artemis: the broker's order takes
+    ``shop.#`` (tests/test_artemis_order.py) whichever the file gives first; neither: the file's order; one: the
+    broker's settings keep their places. The preview says which; an address only one of them matches has no tie."""
+    def report(first: str, second: str, *addresses: str) -> dict:
+        config = tmp_path / "tie.yaml"
+        config.write_text(f"""policies:
+  - {{match: "*.eu.#", profile: {first}, settings: {{}}}}
+  - {{match: "shop.#", profile: {second}, settings: {{}}}}
+""", encoding="utf-8")
+        assert main(["schedule", "--config", str(config), *(a for x in addresses for a in ("--address", x)),
+                     "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    keys = ("policy", "tied_with", "tie_broken_by")
+    out = report("artemis", "artemis", "shop.eu.cart", "news.eu.x")
+    assert [out["shop.eu.cart"][k] for k in keys] == ["shop.#", ["*.eu.#"], "broker"]
+    assert "tied_with" not in out["news.eu.x"]
+    out = report("stepped", "stepped", "shop.eu.cart")
+    assert [out["shop.eu.cart"][k] for k in keys] == ["*.eu.#", ["shop.#"], "file"]
+    out = report("artemis", "stepped", "shop.eu.cart")
+    assert [out["shop.eu.cart"][k] for k in keys] == ["*.eu.#", ["shop.#"], "both"]
+    assert main(["schedule", "--config", str(tmp_path / "tie.yaml"), "--address", "shop.eu.cart"]) == 0
+    assert "(ties on specificity with 'shop.#'; it comes first as the broker's settings" in capsys.readouterr().out

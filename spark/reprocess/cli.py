@@ -929,8 +929,16 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
         merged_from = policies.merged_from(address)
         if merged_from:
             entry["merged_from"] = merged_from
+        tie = policies.tie(address)
+        if tie:
+            entry["tied_with"], entry["tie_broken_by"] = tie
         out[address] = entry
     return out
+
+
+_TIE_BROKEN_BY = {"broker": "first in the order an Artemis broker with these address settings gives them",
+                  "file": "first in the file",
+                  "both": "first as the broker's settings take the broker's order in the places they hold in the file"}
 
 
 def _render_table(report: dict[str, Any]) -> str:
@@ -947,6 +955,9 @@ def _render_table(report: dict[str, Any]) -> str:
         if "merged_from" in entry:
             lines.append("  (settings it leaves out merged from " + ", ".join(map(repr, entry["merged_from"]))
                          + ", as Artemis merges address settings)")
+        if "tied_with" in entry:
+            lines.append("  (ties on specificity with " + ", ".join(map(repr, entry["tied_with"])) + "; it comes "
+                         + _TIE_BROKEN_BY[entry["tie_broken_by"]] + ")")
         if "jitter_seed" in entry:
             lines.append(f"  (jittered; seeded by message id {entry['jitter_seed']!r} and delivery number)")
         lines.append(f"  {'failed delivery':>15}  {'action':<11}  {'then wait':>14}  {'elapsed':>14}")

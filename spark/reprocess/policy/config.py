@@ -239,6 +239,22 @@ class PolicySet:
                 settled |= gives
         return out
 
+    def tie(self, address: str) -> tuple[list[str], str] | None:
+        """The patterns matching ``address`` that precedence calls equal to the one it takes, in the order after it,
+        and what broke the tie: ``"broker"`` (all are the broker's settings: its order), ``"file"`` (none are: file
+        order) or ``"both"`` (the broker's settings in its order, in the places they hold in the file); ``None``
+        when there is no tie."""
+        patterns = [p.match for p in self.policies]
+        order = [i for i in self.precedence if wildcard.matches(patterns[i], address)]
+        if not order:
+            return None
+        tied = [i for i in order[1:] if wildcard.specificity(patterns[i]) == wildcard.specificity(patterns[order[0]])]
+        if not tied:
+            return None
+        members = {order[0], *tied} & set(self.broker)
+        by = "broker" if len(members) == len(tied) + 1 else "file" if not members else "both"
+        return [patterns[i] for i in tied], by
+
     def resolve(self, address: str) -> Policy | None:
         """The policy for ``address`` (its settings merged), or ``None`` when no pattern matches (no ``#``)."""
         i = self.resolve_index(address)

@@ -132,6 +132,17 @@ def _compare(a: str, b: str) -> int:
     return len(a) - len(b)
 
 
+def specificity(pattern: str) -> tuple[int, int, tuple[bool, ...], int]:
+    """The sort key of :func:`precedence`, lowest first: two patterns that can match one address have equal keys
+    exactly when Artemis's ``MatchComparator`` calls them equal."""
+    if ANY_WORDS in pattern:
+        return 2, 0, (), -len(pattern)  # the longer string first
+    if SINGLE_WORD in pattern:
+        words = pattern.split(DELIMITER)
+        return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(pattern)
+    return 0, 0, (), len(pattern)
+
+
 def precedence(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
     """Indexes of ``patterns``, most specific first.
 
@@ -153,13 +164,7 @@ def precedence(patterns: list[str], broker: Collection[int] = ()) -> list[int]:
     """
 
     def key(x: int) -> tuple[int, int, tuple[bool, ...], int]:
-        p = patterns[x]
-        if ANY_WORDS in p:
-            return 2, 0, (), -len(p)  # the longer string first
-        if SINGLE_WORD in p:
-            words = p.split(DELIMITER)
-            return 1, len(words), tuple(w == SINGLE_WORD for w in words), len(p)
-        return 0, 0, (), len(p)
+        return specificity(patterns[x])
 
     order = sorted(range(len(patterns)), key=lambda x: (key(x), x))
     members = sorted(broker)
