@@ -468,6 +468,8 @@ def _publish(out: Path, text: str, replace: bool) -> None:
     (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile."""
     import tempfile
 
+    from reprocess.storage.commit import fsync_dir
+
     if out.name in ("", ".", ".."):
         raise ConfigError("not a file name", file=str(out))
     try:
@@ -489,11 +491,7 @@ def _publish(out: Path, text: str, replace: bool) -> None:
                 os.link(tmp, out)
             except FileExistsError:
                 raise ConfigError("exists; give --force to replace it", file=str(out)) from None
-        dir_fd = os.open(out.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(out.parent)
     except OSError as exc:
         raise ConfigError(f"cannot write: {exc.strerror}", file=str(out)) from exc
     finally:

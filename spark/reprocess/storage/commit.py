@@ -432,8 +432,8 @@ class Warehouse:
         if not self.snapshots_dir.is_dir():
             self.snapshots_dir.mkdir(parents=True, exist_ok=True)
             # a new warehouse's _snapshots/ is an entry in its root, and the root (made by the lock) in its parent
-            _fsync_dir(self.root)
-            _fsync_dir(self.root.parent)
+            fsync_dir(self.root)
+            fsync_dir(self.root.parent)
         final = self.snapshots_dir / snapshot_name(new.version)
         tmp = self.snapshots_dir / f".{new.version}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -446,7 +446,7 @@ class Warehouse:
             raise commit_conflict(final.name, base) from exc
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(self.snapshots_dir)
+        fsync_dir(self.snapshots_dir)
         log.info("committed snapshot version=%s runs=%s", new.version, len(new.runs))
 
     # -- publishing staged files ---------------------------------------------------------------
@@ -550,7 +550,7 @@ class Warehouse:
     def remove_record(self, location: str | Path) -> None:
         """Delete the file ``location`` for good: the unlink synced into its folder (:func:`abandon_prepared`)."""
         Path(location).unlink()
-        _fsync_dir(Path(location).parent)
+        fsync_dir(Path(location).parent)
 
     def _fsync_up(self, *folders: Path) -> None:
         """Sync each of ``folders`` and each folder above them up to the root, once each: a folder made since is an
@@ -564,7 +564,7 @@ class Warehouse:
                 continue
             todo.update(self.root / d for d in (rel, *rel.parents))
         for folder in sorted(todo):
-            _fsync_dir(folder)
+            fsync_dir(folder)
 
     # -- the writer lock -----------------------------------------------------------------------
     @contextmanager
@@ -663,7 +663,8 @@ def _fsync_file(path: Path) -> None:
 _NO_DIR_FSYNC = {errno.EBADF, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make the entries of folder ``path`` (a file renamed or linked into it) durable, where its filesystem can."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -683,7 +684,7 @@ def _fsync_tree(folder: Path) -> None:
     for dirpath, _dirs, files in sorted(os.walk(folder), key=lambda w: -w[0].count(os.sep)):
         for name in files:
             _fsync_file(Path(dirpath) / name)
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
 def _prune_empty_dirs(base: Path) -> None:
