@@ -211,12 +211,16 @@ class PolicySet:
                 file=self.source, policy=p.match, key="settings")
         return out
 
+    def _matching(self, address: str) -> list[int]:
+        """Indexes of the policies whose pattern matches ``address``, most specific first (:attr:`precedence`)."""
+        return [i for i in self.precedence if wildcard.matches(self.policies[i].match, address)]
+
     def resolve_index(self, address: str) -> int | None:
         """Index in :attr:`effective` of the policy ``address`` takes, or ``None`` when no pattern matches."""
-        patterns = [p.match for p in self.policies]
-        base = next((i for i in self.precedence if wildcard.matches(patterns[i], address)), None)
-        if base is None:
+        matching = self._matching(address)
+        if not matching:
             return None
+        base, patterns = matching[0], [p.match for p in self.policies]
         for n, v in enumerate(self.variants):
             if v.base == base and v.applies(patterns, address):
                 return n
@@ -225,8 +229,7 @@ class PolicySet:
     def merged_from(self, address: str) -> list[str]:
         """The less specific ``artemis`` policies that give ``address`` a setting its own policy leaves out, most
         specific first (empty when its policy gives every setting, or is not an ``artemis`` policy)."""
-        patterns = [p.match for p in self.policies]
-        order = [i for i in self.precedence if wildcard.matches(patterns[i], address)]
+        order = self._matching(address)
         if not order or self.policies[order[0]].profile is not Profile.ARTEMIS:
             return []
         settled = set(self.policies[order[0]].gives)
@@ -244,10 +247,10 @@ class PolicySet:
         and what broke the tie: ``"broker"`` (all are the broker's settings: its order), ``"file"`` (none are: file
         order) or ``"both"`` (the broker's settings in its order, in the places they hold in the file); ``None``
         when there is no tie."""
-        patterns = [p.match for p in self.policies]
-        order = [i for i in self.precedence if wildcard.matches(patterns[i], address)]
+        order = self._matching(address)
         if not order:
             return None
+        patterns = [p.match for p in self.policies]
         tied = [i for i in order[1:] if wildcard.specificity(patterns[i]) == wildcard.specificity(patterns[order[0]])]
         if not tied:
             return None
