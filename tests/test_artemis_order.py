@@ -4,16 +4,11 @@ pattern with java.util.HashMap (tests/java/ArtemisSettingsOrder.java)."""
 from __future__ import annotations
 
 import pytest
+from tests.test_config import _addresses
 
 from reprocess.policy.wildcard import matches
 
 pytestmark = pytest.mark.jvm
-
-
-def _addresses_of(words: list[str], longest: int) -> list[str]:
-    from itertools import product
-
-    return [".".join(w) for n in range(1, longest + 1) for w in product(words, repeat=n)]
 
 
 def _artemis_java_order(cases: list[tuple[list[str], list[str]]]) -> list[list[list[str]]]:
@@ -49,7 +44,7 @@ def test_ties_among_artemis_patterns_break_as_the_broker_breaks_them():
 
     rnd = random.Random(5)
     words = ["Aa", "BB", "x", "*"]
-    addresses = _addresses_of(["Aa", "BB", "x"], 3)
+    addresses = _addresses(["Aa", "BB", "x"], 3)
     cases = []
     for _ in range(120):
         size = rnd.choice([2, 5, 12, 13, 25, 49, 70])
@@ -61,7 +56,7 @@ def test_ties_among_artemis_patterns_break_as_the_broker_breaks_them():
     # nine and ten patterns with one hash: a chain of nine in a table under 64 bins doubles it (``treeifyBin``)
     same_hash = [".".join([*w, "#"]) for w in product(["Aa", "BB"], repeat=4)]
     for n in (9, 10):
-        cases.append((["*.#", *same_hash[:n], "x.*"], _addresses_of(["Aa", "BB"], 4)))
+        cases.append((["*.#", *same_hash[:n], "x.*"], _addresses(["Aa", "BB"], 4)))
     assert artemis_iteration_order(same_hash[:11]) is None  # a tree bin: its order is not followed
     # exact settings grow the configuration's map past the wildcard map, so the wildcard map is filled in an order
     # other than the file's: here it puts ``*.#`` before ``x.#`` in one bin, and ``x.billing`` merges ``*.#`` first
@@ -69,7 +64,7 @@ def test_ties_among_artemis_patterns_break_as_the_broker_breaks_them():
                    "eu.eu.#", "*.*.#", "us.x.#", "orders", "orders.eu", "billing.billing.eu", "x", "us", "billing.eu.x",
                    "billing", "eu.eu", "x.x.x", "us.billing.billing", "orders.x.billing", "billing.us",
                    "orders.orders.orders", "orders.x.us", "orders.us", "us.us.orders"],
-                  _addresses_of(["orders", "billing", "eu", "us", "x"], 3)))
+                  _addresses(["orders", "billing", "eu", "us", "x"], 3)))
     expected = _artemis_java_order(cases)
     differ = 0
     for (patterns, some), orders in zip(cases, expected, strict=True):
@@ -90,7 +85,7 @@ def test_a_policy_file_orders_its_broker_settings_as_the_broker_among_policies_t
     from reprocess.policy.config import policies_from_mapping
 
     broker = ["*.f.#", "a.#", "b.#", "d.#", "d.f.#", "e.#", "e.c.#", "e.d.#", "e.e.#", "f.#", "f.c.#", "g.#"]
-    addresses = _addresses_of(list("abcdefg"), 3)
+    addresses = _addresses(list("abcdefg"), 3)
     [expected] = _artemis_java_order([(broker, addresses)])
     raw = [{"match": m, "profile": "artemis"} for m in broker]
     for extra in ([{"match": "#", "profile": "artemis", "broker": False}],

@@ -117,7 +117,8 @@ def test_precedence_picks_among_the_matching_patterns_as_artemis_sorts_them():
         assert most_specific(patterns, address) == artemis(patterns, address), (patterns, address)
 
 
-def _addresses(words: str, longest: int) -> list[str]:
+def _addresses(words: str | list[str], longest: int) -> list[str]:
+    """Every address of 1 to ``longest`` words, each one of ``words`` (characters of a string, or a list)."""
     from itertools import product
 
     return [".".join(w) for n in range(1, longest + 1) for w in product(words, repeat=n)]
