@@ -413,7 +413,7 @@ def test_a_folder_fsync_a_filesystem_does_not_offer_is_not_a_failed_run(tmp_path
     assert wh.latest().version == 1
     refuse["errno"] = errno.EIO
     with pytest.raises(OSError, match="Input/output error"):
-        commit._fsync_dir(wh.root)
+        commit.fsync_dir(wh.root)
 
 
 def test_a_partition_folder_named_like_a_parquet_file_is_published_file_by_file(tmp_path):
