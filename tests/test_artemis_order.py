@@ -4,6 +4,7 @@ pattern with java.util.HashMap (tests/java/ArtemisSettingsOrder.java)."""
 from __future__ import annotations
 
 import pytest
+from tests.java_program import run_java
 from tests.test_config import _addresses
 
 from reprocess.policy.wildcard import matches
@@ -15,19 +16,8 @@ def _artemis_java_order(cases: list[tuple[list[str], list[str]]]) -> list[list[l
     """For each (patterns in broker.xml order, addresses): the patterns matching each address in the order an
     Artemis broker merges them, computed by the JVM with Artemis's comparator and java.util.HashMap
     (tests/java/ArtemisSettingsOrder.java)."""
-    import os
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    java = (os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME")
-            else shutil.which("java"))
-    assert java, "no java: Spark needs one too"
-    source = Path(__file__).parent / "java" / "ArtemisSettingsOrder.java"
     text = "".join("\t".join(p) + "\n" + "\t".join(a) + "\n" for p, a in cases)
-    done = subprocess.run([java, str(source)], input=text, capture_output=True, text=True, encoding="utf-8",
-                          check=True, timeout=300)
-    lines = iter(done.stdout.split("\n"))
+    lines = iter(run_java("ArtemisSettingsOrder.java", text).split("\n"))
     return [[[m for m in next(lines).split("\t") if m] for _ in addresses] for _, addresses in cases]
 
 

@@ -140,6 +140,27 @@ def test_policy_resolution_in_spark_matches_python(spark):
     assert got == {a: ps.resolve_index(a) for a in addresses}
 
 
+def test_an_imported_activemq_xml_resolves_in_spark_as_activemq_chooses(spark, tmp_path):
+    """ActiveMQ takes ``*.eu`` for ``orders.eu`` where Artemis's rule takes ``orders.*``: the import adds an
+    ``orders.eu`` policy with ``*.eu``'s settings (tests/test_classic_import.py checks the choice against the JVM),
+    and the cycle's expressions resolve through it as the Python side does."""
+    from tests.test_classic_import import _plugin, _write
+
+    from reprocess.policy.classic import import_activemq_xml
+
+    ps = import_activemq_xml(_write(tmp_path, _plugin([
+        '<redeliveryPolicy queue="orders.*" maximumRedeliveries="1"/>',
+        '<redeliveryPolicy queue="*.eu" maximumRedeliveries="2"/>',
+        '<redeliveryPolicy queue="orders.>" maximumRedeliveries="3"/>']))).policies
+    addresses = ["orders.eu", "orders.us", "shop.eu", "orders", "orders.eu.x", "billing"]
+    df = spark.createDataFrame([(a,) for a in addresses], "address string")
+    got = {r.address: r.idx for r in df.select("address", policy_index_column(ps, F.col("address")).alias("idx"))
+           .collect()}
+    assert got == {a: ps.resolve_index(a) for a in addresses}
+    assert {a: ps.effective[got[a]].settings.maximum_redeliveries for a in addresses} == {  # type: ignore[union-attr]
+        "orders.eu": 2, "orders.us": 1, "shop.eu": 2, "orders": 3, "orders.eu.x": 3, "billing": 0}
+
+
 def test_a_tie_among_artemis_policies_resolves_in_spark_as_the_broker_does(spark):
     """``*.eu.#`` and ``shop.#`` tie in MatchComparator; a broker merges ``shop.#`` first for ``shop.eu.cart``
     (tests/test_artemis_order.py checks that order against the JVM), and so do the cycle's expressions."""

@@ -418,29 +418,38 @@ def _add_policies_commands(sub: Any) -> None:
                               description="Policy files from a broker's own configuration.")
     psub = policies.add_subparsers(dest="policies_command", required=True, metavar="SUBCOMMAND")
     p: argparse.ArgumentParser = psub.add_parser(
-        "import", help="an Artemis broker.xml's address settings as a policy file of artemis policies",
-        description="Write the address settings of an Artemis broker.xml as a policy file: one artemis policy per "
-        "<address-setting>, in the broker.xml's order (it decides ties, as in the broker), with its redelivery "
-        "and dead-letter settings (redelivery-delay, redelivery-delay-multiplier, max-redelivery-delay, "
-        "redelivery-collision-avoidance-factor, max-delivery-attempts, dead-letter-address). Settings left out "
-        "merge from less specific policies as Artemis merges them. Other elements (paging, expiry, "
+        "import", help="an Artemis broker.xml's address settings, or an ActiveMQ Classic activemq.xml's redelivery "
+        "plugin, as a policy file",
+        description="Write a broker's redelivery configuration as a policy file. An Artemis broker.xml: one "
+        "artemis policy per <address-setting>, in the broker.xml's order (it decides ties, as in the broker), with "
+        "its redelivery and dead-letter settings (redelivery-delay, redelivery-delay-multiplier, "
+        "max-redelivery-delay, redelivery-collision-avoidance-factor, max-delivery-attempts, dead-letter-address). "
+        "Settings left out merge from less specific policies as Artemis merges them. Other elements (paging, expiry, "
         "auto-creation) are named on stderr and not carried over, unchecked. A carried-over value the broker "
         "would not start with or a policy file cannot hold, an element misspelling one of them, a ${...} "
         "property in one, a literal or fully qualified match, or a non-default wildcard syntax is a "
         "configuration error. XIncludes are followed (relative to the including file; Artemis resolves them against "
-        "its working directory).",
+        "its working directory). An ActiveMQ Classic activemq.xml (one with a <broker> of "
+        "http://activemq.apache.org/schema/core): one activemq policy per queue entry of its <redeliveryPlugin>, "
+        "'>' written '#', its default entry as '#', the dead-letter queue of the <policyEntry queue=\">\">'s "
+        "strategy; where ActiveMQ's choice of entry for a queue differs from the policy file's precedence, a more "
+        "specific policy is added so that every queue takes the entry ActiveMQ gives it, and where ActiveMQ picks "
+        "at random (its comparison is not an order) a warning names the choice made. Topic entries are not carried "
+        "over; what ActiveMQ would discard is kept and said.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
+        "  reprocess policies import conf/activemq.xml --out policies.yaml\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
-    p.add_argument("broker_xml", metavar="BROKER_XML", help="the broker's broker.xml")
+    p.add_argument("broker_xml", metavar="BROKER_XML",
+                   help="the broker's configuration: Artemis's broker.xml or ActiveMQ Classic's activemq.xml")
     p.add_argument("--out", metavar="FILE",
                    help="the policy file to write (replaced atomically; refused if it exists, unless --force); "
                    "default: standard output")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.add_argument("--property", metavar="KEY=VALUE", type=_property, action="append", default=[],
                    help="a system property of the broker, for ${KEY} in the file (repeatable; ${KEY:default} "
-                   "takes its default without one)")
+                   "takes its default without one; Spring's placeholders in an activemq.xml alike)")
     p.set_defaults(func=cmd_policies_import)
 
 
@@ -452,9 +461,11 @@ def _property(text: str) -> tuple[str, str]:
 
 
 def cmd_policies_import(args: argparse.Namespace) -> int:
+    from reprocess.policy.classic import import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
 
-    imported = import_broker_xml(args.broker_xml, dict(args.property))
+    read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
+    imported = read(args.broker_xml, dict(args.property))
     if args.out is None:
         sys.stdout.write(imported.text)
     else:
