@@ -1,6 +1,7 @@
 """`reprocess policies import` of an ActiveMQ Classic activemq.xml: its redelivery plugin's entries as activemq
-policies, each queue given the entry ActiveMQ gives it, checked against the JVM
-(tests/java/ClassicRedeliveryChoice.java: Classic's destination map, filters and comparison, and java.util.TreeSet)."""
+policies, each queue given the redelivery entry and the dead-letter queue ActiveMQ gives it. Checked against the
+broker's own classes (the Debian activemq package's jars, tests/java/ClassicBrokerChoice.java): its
+RedeliveryPolicyMap and java.util.TreeSet for the choice, XBean loading the same activemq.xml for the reading."""
 
 from __future__ import annotations
 
@@ -9,27 +10,36 @@ import random
 from pathlib import Path
 
 import pytest
-from tests.java_program import run_java
+from tests.java_program import activemq_classpath, run_java
 from tests.test_config import _addresses
 
 from reprocess.cli import main
 from reprocess.errors import ConfigError
 from reprocess.policy import load_policies
-from reprocess.policy.classic import classic_choice, import_activemq_xml, intersection, translate
+from reprocess.policy.classic import classic_choice, intersection, translate
+from reprocess.policy.classic_import import import_activemq_xml
 from reprocess.policy.reference import delay_ms, exhausted
 from reprocess.policy.wildcard import matches
 
 # ActiveMQ's own conf/activemq.xml (the release's, Apache License 2.0) with schedulerSupport and the redelivery plugin
 # as ActiveMQ's documentation configures it, plus entries for a few queues and a topic
 ACTIVEMQ = Path(__file__).parent / "data" / "activemq" / "activemq.xml"
+SCHEMAS = ('xmlns="http://www.springframework.org/schema/beans" '
+           'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+           'xsi:schemaLocation="http://www.springframework.org/schema/beans '
+           "http://www.springframework.org/schema/beans/spring-beans.xsd http://activemq.apache.org/schema/core "
+           'http://activemq.apache.org/schema/core/activemq-core.xsd"')
+# a broker XBean builds without starting it: the tests load these files through the broker's own classes
+BROKER = 'start="false" useJmx="false" persistent="false" schedulerSupport="true"'
 
 
-def _plugin(entries: list[str], *, default: str = "", plugin: str = "", broker: str = 'schedulerSupport="true"',
-            extra: str = "") -> str:
-    return (f'<beans xmlns="http://www.springframework.org/schema/beans"><broker '
-            f'xmlns="http://activemq.apache.org/schema/core" {broker}>{extra}<plugins><redeliveryPlugin {plugin}>'
-            "<redeliveryPolicyMap><redeliveryPolicyMap><redeliveryPolicyEntries>" + "".join(entries)
-            + "</redeliveryPolicyEntries>" + (f"<defaultEntry>{default}</defaultEntry>" if default else "")
+def _plugin(entries: list[str], *, default: str = "", plugin: str = "", broker: str = BROKER,
+            policies: str = "") -> str:
+    return (f'<beans {SCHEMAS}><broker xmlns="http://activemq.apache.org/schema/core" {broker}>'
+            + (f"<destinationPolicy><policyMap>{policies}</policyMap></destinationPolicy>" if policies else "")
+            + f"<plugins><redeliveryPlugin {plugin}><redeliveryPolicyMap><redeliveryPolicyMap>"
+            + "<redeliveryPolicyEntries>" + "".join(entries) + "</redeliveryPolicyEntries>"
+            + (f"<defaultEntry>{default}</defaultEntry>" if default else "")
             + "</redeliveryPolicyMap></redeliveryPolicyMap></redeliveryPlugin></plugins></broker></beans>")
 
 
@@ -37,6 +47,12 @@ def _write(tmp_path: Path, text: str, name: str = "activemq.xml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _max(ps, queue: str) -> int:  # type: ignore[no-untyped-def]
+    policy = ps.resolve(queue)
+    assert policy is not None, queue
+    return int(policy.settings.maximum_redeliveries)
 
 
 @pytest.mark.unit
@@ -57,8 +73,9 @@ def test_activemq_own_configuration_with_the_documented_plugin_imports(tmp_path)
     assert eu is not None
     assert eu.settings.redelivery_delay == 3000
     assert eu.settings.maximum_redeliveries == 2
-    assert import_activemq_xml(ACTIVEMQ, {"eu.delay": "4500"}).policies.resolve("shop.eu").settings.redelivery_delay \
-        == 4500  # type: ignore[union-attr]
+    given = import_activemq_xml(ACTIVEMQ, {"eu.delay": "4500"}).policies.resolve("shop.eu")
+    assert given is not None
+    assert given.settings.redelivery_delay == 4500
     # ActiveMQ takes '*.eu' for orders.eu as well: the narrower pattern, as Artemis's rule does
     assert ps.resolve("orders.eu") == eu
     orders = ps.resolve("orders")  # 'orders.>' matches 'orders' itself, as '#' does
@@ -67,15 +84,16 @@ def test_activemq_own_configuration_with_the_documented_plugin_imports(tmp_path)
     # the plugin's schedule: initial delay, then getNextRedeliveryDelay (x2) capped at maximumRedeliveryDelay
     assert [delay_ms(orders, k) for k in range(1, 7)] == [2000, 4000, 8000, 16000, 32000, 60000]
     assert not exhausted(orders, 6)
-    assert exhausted(orders, 7)
+    assert exhausted(orders, 7)  # 1 + 6 redeliveries
     default = ps.resolve("billing")
     assert default is not None
     assert default.settings.initial_redelivery_delay == 5000
+    assert "processNonPersistent" in imported.summary()  # ActiveMQ drops non-persistent dead letters; we do not
     assert load_policies(_write(tmp_path, imported.text, "p.yaml")).policies == ps.policies
 
 
 @pytest.mark.unit
-def test_entries_classic_ranks_otherwise_get_a_policy_for_the_queues_where_the_rules_differ(tmp_path):
+def test_entries_activemq_ranks_otherwise_get_a_policy_for_the_queues_where_the_rules_differ(tmp_path):
     """For orders.eu ActiveMQ takes '*.eu' ('*' sorts before 'o'; neither pattern matches the other's name) where
     Artemis's rule takes 'orders.*': the import adds 'orders.eu' with '*.eu''s settings. For 'orders.x', 'orders.*'
     and 'orders.>' each compare after the other, and ActiveMQ takes either: a warning, and the file's choice."""
@@ -84,18 +102,46 @@ def test_entries_classic_ranks_otherwise_get_a_policy_for_the_queues_where_the_r
                                      '<redeliveryPolicy queue="orders.>" maximumRedeliveries="3"/>']))
     imported = import_activemq_xml(path)
     ps = imported.policies
-    assert imported.added == ["orders.eu"]
-    assert ps.resolve("orders.eu").settings.maximum_redeliveries == 2  # type: ignore[union-attr]
-    assert ps.resolve("shop.eu").settings.maximum_redeliveries == 2  # type: ignore[union-attr]
-    assert ps.resolve("orders.us").settings.maximum_redeliveries == 1  # type: ignore[union-attr]
-    assert ps.resolve("orders.us.x").settings.maximum_redeliveries == 3  # type: ignore[union-attr]
-    # no default entry: fallbackToDeadLetter dead-letters the others at their first failure
-    assert ps.resolve("billing").settings.maximum_redeliveries == 0  # type: ignore[union-attr]
+    assert [p.match for p in ps.policies[:1]] == ["orders.eu"]
+    assert imported.added == ["orders.eu (the entry for *.eu, dead letters to ActiveMQ.DLQ)"]
+    assert {q: _max(ps, q) for q in ("orders.eu", "shop.eu", "orders.us", "orders.us.x", "billing")} == {
+        "orders.eu": 2, "shop.eu": 2, "orders.us": 1, "orders.us.x": 3,
+        "billing": 0}  # no default entry: fallbackToDeadLetter dead-letters the others at their first failure
     assert len(imported.warnings) == 1
     assert "orders.* or orders.>" in imported.warnings[0]
-    assert "orders.eu (the entry for *.eu)" in imported.text
+    assert "orders.eu (the entry for *.eu" in imported.text
     assert "Warning:" in imported.text
     assert load_policies(_write(tmp_path, imported.text, "p.yaml")).policies == ps.policies
+
+
+SHARED = ('<policyEntry queue="{queue}"><deadLetterStrategy><sharedDeadLetterStrategy><deadLetterQueue>'
+          '<queue physicalName="{dlq}"/></deadLetterQueue></sharedDeadLetterStrategy></deadLetterStrategy>'
+          "</policyEntry>")
+INDIVIDUAL = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queuePrefix="DLQ."/>'
+              "</deadLetterStrategy></policyEntry>")
+
+
+@pytest.mark.unit
+def test_dead_letters_follow_the_policy_entry_activemq_takes_for_each_queue(tmp_path):
+    """'>' sends dead letters to each queue's own DLQ (individual); 'orders.>' has no strategy, so PolicyEntry's
+    default (shared, ActiveMQ.DLQ) applies to its queues; 'orders.eu.>' a shared queue of its own. One redelivery
+    entry ('orders.>') spans all three: the import adds 'orders.eu.#' for the last."""
+    policies = ("<policyEntries>" + INDIVIDUAL.format(queue=">") + '<policyEntry queue="orders.>" memoryLimit="1mb"/>'
+                + SHARED.format(queue="orders.eu.>", dlq="eu.dead") + "</policyEntries>")
+    imported = import_activemq_xml(_write(tmp_path, _plugin(
+        ['<redeliveryPolicy queue="orders.>" maximumRedeliveries="3"/>'],
+        default='<redeliveryPolicy maximumRedeliveries="9"/>', policies=policies)))
+    ps = imported.policies
+
+    def dlq(queue: str) -> str:
+        policy = ps.resolve(queue)
+        assert policy is not None
+        return ps.dead_letter_address_for(policy, queue)
+
+    assert {q: (_max(ps, q), dlq(q)) for q in ("orders.x", "orders.eu.x", "orders.eu", "billing")} == {
+        "orders.x": (3, "ActiveMQ.DLQ"), "orders.eu.x": (3, "eu.dead"), "orders.eu": (3, "eu.dead"),
+        "billing": (9, "billing")}
+    assert "DLQ.<queue>" in imported.summary()
 
 
 @pytest.mark.unit
@@ -107,37 +153,53 @@ def test_what_activemq_drops_is_kept_and_said(tmp_path):
     summary = imported.summary()
     assert "UNKNOWN_ADDRESS" in summary
     assert "discards exhausted messages" in summary
-    shared = '<destinationPolicy><policyMap><policyEntries><policyEntry queue=">"><deadLetterStrategy>' \
-        '<sharedDeadLetterStrategy><deadLetterQueue><queue physicalName="shop.dead"/></deadLetterQueue>' \
-        '</sharedDeadLetterStrategy></deadLetterStrategy></policyEntry></policyEntries></policyMap></destinationPolicy>'
-    ps = import_activemq_xml(_write(tmp_path, _plugin(['<redeliveryPolicy queue="a.>"/>'], extra=shared))).policies
+    shared = "<policyEntries>" + SHARED.format(queue=">", dlq="shop.dead") + "</policyEntries>"
+    ps = import_activemq_xml(_write(tmp_path, _plugin(['<redeliveryPolicy queue="a.>"/>'], policies=shared))).policies
     assert {p.dead_letter_address for p in ps.policies} == {"shop.dead"}
-    individual = shared.replace('<sharedDeadLetterStrategy><deadLetterQueue><queue physicalName="shop.dead"/>'
-                                '</deadLetterQueue></sharedDeadLetterStrategy>',
-                                '<individualDeadLetterStrategy queuePrefix="DLQ."/>')
-    got = import_activemq_xml(_write(tmp_path, _plugin(['<redeliveryPolicy queue="a.>"/>'], extra=individual)))
-    assert {p.dead_letter_address for p in got.policies.policies} == {None}  # each message's own address
-    assert "DLQ.<queue>" in got.summary()
-    assert got.policies.dead_letter_address_for(got.policies.resolve("a.b"), "a.b") == "a.b"  # type: ignore[arg-type]
+    assert ps.default_dead_letter_address == "ActiveMQ.DLQ"
+    discarding = ('<policyEntries><policyEntry queue=">"><deadLetterStrategy><discarding/></deadLetterStrategy>'
+                  "</policyEntry></policyEntries>")
+    kept = import_activemq_xml(_write(tmp_path, _plugin(['<redeliveryPolicy queue="a.>"/>'], policies=discarding)))
+    assert {p.dead_letter_address for p in kept.policies.policies} == {"ActiveMQ.DLQ"}
+    assert "<discarding/>" in kept.summary()
+
+
+REFERENCES = [
+    (_plugin([]).replace("<redeliveryPlugin >", '<redeliveryPlugin redeliveryPolicyMap="#map">'), "reference"),
+    (_plugin([], default="").replace("<redeliveryPolicyMap><redeliveryPolicyEntries>",
+                                     '<redeliveryPolicyMap defaultEntry="#d"><redeliveryPolicyEntries>'), "reference"),
+    (_plugin(['<bean xmlns="http://www.springframework.org/schema/beans" '
+              'class="org.apache.activemq.RedeliveryPolicy"/>']), "among the redelivery entries"),
+    (_plugin(['<redeliveryPolicy destination="#q"/>']), "reference"),
+    (_plugin(['<redeliveryPolicy><destination><queue physicalName="a"/></destination></redeliveryPolicy>']),
+     "child elements"),
+    (_plugin([], policies='<policyEntries><policyEntry queue=">" deadLetterStrategy="#s"/></policyEntries>'),
+     "reference"),
+    (_plugin([], policies='<policyEntries><policyEntry queue=">"><deadLetterStrategy><sharedDeadLetterStrategy '
+                          'deadLetterQueue="#q"/></deadLetterStrategy></policyEntry></policyEntries>'), "reference"),
+]
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize(("text", "says"), [
-    (_plugin([], broker=""), "schedulerSupport"),
+    (_plugin([], broker='start="false"'), "schedulerSupport"),
     (_plugin(['<redeliveryPolicy queue="a" redeliveryDelay="500"/>']), "under 1000 ms"),
-    (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="x"/>']), "not a decimal integer"),
+    (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="x"/>']), "not an integer"),
+    (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="1 2"/>']), "not an integer"),
     (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="3000000000"/>']), "does not fit a Java int"),
-    (_plugin(['<redeliveryPolicy queue="a" useExponentialBackOff="maybe"/>']), "not a boolean"),
-    (_plugin(['<redeliveryPolicy queue="a" maximumRedelivery="3"/>']), "not a property of RedeliveryPolicy"),
+    (_plugin(['<redeliveryPolicy queue="a" useExponentialBackOff="yes"/>']), "not a boolean"),
+    (_plugin(['<redeliveryPolicy queue="a" backOffMultiplier="INF"/>']), "finite"),
+    (_plugin(['<redeliveryPolicy queue="a" collisionAvoidanceFactor="0.1"/>']), "not an attribute"),
     (_plugin(['<redeliveryPolicy queue="a.>.b"/>']), "'>' anywhere but at the end"),
+    (_plugin(['<redeliveryPolicy queue="a.>.>"/>']), "one word more"),
     (_plugin(['<redeliveryPolicy queue="a,b"/>']), "composite"),
-    (_plugin(['<redeliveryPolicy queue="a"/>', '<redeliveryPolicy queue="a"/>']), "two entries for one queue"),
-    (_plugin(['<redeliveryPolicy queue="a.>.>"/>']), "or a queue of one word more"),
+    (_plugin(['<redeliveryPolicy queue="a"/>', '<redeliveryPolicy queue=" a "/>']), "two redelivery entries"),
     (_plugin(['<redeliveryPolicy maximumRedeliveries="1"/>']), "without a destination"),
     (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="${n}"/>']), "--property"),
-    ("<beans/>", "not an ActiveMQ Classic configuration"),
-    ('<beans><broker xmlns="http://activemq.apache.org/schema/core"/></beans>', "no <redeliveryPlugin>"),
+    (f"<beans {SCHEMAS}/>", "not an ActiveMQ Classic configuration"),
+    (f'<beans {SCHEMAS}><broker xmlns="http://activemq.apache.org/schema/core"/></beans>', "no <redeliveryPlugin>"),
     ("<beans>", "not well-formed"),
+    *REFERENCES,
 ])
 def test_what_the_broker_would_not_start_with_or_the_import_cannot_give_is_refused(tmp_path, text, says):
     with pytest.raises(ConfigError, match=says) as err:
@@ -146,26 +208,27 @@ def test_what_the_broker_would_not_start_with_or_the_import_cannot_give_is_refus
 
 
 @pytest.mark.unit
-def test_values_read_as_spring_reads_them(tmp_path):
-    path = _write(tmp_path, _plugin(['<redeliveryPolicy queue="a" useExponentialBackOff=" YES " '
-                                     'maximumRedeliveries=" 1 2" collisionAvoidancePercent="15" '
-                                     'useCollisionAvoidance="on" preDispatchCheck="false"/>']))
-    imported = import_activemq_xml(path)
-    a = imported.policies.resolve("a")
-    assert a is not None
-    assert a.settings.use_exponential_back_off
-    assert a.settings.use_collision_avoidance
-    assert a.settings.maximum_redeliveries == 12  # CustomNumberEditor removes all whitespace
-    assert a.settings.collision_avoidance_factor == 15 * 0.01  # setCollisionAvoidancePercent: percent * 0.01d
-    assert imported.not_carried == {"preDispatchCheck": 1}
+def test_values_read_as_the_broker_reads_them(tmp_path):
+    path = _write(tmp_path, _plugin(['<redeliveryPolicy queue=" pay.> " useExponentialBackOff=" 1 " '
+                                     'maximumRedeliveries=" 12 " collisionAvoidancePercent="15" '
+                                     'useCollisionAvoidance="true" preDispatchCheck="false"/>',
+                                     '<redeliveryPolicy tempQueue="true" redeliveryDelay="10"/>']))
+    imported = import_activemq_xml(path)  # a temporary entry's delay is not checked by the plugin
+    pay = imported.policies.resolve("pay.card")  # the name trimmed, as setPhysicalName trims it
+    assert pay is not None
+    assert pay.settings.use_exponential_back_off
+    assert pay.settings.use_collision_avoidance
+    assert pay.settings.maximum_redeliveries == 12
+    assert pay.settings.collision_avoidance_factor == 15 * 0.01  # setCollisionAvoidancePercent: percent * 0.01d
+    assert imported.not_carried == {"preDispatchCheck": 1, "tempQueue entries": 1}
 
 
 @pytest.mark.unit
 def test_translation_and_intersection():
     assert translate("orders.>") == "orders.#"
     assert translate(">") == "#"
-    assert translate("a.>.>") is None
     assert translate("a.*.>") == "a.*.#"
+    assert translate("a.>.>") is None
     assert translate("a.>.b") is None
     assert translate("a.#") is None
     assert intersection(["orders.*", "*.eu"]) == "orders.eu"
@@ -180,30 +243,41 @@ def test_policies_import_cli_reads_either_broker(tmp_path, capsys):
     out = tmp_path / "policies.yaml"
     assert main(["policies", "import", str(ACTIVEMQ), "--out", str(out), "--property", "eu.delay=2500"]) == 0
     err = capsys.readouterr().err
-    assert "redelivery entries -> 4 activemq policies" in err
+    assert "5 redelivery entries -> 4 activemq policies" in err
     assert "topic entries (1)" in err
     assert load_policies(out).resolve("x.eu").settings.redelivery_delay == 2500  # type: ignore[union-attr]
     assert main(["schedule", "--config", str(out), "--address", "orders.created", "--format", "json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
-    assert shown["orders.created"]["policy"] == "orders.#"
+    assert json.loads(capsys.readouterr().out)["orders.created"]["policy"] == "orders.#"
 
 
-def _java_choices(cases: list[tuple[list[str], list[str]]]) -> list[list[tuple[list[int], list[int]]]]:
-    """For each (entry names, queues): the entries matching each queue and those ActiveMQ can choose, computed by the
-    JVM (tests/java/ClassicRedeliveryChoice.java)."""
+# words that sort before '*' ('!'), between '*' and '>' ('0') and after '>' ('a', 'b'): Java's string order decides
+# between patterns that do not match each other's names
+WORDS = ["!", "0", "a", "b"]
+
+
+def _broker_choices(cases: list[tuple[list[str], list[str]]]) -> list[list[tuple[list[int], list[int], int | None]]]:
+    """For each (entry names, queues): the entries ActiveMQ's RedeliveryPolicyMap finds for each queue, those it can
+    choose (every order of insertion into chooseValue's TreeSet) and the one getEntryFor chose."""
     text = "".join("\t".join(n) + "\n" + "\t".join(q) + "\n" for n, q in cases)
-    lines = iter(run_java("ClassicRedeliveryChoice.java", text).split("\n"))
+    lines = iter(run_java("ClassicBrokerChoice.java", text, "choice", classpath=activemq_classpath()).split("\n"))
 
     def ints(s: str) -> list[int]:
         return [int(x) for x in s.split(",") if x]
 
-    return [[tuple(map(ints, next(lines).split("|"))) for _ in queues] for _, queues in cases]  # type: ignore[misc]
+    out = []
+    for _, queues in cases:
+        rows = []
+        for _ in queues:
+            found, first, real = next(lines).split("|")
+            rows.append((ints(found), ints(first), int(real) if real else None))
+        out.append(rows)
+    return out
 
 
-def _random_names(rnd: random.Random, size: int, words: list[str], *, importable: bool) -> list[str]:
+def _random_names(rnd: random.Random, size: int, *, importable: bool) -> list[str]:
     names: dict[str, None] = {}
     while len(names) < size:
-        body = [rnd.choice([*words, "*"]) for _ in range(rnd.randint(0 if not importable else 1, 3))]
+        body = [rnd.choice([*WORDS, "*"]) for _ in range(rnd.randint(0 if not importable else 1, 3))]
         tail = rnd.random()
         if tail < 0.45 or not body:
             body.append(">")
@@ -216,49 +290,110 @@ def _random_names(rnd: random.Random, size: int, words: list[str], *, importable
 
 
 @pytest.mark.jvm
-def test_classic_choice_is_the_jvms():
+def test_classic_choice_is_the_brokers():
     """Random entry sets (with '>' in the middle and repeated too, which the import refuses) and every queue of up to
-    four words: the entries matching it and the ones ActiveMQ can choose, against the JVM's TreeSet."""
+    four words: the entries ActiveMQ's own RedeliveryPolicyMap finds, and those chooseValue's TreeSet can put first,
+    equal classic_choice's; the entry getEntryFor returned is one of them."""
     rnd = random.Random(11)
-    words = ["a", "b", "c"]
-    queues = _addresses(words, 4)
-    cases = [(_random_names(rnd, rnd.choice([1, 2, 4, 7]), words, importable=False), queues) for _ in range(80)]
+    queues = _addresses(WORDS, 4)
+    cases = [(_random_names(rnd, rnd.choice([1, 2, 4, 7]), importable=False), queues) for _ in range(80)]
+    # where the TreeSet's red-black rebalancing decides what comes first (for 0.b.a and b.!.a)
+    cases += [(["a", "0.*.a.>", "*.*.*.>", "*.b.>", "*", "0.>"], queues),
+              (["b.*.a.>", "*.!.>", "b.>", "0.0.a.>", "*.!.*.>", "*.*", "a.a.>"], queues)]
     random_seen = 0
-    for (names, qs), java in zip(cases, _java_choices(cases), strict=True):
-        for queue, (matching, choices) in zip(qs, java, strict=True):
-            try:
-                got = classic_choice(names, queue)
-            except ConfigError:
-                assert len(matching) > 7
-                continue
-            assert got == (matching, choices), (names, queue)
-            random_seen += len(choices) > 1
+    for (names, qs), broker in zip(cases, _broker_choices(cases), strict=True):
+        for queue, (found, first, real) in zip(qs, broker, strict=True):
+            assert classic_choice(names, queue) == (found, first), (names, queue)
+            assert real in first if first else real is None
+            random_seen += len(first) > 1
     assert random_seen > 0  # some choices depend on the identity hashes
 
 
 @pytest.mark.jvm
 def test_imported_policies_give_every_queue_the_entry_activemq_gives_it(tmp_path):
-    """Random importable plugins: every queue of up to four words resolves, in the imported policy file, to the
-    settings of the entry the JVM chooses (one of those it can choose, when it picks at random), or to the default
-    entry's when none matches."""
+    """Random importable plugins: every queue of up to three words resolves, in the imported policy file, to the
+    settings of the entry ActiveMQ's RedeliveryPolicyMap chooses (one of those it can choose, when it picks at
+    random), or to the default entry's when none matches."""
     rnd = random.Random(12)
-    words = ["a", "b", "c"]
-    queues = _addresses(words, 4)
-    cases = []
-    for _ in range(60):
-        names = _random_names(rnd, rnd.choice([2, 3, 5, 7]), words, importable=True)  # 7: every order tried
-        cases.append((names, queues))
+    queues = _addresses(WORDS, 3)
+    cases = [(_random_names(rnd, rnd.choice([2, 3, 5, 7]), importable=True), queues) for _ in range(60)]
     added = 0
-    for n, ((names, qs), java) in enumerate(zip(cases, _java_choices(cases), strict=True)):
+    for n, ((names, qs), broker) in enumerate(zip(cases, _broker_choices(cases), strict=True)):
         entries = [f'<redeliveryPolicy queue="{q}" maximumRedeliveries="{i}"/>' for i, q in enumerate(names)]
-        text = _plugin(entries, default='<redeliveryPolicy maximumRedeliveries="99"/>')
-        imported = import_activemq_xml(_write(tmp_path, text, f"{n}.xml"))
+        imported = import_activemq_xml(_write(tmp_path, _plugin(
+            entries, default='<redeliveryPolicy maximumRedeliveries="99"/>'), f"{n}.xml"))
         added += len(imported.added)
-        for queue, (matching, choices) in zip(qs, java, strict=True):
-            policy = imported.policies.resolve(queue)
-            assert policy is not None
-            got = policy.settings.maximum_redeliveries
-            assert got in (choices or [99]), (names, queue, [p.match for p in imported.policies.policies])
-            assert all(matches(p.match, queue) == (i in matching)
-                       for i, p in enumerate(imported.policies.policies[len(imported.added):][:len(names)]))
+        own = imported.policies.policies[len(imported.added):][:len(names)]
+        for queue, (found, first, _) in zip(qs, broker, strict=True):
+            assert _max(imported.policies, queue) in (first or [99]), (names, queue)
+            assert [i for i, p in enumerate(own) if matches(p.match, queue)] == found, (names, queue)
     assert added > 0  # the rules differ on some of them
+
+
+def _broker_reads(files: list[Path], queues: list[str]) -> list[list[tuple[str, str]]]:
+    """For each activemq.xml: what the broker, loaded from it by XBean, gives each queue (its redelivery entry's
+    settings, or "none"; its dead-letter strategy)."""
+    lines = iter(run_java("ClassicBrokerChoice.java", "\t".join(queues) + "\n", "xml", *map(str, files),
+                          classpath=activemq_classpath()).split("\n"))
+    return [[tuple(next(lines).split("|")) for _ in queues] for _ in files]  # type: ignore[misc]
+
+
+def _ours(ps, queue: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """What the imported policy file gives ``queue``, in the terms of ClassicBrokerChoice.java's xml mode."""
+    policy = ps.resolve(queue)
+    if policy is None:
+        return "none", "?"
+    s = policy.settings
+    settings = (f"{s.maximum_redeliveries},{s.initial_redelivery_delay},{s.redelivery_delay},"
+                f"{str(s.use_exponential_back_off).lower()},{s.back_off_multiplier},{s.maximum_redelivery_delay},"
+                f"{str(s.use_collision_avoidance).lower()},{round(s.collision_avoidance_factor * 100)}")
+    dlq = ps.dead_letter_address_for(policy, queue)
+    return settings, "individual:DLQ." if dlq == queue else f"shared:{dlq}"
+
+
+@pytest.mark.jvm
+def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
+    """Files with every kind of value, the default and fallback entries, and policy entries whose dead-letter
+    strategies differ by queue, loaded by the broker's own XBean: every queue of up to three words gets from the
+    imported policy file the settings of the entry the broker returned and its dead-letter queue."""
+    rnd = random.Random(13)
+    files: list[Path] = []
+    kept: list[tuple[list[str], list[str], bool]] = []
+    for n in range(12):
+        names = _random_names(rnd, rnd.choice([1, 3, 5]), importable=True)
+        entries = [f'<redeliveryPolicy queue=" {q} " maximumRedeliveries=" {i} " initialRedeliveryDelay="{1000 + i}"'
+                   f' redeliveryDelay="{2000 + 7 * i}" useExponentialBackOff="{rnd.choice(["1", "false"])}" '
+                   f'backOffMultiplier="{rnd.choice(["2", "1.5e0", ".5"])}" '
+                   f'maximumRedeliveryDelay="{rnd.choice([-1, 60000])}" '
+                   f'useCollisionAvoidance="{rnd.choice(["true", "0"])}" '
+                   f'collisionAvoidancePercent="{rnd.randint(0, 50)}"/>'
+                   for i, q in enumerate(names)]
+        dead = _random_names(rnd, rnd.choice([0, 1, 3]), importable=True) if n % 3 else []
+        policies = "<policyEntries>" + "".join(
+            rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q),
+                        f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
+        policies += "</policyEntries>"
+        if n % 4 == 1:
+            policies += "<defaultEntry>" + INDIVIDUAL.format(queue="x").replace(' queue="x"', "") + "</defaultEntry>"
+        default = '<redeliveryPolicy maximumRedeliveries="99" redeliveryDelay="5000"/>' if n % 2 else ""
+        plugin = 'fallbackToDeadLetter="false"' if n % 5 == 0 else ""
+        files.append(_write(tmp_path, _plugin(entries, default=default, plugin=plugin,
+                                              policies=policies if dead or n % 4 == 1 else ""), f"{n}.xml"))
+        kept.append((names, dead, bool(default) or n % 5 != 0))
+    queues = _addresses(WORDS, 3)
+    exact = 0
+    for path, (names, dead, handled), broker in zip(files, kept, _broker_reads(files, queues), strict=True):
+        ps = import_activemq_xml(path).policies
+        for queue, (settings, strategy) in zip(queues, broker, strict=True):
+            ours = _ours(ps, queue)
+            if settings == "none" and not handled:  # no entry, no fallback: ActiveMQ keeps nothing, we quarantine
+                assert ours == ("none", "?"), (path.read_text(), queue)
+                continue
+            if settings == "none":  # fallbackToDeadLetter: dead-lettered at the first failure
+                assert ours[0].startswith("0,"), (path.read_text(), queue)
+            elif len(classic_choice(names, queue)[1]) == 1:
+                assert ours[0] == settings, (path.read_text(), queue)
+            if len(classic_choice(dead, queue)[1]) <= 1:  # else the broker's strategy is one of its random choices
+                assert ours[1] == strategy, (path.read_text(), queue)
+                exact += 1
+    assert exact > len(queues) * len(files) // 2

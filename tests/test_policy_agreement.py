@@ -146,7 +146,7 @@ def test_an_imported_activemq_xml_resolves_in_spark_as_activemq_chooses(spark, t
     and the cycle's expressions resolve through it as the Python side does."""
     from tests.test_classic_import import _plugin, _write
 
-    from reprocess.policy.classic import import_activemq_xml
+    from reprocess.policy.classic_import import import_activemq_xml
 
     ps = import_activemq_xml(_write(tmp_path, _plugin([
         '<redeliveryPolicy queue="orders.*" maximumRedeliveries="1"/>',

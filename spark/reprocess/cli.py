@@ -431,11 +431,12 @@ def _add_policies_commands(sub: Any) -> None:
         "configuration error. XIncludes are followed (relative to the including file; Artemis resolves them against "
         "its working directory). An ActiveMQ Classic activemq.xml (one with a <broker> of "
         "http://activemq.apache.org/schema/core): one activemq policy per queue entry of its <redeliveryPlugin>, "
-        "'>' written '#', its default entry as '#', the dead-letter queue of the <policyEntry queue=\">\">'s "
-        "strategy; where ActiveMQ's choice of entry for a queue differs from the policy file's precedence, a more "
-        "specific policy is added so that every queue takes the entry ActiveMQ gives it, and where ActiveMQ picks "
-        "at random (its comparison is not an order) a warning names the choice made. Topic entries are not carried "
-        "over; what ActiveMQ would discard is kept and said.",
+        "'>' written '#', its default entry as '#', dead letters to the queue of the deadLetterStrategy of the "
+        "<policyEntry> ActiveMQ takes for each queue; where ActiveMQ's choice of entry or dead-letter queue for a "
+        "queue differs from the policy file's precedence, a more specific policy is added so that every queue takes "
+        "what ActiveMQ gives it, and where ActiveMQ picks at random (its comparison is not an order) a warning names "
+        "the choice made. Topic entries are not carried over; what ActiveMQ would discard is kept and said; Spring "
+        "beans and #references are refused.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
         "  reprocess policies import conf/activemq.xml --out policies.yaml\n"
@@ -461,7 +462,7 @@ def _property(text: str) -> tuple[str, str]:
 
 
 def cmd_policies_import(args: argparse.Namespace) -> int:
-    from reprocess.policy.classic import import_activemq_xml, is_activemq_xml
+    from reprocess.policy.classic_import import import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
 
     read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml

@@ -1,0 +1,574 @@
+"""A policy file from an ActiveMQ Classic ``activemq.xml``: its redelivery plugin's entries as ``activemq`` policies.
+
+ActiveMQ Classic schedules redeliveries on the broker with the ``<redeliveryPlugin>``: a ``RedeliveryPolicyMap`` of
+``<redeliveryPolicy queue="...">`` entries, and a ``<defaultEntry>`` for the queues no entry matches. Each queue entry
+becomes an ``activemq`` policy with the entry's settings, under its name translated to the policy file's wildcards
+(Classic's ``>`` at the end, any number of words, is ``#``; ``*`` is ``*``); the default entry becomes ``#``. The
+delays and the bound are the plugin's (``RedeliveryPlugin.sendToDeadLetterQueue`` runs the same
+``getNextRedeliveryDelay`` loop and bound as ADR 0001's ``activemq`` profile); collision avoidance is drawn once per
+delay, not fed back into the next one as ActiveMQ does (ADR 0002).
+
+Where dead letters go is the ``deadLetterStrategy`` of the ``<policyEntry>`` the broker's ``PolicyMap`` takes for the
+queue (a ``SharedDeadLetterStrategy`` of ``ActiveMQ.DLQ`` when none says otherwise): a shared strategy's queue
+becomes the policy's ``dead_letter_address``; an individual one (``ActiveMQ.DLQ.Queue.<queue>``) leaves it out, so
+dead letters stay under each message's own address.
+
+Which entries a queue takes is ActiveMQ's choice (:mod:`reprocess.policy.classic`), not the policy file's
+precedence: the import walks every kind of queue name the entries of both maps tell apart
+(:func:`reprocess.policy.classic.address_kinds`), and where the file would give a queue another redelivery entry or
+dead-letter queue than ActiveMQ, it adds a more specific policy for it (the intersection of the patterns matching
+it) with ActiveMQ's, until every kind agrees; where ActiveMQ's choice is random, a warning names it
+(docs/adr/0009-activemq-classic-entry-choice.md).
+
+The file is read as XBean reads it after the broker checked it against its schema: attribute values of the schema's
+types, trimmed; destination names trimmed. What this import cannot read exactly is refused, not guessed: a map, an
+entry or a strategy given as a Spring ``<bean>`` or a ``#reference``, an entry's ``<destination>`` element.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reprocess.errors import ConfigError
+from reprocess.policy.classic import address_kinds, classic_choice, finds, intersection, translate
+from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.importer import substitute
+from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence
+
+CORE = "http://activemq.apache.org/schema/core"
+SHARED_DLQ = "ActiveMQ.DLQ"  # SharedDeadLetterStrategy's queue, and BaseDestination's default strategy's
+INDIVIDUAL_PREFIX = "ActiveMQ.DLQ.Queue."  # IndividualDeadLetterStrategy's queuePrefix
+# RedeliveryPolicy's properties that are policy settings, and their schema types
+SETTINGS = {"initialRedeliveryDelay": "long", "redeliveryDelay": "long", "maximumRedeliveryDelay": "long",
+            "maximumRedeliveries": "int", "backOffMultiplier": "double", "useExponentialBackOff": "boolean",
+            "useCollisionAvoidance": "boolean"}
+PERCENT = "collisionAvoidancePercent"  # a short: sets collisionAvoidanceFactor to percent * 0.01 (no setter for it)
+DESTINATIONS = ("queue", "topic", "tempQueue", "tempTopic")
+CLIENT_ONLY = ("preDispatchCheck",)  # a consumer's setting, not the plugin's
+PLUGIN_MINIMUM_DELAY = 1000  # RedeliveryPlugin.installPlugin: validatePolicyDelay(1000), queue and topic entries
+MAX_ADDED = 64  # policies the import may add for ActiveMQ's choices before it gives up
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # xs:integer, xs:long, xs:short
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # xs:double's finite forms
+_BOOLEAN = {"true": True, "1": True, "false": False, "0": False}  # xs:boolean
+_XML_SPACE = " \t\r\n"
+_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
+           "short": (-(1 << 15), (1 << 15) - 1)}
+_REFERENCE = "a Spring bean or reference: this import reads the configuration written out in the element"
+
+
+def is_activemq_xml(path: str | Path) -> bool:
+    """True when the file at ``path`` names ActiveMQ Classic's core namespace (an Artemis ``broker.xml`` never
+    does); an unreadable file is left to the importer to report."""
+    try:
+        with open(path, "rb") as fh:
+            return CORE.encode() in fh.read()
+    except OSError:
+        return False
+
+
+# --- reading activemq.xml ------------------------------------------------------------------------------------------
+
+
+def _local(tag: Any) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _core(element: ET.Element, *names: str) -> bool:
+    return isinstance(element.tag, str) and element.tag.startswith(f"{{{CORE}}}") and _local(element.tag) in names
+
+
+def _elements(element: ET.Element) -> list[ET.Element]:
+    return [e for e in element if isinstance(e.tag, str)]  # no comments or processing instructions
+
+
+def _value(kind: str, text: str, where: dict[str, str]) -> Any:
+    """An attribute value of the schema type ``kind`` (trimmed, as the schema's types collapse whitespace), as
+    Spring then converts it."""
+    if "${" in text:
+        raise ConfigError("holds a ${...} placeholder Spring substitutes: give its value (--property)", **where)
+    value = text.strip(_XML_SPACE)
+    if kind == "boolean":
+        if value not in _BOOLEAN:
+            raise ConfigError(f"{text!r} is not a boolean of the schema (true, false, 1, 0): the broker would not "
+                              "start", **where)
+        return _BOOLEAN[value]
+    if kind == "double":
+        if not _DOUBLE.fullmatch(value):
+            raise ConfigError(f"{text!r} is not a finite decimal number (the broker would not start, or the policy "
+                              "file cannot hold it)", **where)
+        return float(value)
+    if not _INTEGER.fullmatch(value):
+        raise ConfigError(f"{text!r} is not an integer (the broker would not start)", **where)
+    low, high = _RANGES[kind]
+    if not low <= int(value) <= high:
+        raise ConfigError(f"{text!r} does not fit a Java {kind} (the broker would not start)", **where)
+    return int(value)
+
+
+def _only(element: ET.Element, attributes: tuple[str, ...], where: dict[str, str]) -> None:
+    """Refuses an attribute of ``element`` other than ``attributes`` and ``id``: in these elements the others are
+    Spring references (``#name``), which this import does not follow."""
+    for attr in element.attrib:
+        if _local(attr) not in (*attributes, "id"):
+            raise ConfigError(f"{_REFERENCE} ({_local(attr)}={element.attrib[attr]!r})", **where,
+                              key=f"{_local(element.tag)}.{_local(attr)}")
+
+
+def _bean(holder: ET.Element, name: str, where: dict[str, str]) -> ET.Element | None:
+    """The one ``<name>`` element of the core namespace inside the property element ``holder`` (XBean's nesting, as
+    ``<redeliveryPolicyMap><redeliveryPolicyMap>``), or ``None`` for an empty one; anything else is refused."""
+    inner = _elements(holder)
+    if not inner:
+        return None
+    if len(inner) > 1 or not _core(inner[0], name):
+        raise ConfigError(f"<{_local(holder.tag)}> holds {', '.join('<' + _local(e.tag) + '>' for e in inner)}, not "
+                          f"one <{name}>: {_REFERENCE}", **where)
+    return inner[0]
+
+
+@dataclass
+class _Entry:
+    """A ``RedeliveryPolicy`` for a queue (``name``; ``None`` for the default entry) and its policy settings."""
+
+    name: str | None
+    settings: dict[str, Any]
+
+
+def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[str]) -> tuple[str | None, _Entry]:
+    """One ``<redeliveryPolicy>``: (its destination attribute, the entry)."""
+    where = {"file": source, "policy": label}
+    if _elements(element):
+        raise ConfigError("a <redeliveryPolicy> with child elements (a <destination>?): write its queue attribute",
+                          **where)
+    settings: dict[str, Any] = {}
+    destination: tuple[str, str] | None = None
+    for attr, raw in element.attrib.items():
+        name = _local(attr)
+        key = {**where, "key": name}
+        if name in DESTINATIONS:
+            if destination is not None:
+                raise ConfigError(f"gives both {destination[0]} and {name}", **key)
+            destination = (name, raw.strip())  # setPhysicalName trims; tempQueue="..." sets a temporary '>'
+        elif name in SETTINGS:
+            settings[name] = _value(SETTINGS[name], raw, key)
+        elif name == PERCENT:
+            settings["collisionAvoidanceFactor"] = _value("short", raw, key) * 0.01  # Java: percent * 0.01d
+        elif name in CLIENT_ONLY:
+            not_carried[name] += 1
+        elif name != "id":
+            raise ConfigError(f"{name!r} is not an attribute of redeliveryPolicy (the broker would not start)"
+                              + (f", or {_REFERENCE}" if name == "destination" else ""), **key)
+    if destination is None or destination[0] in ("queue", "topic"):  # validatePolicyDelay: not temporary ones
+        for name in ("initialRedeliveryDelay", "redeliveryDelay"):
+            if settings.get(name, PLUGIN_MINIMUM_DELAY) < PLUGIN_MINIMUM_DELAY:
+                raise ConfigError(f"the redelivery plugin refuses a {name} under {PLUGIN_MINIMUM_DELAY} ms (the "
+                                  "broker would not start)", **where, key=name)
+    if destination is None:
+        return None, _Entry(None, settings)
+    kind, name = destination
+    return kind, _Entry(name if kind == "queue" else None, settings)
+
+
+def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
+    try:
+        with open(source, "rb") as fh:
+            return ET.fromstring(substitute(fh.read().decode("utf-8"), properties))
+    except ET.ParseError as exc:
+        raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
+    except UnicodeError as exc:
+        raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+
+
+def _boolean(element: ET.Element, name: str, default: bool, source: str) -> bool:
+    raw = element.get(name)
+    return default if raw is None else bool(_value("boolean", raw, {"file": source, "key": name}))
+
+
+@dataclass
+class _Dead:
+    """The dead-letter strategy of a queue ``<policyEntry>`` (``name``; ``None`` for the policy map's default entry,
+    or the broker's default strategy): ``dlq`` the shared queue, ``None`` for an individual strategy (each message's
+    own address)."""
+
+    name: str | None
+    dlq: str | None
+    note: str | None = None  # what ActiveMQ does that reprocess does not
+    drops_non_persistent: bool = True  # processNonPersistent="false", the default
+
+
+_DEFAULT_DEAD = _Dead(None, SHARED_DLQ)
+
+
+def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _Dead:
+    """A ``<policyEntry>``'s dead-letter strategy (``PolicyEntry``'s default: shared, ``ActiveMQ.DLQ``)."""
+    if "deadLetterStrategy" in entry.attrib:
+        raise ConfigError(f"{_REFERENCE} (deadLetterStrategy={entry.get('deadLetterStrategy')!r})", **where,
+                          key="deadLetterStrategy")
+    if any(_core(e, "destination") for e in _elements(entry)):
+        raise ConfigError("a <policyEntry> with a <destination> element: write its queue attribute", **where)
+    holders = [e for e in _elements(entry) if _core(e, "deadLetterStrategy")]
+    strategy = _elements(holders[0]) if holders else []
+    if not strategy:
+        return _Dead(name, SHARED_DLQ)
+    if len(strategy) > 1 or not _core(strategy[0], "sharedDeadLetterStrategy", "individualDeadLetterStrategy",
+                                      "discarding"):
+        raise ConfigError(f"the dead-letter strategy <{_local(strategy[0].tag)}> is not one this import reads, or "
+                          f"{_REFERENCE}", **where, key="deadLetterStrategy")
+    s = strategy[0]
+    kind = _local(s.tag)
+    keeps = _boolean(s, "processNonPersistent", False, where["file"])
+    if kind == "individualDeadLetterStrategy":
+        prefix, suffix = s.get("queuePrefix", INDIVIDUAL_PREFIX), s.get("queueSuffix", "")
+        if not _boolean(s, "useQueueForQueueMessages", True, where["file"]):
+            raise ConfigError("an individual strategy sending queues' dead letters to topics: this import keeps them "
+                              "per queue; remove useQueueForQueueMessages=\"false\" or set the policies' "
+                              "dead_letter_address by hand", **where, key="useQueueForQueueMessages")
+        return _Dead(name, None, f"ActiveMQ names the dead-letter queue of each queue {prefix}<queue>{suffix} "
+                     "(individualDeadLetterStrategy): reprocess keeps dead letters under each message's own address "
+                     "(dlq/address=<queue>/)", not keeps)
+    if "deadLetterQueue" in s.attrib:
+        raise ConfigError(f"{_REFERENCE} (deadLetterQueue={s.get('deadLetterQueue')!r})", **where,
+                          key="deadLetterQueue")
+    queue = SHARED_DLQ
+    for holder in (e for e in _elements(s) if _core(e, "deadLetterQueue")):
+        named = [e for e in _elements(holder) if _core(e, "queue", "topic")]
+        if len(named) != 1 or len(_elements(holder)) != 1 or not named[0].get("physicalName", "").strip():
+            raise ConfigError(f"a <deadLetterQueue> not holding one named <queue>: {_REFERENCE}", **where,
+                              key="deadLetterQueue")
+        queue = named[0].get("physicalName", "").strip()
+    if kind == "discarding":
+        return _Dead(name, queue, "ActiveMQ discards the dead letters of some queues (<discarding/>): reprocess keeps "
+                     f"them, under {queue}", not keeps)
+    return _Dead(name, queue, None, not keeps)
+
+
+def _dead_letters(broker: ET.Element, source: str) -> tuple[list[_Dead], _Dead]:
+    """The queue ``<policyEntry>`` elements' dead-letter strategies, in document order, and the default one (the
+    policy map's ``<defaultEntry>``'s, else the broker's: shared, ``ActiveMQ.DLQ``)."""
+    where = {"file": source, "policy": "destinationPolicy"}
+    if "destinationPolicy" in broker.attrib:
+        raise ConfigError(f"{_REFERENCE} (destinationPolicy={broker.get('destinationPolicy')!r})", **where)
+    holders = [e for e in _elements(broker) if _core(e, "destinationPolicy")]
+    policy_map = _bean(holders[0], "policyMap", where) if holders else None
+    if policy_map is None:
+        return [], _DEFAULT_DEAD
+    _only(policy_map, (), where)
+    dead: list[_Dead] = []
+    default = _DEFAULT_DEAD
+    for holder in _elements(policy_map):
+        if _core(holder, "policyEntries", "entries"):
+            for entry in _elements(holder):
+                if not _core(entry, "policyEntry"):
+                    raise ConfigError(f"<{_local(entry.tag)}> among the policy entries: {_REFERENCE}", **where)
+                if entry.get("queue") is not None:
+                    name = entry.get("queue", "").strip()
+                    dead.append(_strategy(entry, name, {**where, "policy": name}))
+        elif _core(holder, "defaultEntry"):
+            entry = _bean(holder, "policyEntry", where)  # type: ignore[assignment]
+            if entry is not None:
+                default = _strategy(entry, None, {**where, "policy": "defaultEntry"})
+        else:
+            raise ConfigError(f"<{_local(holder.tag)}> in the policy map: {_REFERENCE}", **where)
+    return dead, default
+
+
+def _entries(plugin: ET.Element, source: str, not_carried: Counter[str]) -> tuple[list[_Entry], _Entry | None, int]:
+    """The plugin's queue entries in document order, its default entry, and how many entries were read (the topic
+    and temporary ones are counted into ``not_carried``)."""
+    where = {"file": source, "policy": "redeliveryPlugin"}
+    _only(plugin, ("fallbackToDeadLetter", "sendToDlqIfMaxRetriesExceeded"), where)
+    children = _elements(plugin)
+    if any(not _core(e, "redeliveryPolicyMap") for e in children) or len(children) > 1:
+        raise ConfigError("<redeliveryPlugin> holds " + ", ".join(f"<{_local(e.tag)}>" for e in children)
+                          + f", not one <redeliveryPolicyMap>: {_REFERENCE}", **where)
+    policy_map = _bean(children[0], "redeliveryPolicyMap", where) if children else None
+    if policy_map is None:
+        return [], None, 0
+    _only(policy_map, (), where)
+    queues: list[_Entry] = []
+    default: _Entry | None = None
+    read = 0
+    for holder in _elements(policy_map):
+        if _core(holder, "redeliveryPolicyEntries", "entries"):
+            for element in _elements(holder):
+                if not _core(element, "redeliveryPolicy"):
+                    raise ConfigError(f"<{_local(element.tag)}> among the redelivery entries: {_REFERENCE}", **where)
+                read += 1
+                kind, entry = _entry(element, element.get("queue", f"#{read}").strip(), source, not_carried)
+                if kind is None:
+                    raise ConfigError("an entry without a destination (queue, topic, tempQueue or tempTopic)",
+                                      file=source, policy=f"#{read}")
+                if kind == "queue":
+                    queues.append(entry)
+                else:
+                    not_carried[f"{kind} entries"] += 1
+        elif _core(holder, "defaultEntry"):
+            element = _bean(holder, "redeliveryPolicy", where)  # type: ignore[assignment]
+            if element is not None:
+                read += 1
+                kind, default = _entry(element, "defaultEntry", source, not_carried)
+                if kind is not None:
+                    raise ConfigError(f"the default entry names a {kind}", file=source, policy="defaultEntry",
+                                      key=kind)
+        else:
+            raise ConfigError(f"<{_local(holder.tag)}> in the redelivery policy map: {_REFERENCE}", **where)
+    return queues, default, read
+
+
+# --- the import ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClassicImport:
+    """A policy file made from an ``activemq.xml``: its YAML ``text``, the :class:`PolicySet` it reads as, the
+    redelivery entries read, what was not carried over, the policies added for ActiveMQ's choices, notes on what
+    ActiveMQ does that reprocess does not (it drops nothing), and warnings where ActiveMQ's choice is random."""
+
+    text: str
+    policies: PolicySet
+    entries: int
+    not_carried: dict[str, int] = field(default_factory=dict)
+    added: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"{self.entries} redelivery entries -> {len(self.policies.policies)} activemq policies"]
+        if self.added:
+            lines.append("added for ActiveMQ's choice of entry: " + ", ".join(self.added))
+        if self.not_carried:
+            lines.append("not carried over: " + ", ".join(f"{k} ({n})" for k, n in sorted(self.not_carried.items())))
+        lines += self.notes
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Broker:
+    """What the import reads of one broker: its queue redelivery entries, its default entry, the plugin's switches,
+    and the dead-letter strategies of its queue policy entries and its default one."""
+
+    entries: list[_Entry]
+    default: _Entry | None
+    fallback: bool
+    dead: list[_Dead]
+    dead_default: _Dead
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name or "" for e in self.entries]
+
+    def choices(self, queue: str) -> tuple[list[int], list[str | None]]:
+        """The redelivery entries ActiveMQ can take for ``queue`` (``-1``: none matches, the default's turn) and the
+        dead-letter queues it can send its dead letters to (``None``: an individual one)."""
+        _, entries = classic_choice(self.names, queue)
+        _, dead = classic_choice([d.name or "" for d in self.dead], queue)
+        return entries or [-1], list(dict.fromkeys(self.dead[d].dlq for d in dead)) or [self.dead_default.dlq]
+
+
+def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> ClassicImport:
+    """The redelivery plugin of the ActiveMQ Classic ``activemq.xml`` at ``path`` as a policy file (module
+    docstring), its ``${...}`` placeholders given values by ``properties``."""
+    source = str(path)
+    root = _read(source, properties or {})
+    broker_element = next((e for e in root.iter() if _core(e, "broker")), None)
+    if broker_element is None:
+        raise ConfigError(f"no <broker> element of {CORE}: not an ActiveMQ Classic configuration", file=source)
+    if "plugins" in broker_element.attrib:
+        raise ConfigError(f"{_REFERENCE} (plugins={broker_element.get('plugins')!r})", file=source, key="plugins")
+    plugins = [e for e in broker_element.iter() if _core(e, "redeliveryPlugin")]
+    if any("RedeliveryPlugin" in (e.get("class") or "") for e in broker_element.iter()):
+        raise ConfigError(f"a redelivery plugin given as a <bean>: {_REFERENCE}", file=source)
+    if not plugins:
+        raise ConfigError("no <redeliveryPlugin>: the broker schedules no redelivery (clients' own redelivery "
+                          "policies are set on their connection factories, not here)", file=source)
+    if len(plugins) > 1:
+        raise ConfigError("more than one <redeliveryPlugin>", file=source)
+    plugin = plugins[0]
+    if not _boolean(broker_element, "schedulerSupport", False, source):
+        raise ConfigError('the redelivery plugin needs schedulerSupport="true" on <broker> (the broker would not '
+                          "start)", file=source, key="schedulerSupport")
+    not_carried: Counter[str] = Counter()
+    queues, default, read = _entries(plugin, source, not_carried)
+    dead, dead_default = _dead_letters(broker_element, source)
+    broker = _Broker(queues, default, _boolean(plugin, "fallbackToDeadLetter", True, source), dead, dead_default)
+    for what, names in (("redelivery entries", broker.names), ("policy entries", [d.name or "" for d in dead])):
+        _check_names(what, names, source)
+    notes = _notes(broker, plugin, source)
+    policies, stands = _base_policies(broker)
+    if not policies:
+        raise ConfigError("the redelivery plugin has no queue entry and no default entry, and fallbackToDeadLetter is "
+                          "false: nothing to import", file=source)
+    added, warnings = _agree(broker, policies, stands, source)
+    described = [f"{p['match']} (the entry for {broker.names[e]}" if e >= 0 else f"{p['match']} (the default entry"
+                 for p, e in added]
+    described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
+                      else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
+                                                                                                 strict=True)]
+    doc = {"default_dead_letter_address": dead_default.dlq or SHARED_DLQ,
+           "policies": [p for p, _ in added] + policies}
+    policy_set = policies_from_mapping(doc, source=source)
+    text = _render(source, doc, not_carried, described, notes, warnings)
+    assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
+    return ClassicImport(text, policy_set, read, dict(not_carried), described, notes, warnings)
+
+
+def _check_names(what: str, names: list[str], source: str) -> None:
+    for n, name in enumerate(names):
+        where = {"file": source, "policy": name, "key": "queue"}
+        if "${" in name:
+            raise ConfigError("holds a ${...} placeholder Spring substitutes: give its value (--property)", **where)
+        if "," in name or "?" in name:
+            raise ConfigError("a composite destination or one with options: write one entry per queue", **where)
+        if not name or translate(name) is None:
+            raise ConfigError("no policy-file pattern matches the queues this entry matches ('>' anywhere but at the "
+                              "end matches only its literal name, 'a.>.>' a queue of one word more than 'a'; '#' is a "
+                              "wildcard in policy files)", **where)
+        if name in names[:n]:
+            raise ConfigError(f"two {what} for one queue: ActiveMQ takes either, depending on their identity hashes",
+                              **where)
+
+
+def _notes(broker: _Broker, plugin: ET.Element, source: str) -> list[str]:
+    notes = list(dict.fromkeys(d.note for d in (*broker.dead, broker.dead_default) if d.note))
+    if any(d.drops_non_persistent for d in (*broker.dead, broker.dead_default)):
+        notes.append("ActiveMQ drops the dead letters of non-persistent messages (processNonPersistent=\"false\", "
+                     "its default): reprocess dead-letters every message")
+    if broker.default is None and broker.fallback:
+        notes.append("no default entry: the queues no entry matches are dead-lettered at their first failure "
+                     "(fallbackToDeadLetter), policy '#' with maximumRedeliveries 0")
+    elif broker.default is None and ANY_WORDS not in [translate(n) for n in broker.names]:
+        notes.append("no default entry and fallbackToDeadLetter=\"false\": ActiveMQ keeps no record of the failures "
+                     "of queues no entry matches; reprocess quarantines them (UNKNOWN_ADDRESS)")
+    if not _boolean(plugin, "sendToDlqIfMaxRetriesExceeded", True, source):
+        notes.append("sendToDlqIfMaxRetriesExceeded=\"false\": ActiveMQ discards exhausted messages; reprocess "
+                     "dead-letters them")
+    return notes
+
+
+def _settings(broker: _Broker, entry: int) -> dict[str, Any]:
+    """The policy settings of redelivery entry ``entry`` (``-1``: the default entry, or the fallback's)."""
+    if entry >= 0:
+        return dict(broker.entries[entry].settings)
+    return dict(broker.default.settings) if broker.default is not None else {"maximumRedeliveries": 0}
+
+
+def _policy(pattern: str, settings: dict[str, Any], dlq: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"match": pattern, "profile": "activemq", "settings": settings}
+    if dlq is not None:
+        out["dead_letter_address"] = dlq
+    return out
+
+
+def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
+    """A policy per queue entry, and '#' for the default entry (or the fallback), each with the dead-letter queue of
+    a typical queue of its pattern; and the entry each stands for."""
+    names = broker.names + [d.name or "" for d in broker.dead]
+    literals = {w for n in names for w in n.split(DELIMITER)}
+    fresh = next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
+    patterns = [translate(n) or "" for n in broker.names]
+    stands = list(range(len(patterns)))
+    if ANY_WORDS not in patterns and (broker.default is not None or broker.fallback):
+        patterns.append(ANY_WORDS)
+        stands.append(-1)
+    policies = []
+    for pattern, entry in zip(patterns, stands, strict=True):
+        typical = DELIMITER.join(fresh if w in (ANY_WORDS, SINGLE_WORD) else w for w in pattern.split(DELIMITER))
+        policies.append(_policy(pattern, _settings(broker, entry), broker.choices(typical)[1][0]))
+    return policies, stands
+
+
+def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
+           source: str) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
+    """More specific policies, to go before ``policies`` (which stand for the entries ``stands``), so that every
+    kind of queue name takes the redelivery entry and dead-letter queue ActiveMQ gives it: each for the intersection
+    of the patterns matching a queue where they differ. Returns them (most recent first, with the entry each stands
+    for) and warnings where ActiveMQ's choice is random."""
+    entry_patterns = [translate(n) or "" for n in broker.names]
+    dead_patterns = [translate(d.name or "") or "" for d in broker.dead]
+    added: list[tuple[dict[str, Any], int]] = []
+    warnings: dict[tuple[str, ...], str] = {}
+    while True:
+        current = [p for p, _ in added] + policies
+        patterns = [str(p["match"]) for p in current]
+        stand = [e for _, e in added] + stands
+        order = precedence(patterns)
+        fix = None
+        for queue in address_kinds(patterns + dead_patterns):
+            entries, dlqs = broker.choices(queue)
+            i = next((i for i in order if matches(patterns[i], queue)), None)
+            if i is None:  # quarantined: ActiveMQ has no entry for it and no fallback either
+                assert entries == [-1], queue
+                assert broker.default is None, queue
+                assert not broker.fallback, queue
+                continue
+            ours, our_dlq = stand[i], current[i].get("dead_letter_address")
+            _warn(warnings, broker, queue, entries, dlqs, ours, our_dlq)
+            if ours in entries and our_dlq in dlqs:
+                continue
+            want = ours if ours in entries else min(entries, key=lambda e: order.index(stand.index(e)))
+            pattern = intersection([p for p, n in zip(entry_patterns, broker.names, strict=True) if finds(n, queue)]
+                                   + [p for p, d in zip(dead_patterns, broker.dead, strict=True)
+                                      if finds(d.name or "", queue)] or [ANY_WORDS])
+            if pattern is None or pattern in patterns:
+                raise ConfigError(f"for the queue {queue}, ActiveMQ takes the entry for "
+                                  f"{broker.names[want] if want >= 0 else 'defaultEntry'} with dead letters to "
+                                  f"{dlqs[0] or 'its own'}, and no policy this import can add does: add an entry for "
+                                  "it", file=source)
+            fix = (_policy(pattern, _settings(broker, want), our_dlq if our_dlq in dlqs else dlqs[0]), want)
+            break
+        if fix is None:
+            return added, list(warnings.values())
+        if len(added) >= MAX_ADDED:
+            raise ConfigError(f"more than {MAX_ADDED} policies would be needed to give ActiveMQ's choices "
+                              "everywhere: add entries for the queues where patterns overlap", file=source)
+        added.insert(0, fix)
+
+
+def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, entries: list[int],
+          dlqs: list[str | None], ours: int, our_dlq: str | None) -> None:
+    """Names a random choice of ActiveMQ's, once per set of entries it chooses among."""
+    if len(entries) > 1 and ours in entries:
+        names = [broker.names[e] for e in entries]
+        warnings.setdefault(tuple(names), f"for queues like {queue}, ActiveMQ takes the redelivery entry for "
+                            + " or ".join(names) + " at random (its comparison is not an order; the identity hashes "
+                            f"of its entries decide): this file takes {broker.names[ours]}'s")
+    if len(dlqs) > 1 and our_dlq in dlqs:
+        shown = [d or "each queue's own" for d in dlqs]
+        warnings.setdefault(("dead", *shown), f"for queues like {queue}, ActiveMQ sends dead letters to "
+                            + " or ".join(shown) + " at random (its policy entries' comparison is not an order): "
+                            f"this file sends them to {our_dlq or 'their own address'}")
+
+
+def _render(source: str, doc: dict[str, Any], not_carried: Counter[str], added: list[str],
+            notes: list[str], warnings: list[str]) -> str:
+    def wrap(text: str) -> list[str]:
+        return textwrap.wrap(text, width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+
+    header = wrap(f"Imported from {Path(source).name} by `reprocess policies import`: the redelivery plugin's "
+                  "queue entries in its order, its default entry as '#'. Policy files choose by Artemis's precedence, "
+                  "not ActiveMQ's: the import checked that each kind of queue name these entries tell apart takes "
+                  "the redelivery entry and the dead-letter queue ActiveMQ gives it.")
+    if added:
+        header += wrap("Added first, so that each queue takes what ActiveMQ gives it: " + ", ".join(added) + ".")
+    if not_carried:
+        header += wrap("Not carried over: " + ", ".join(sorted(not_carried)) + ".")
+    for line in notes + [f"Warning: {w}" for w in warnings]:
+        header += wrap(line[0].upper() + line[1:] + ".")
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=None, width=120)
+    return "\n".join(header) + "\n" + body
+
+
+__all__ = ["ClassicImport", "import_activemq_xml", "is_activemq_xml"]
