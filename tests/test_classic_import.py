@@ -68,14 +68,13 @@ def test_activemq_own_configuration_with_the_documented_plugin_imports(tmp_path)
     assert special.settings.maximum_redeliveries == 4
     assert special.dead_letter_address == "ActiveMQ.DLQ"
     assert ps.default_dead_letter_address == "ActiveMQ.DLQ"
-    # ${eu.delay:3000}: Spring's placeholder, its default without a value
+    # ${eu.queues:*.eu}: Spring's placeholder, its default without a value
     eu = ps.resolve("shop.eu")
     assert eu is not None
     assert eu.settings.redelivery_delay == 3000
     assert eu.settings.maximum_redeliveries == 2
-    given = import_activemq_xml(ACTIVEMQ, {"eu.delay": "4500"}).policies.resolve("shop.eu")
-    assert given is not None
-    assert given.settings.redelivery_delay == 4500
+    given = import_activemq_xml(ACTIVEMQ, {"eu.queues": "*.europe"}).policies
+    assert [p.match for p in given.policies] == ["SpecialQueue", "orders.#", "*.europe", "#"]
     # ActiveMQ takes '*.eu' for orders.eu as well: the narrower pattern, as Artemis's rule does
     assert ps.resolve("orders.eu") == eu
     orders = ps.resolve("orders")  # 'orders.>' matches 'orders' itself, as '#' does
@@ -141,7 +140,26 @@ def test_dead_letters_follow_the_policy_entry_activemq_takes_for_each_queue(tmp_
     assert {q: (_max(ps, q), dlq(q)) for q in ("orders.x", "orders.eu.x", "orders.eu", "billing")} == {
         "orders.x": (3, "ActiveMQ.DLQ"), "orders.eu.x": (3, "eu.dead"), "orders.eu": (3, "eu.dead"),
         "billing": (9, "billing")}
+    assert imported.added == ["orders.eu.# (the entry for orders.>, dead letters to eu.dead)"]
     assert "DLQ.<queue>" in imported.summary()
+
+
+@pytest.mark.unit
+def test_dead_letters_of_a_narrower_policy_entry_and_many_literal_ones(tmp_path):
+    """'orders.*' sends dead letters to orders.DLQ, 'orders.>' (the redelivery entry) and the others to ActiveMQ.DLQ:
+    the policy for 'orders.#' keeps ActiveMQ.DLQ (its typical queue is longer than 'orders.*' matches) and
+    'orders.*' is added. Seventy literal policy entries under an individual '>' add seventy policies."""
+    policies = "<policyEntries>" + SHARED.format(queue="orders.*", dlq="orders.DLQ") + "</policyEntries>"
+    ps = import_activemq_xml(_write(tmp_path, _plugin(['<redeliveryPolicy queue="orders.>"/>'],
+                                                      policies=policies))).policies
+    got = {q: ps.dead_letter_address_for(ps.resolve(q), q) for q in ("orders", "orders.x", "orders.a.b")}  # type: ignore[arg-type]
+    assert got == {"orders": "ActiveMQ.DLQ", "orders.x": "orders.DLQ", "orders.a.b": "ActiveMQ.DLQ"}
+    many = "<policyEntries>" + INDIVIDUAL.format(queue=">") + "".join(
+        SHARED.format(queue=f"app.q{n}", dlq=f"dead{n}") for n in range(70)) + "</policyEntries>"
+    imported = import_activemq_xml(_write(tmp_path, _plugin([], default='<redeliveryPolicy/>', policies=many)))
+    assert len(imported.added) == 70
+    assert imported.policies.dead_letter_address_for(imported.policies.resolve("app.q42"), "app.q42") == "dead42"  # type: ignore[arg-type]
+    assert imported.policies.dead_letter_address_for(imported.policies.resolve("app.x"), "app.x") == "app.x"  # type: ignore[arg-type]
 
 
 @pytest.mark.unit
@@ -195,7 +213,19 @@ REFERENCES = [
     (_plugin(['<redeliveryPolicy queue="a,b"/>']), "composite"),
     (_plugin(['<redeliveryPolicy queue="a"/>', '<redeliveryPolicy queue=" a "/>']), "two redelivery entries"),
     (_plugin(['<redeliveryPolicy maximumRedeliveries="1"/>']), "without a destination"),
-    (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="${n}"/>']), "--property"),
+    (_plugin(['<redeliveryPolicy queue="a" maximumRedeliveries="${n}"/>']), "schema refuses"),
+    (_plugin(['<redeliveryPolicy queue="${q}"/>']), "--property"),
+    (_plugin([], policies='<policyEntries><policyEntry><destination><queue physicalName="a.>"/></destination>'
+                          "</policyEntry></policyEntries>"), "<destination> element"),
+    (_plugin([], policies='<policyEntries><policyEntry destination="#a"/></policyEntries>'), "<destination> element"),
+    (_plugin([], policies='<policyEntries><policyEntry queue=">"><deadLetterStrategy/></policyEntry>'
+                          "</policyEntries>"), "empty <deadLetterStrategy>"),
+    (_plugin([], policies=SHARED.format(queue=">", dlq="x").replace("<queue physicalName", "<topic physicalName")
+             .join(["<policyEntries>", "</policyEntries>"])), "to queues"),
+    (_plugin([]).replace("<plugins><redeliveryPlugin >", '<plugins><bean xmlns="http://www.springframework.org/'
+                         'schema/beans" class="x"/><redeliveryPluginX >').replace("</redeliveryPlugin>",
+                                                                                  "</redeliveryPluginX>"),
+     "a plugin given as a <bean>"),
     (f"<beans {SCHEMAS}/>", "not an ActiveMQ Classic configuration"),
     (f'<beans {SCHEMAS}><broker xmlns="http://activemq.apache.org/schema/core"/></beans>', "no <redeliveryPlugin>"),
     ("<beans>", "not well-formed"),
@@ -241,11 +271,11 @@ def test_translation_and_intersection():
 @pytest.mark.unit
 def test_policies_import_cli_reads_either_broker(tmp_path, capsys):
     out = tmp_path / "policies.yaml"
-    assert main(["policies", "import", str(ACTIVEMQ), "--out", str(out), "--property", "eu.delay=2500"]) == 0
+    assert main(["policies", "import", str(ACTIVEMQ), "--out", str(out), "--property", "eu.queues=*.europe"]) == 0
     err = capsys.readouterr().err
     assert "5 redelivery entries -> 4 activemq policies" in err
     assert "topic entries (1)" in err
-    assert load_policies(out).resolve("x.eu").settings.redelivery_delay == 2500  # type: ignore[union-attr]
+    assert load_policies(out).resolve("x.europe").settings.redelivery_delay == 3000  # type: ignore[union-attr]
     assert main(["schedule", "--config", str(out), "--address", "orders.created", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["orders.created"]["policy"] == "orders.#"
 
@@ -353,13 +383,14 @@ def _ours(ps, queue: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.jvm
 def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
-    """Files with every kind of value, the default and fallback entries, and policy entries whose dead-letter
-    strategies differ by queue, loaded by the broker's own XBean: every queue of up to three words gets from the
-    imported policy file the settings of the entry the broker returned and its dead-letter queue."""
+    """Files with values in several schema forms, the default and fallback entries, and policy entries whose
+    dead-letter strategies differ by queue, loaded by the broker's own XBean (schema-checked): every queue of up to
+    three words gets from the imported policy file the settings of the entry the broker returned, and its dead-letter
+    queue, wherever the broker's choice is not random (where it is, one of those it can take: the other tests)."""
     rnd = random.Random(13)
     files: list[Path] = []
     kept: list[tuple[list[str], list[str], bool]] = []
-    for n in range(12):
+    for n in range(30):
         names = _random_names(rnd, rnd.choice([1, 3, 5]), importable=True)
         entries = [f'<redeliveryPolicy queue=" {q} " maximumRedeliveries=" {i} " initialRedeliveryDelay="{1000 + i}"'
                    f' redeliveryDelay="{2000 + 7 * i}" useExponentialBackOff="{rnd.choice(["1", "false"])}" '
@@ -368,7 +399,7 @@ def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
                    f'useCollisionAvoidance="{rnd.choice(["true", "0"])}" '
                    f'collisionAvoidancePercent="{rnd.randint(0, 50)}"/>'
                    for i, q in enumerate(names)]
-        dead = _random_names(rnd, rnd.choice([0, 1, 3]), importable=True) if n % 3 else []
+        dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True) if n % 3 else []
         policies = "<policyEntries>" + "".join(
             rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q),
                         f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
@@ -397,3 +428,34 @@ def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
                 assert ours[1] == strategy, (path.read_text(), queue)
                 exact += 1
     assert exact > len(queues) * len(files) // 2
+
+
+@pytest.mark.unit
+def test_random_plugins_with_policy_entries_import_and_agree_with_the_emulation(tmp_path):
+    """Random redelivery and policy entries (shared, individual and strategy-less, overlapping in every way): each
+    imports, and every queue of up to three words takes one of the entries and dead-letter queues ActiveMQ can give
+    it (classic_choice, itself checked against the broker above). A policy's typical queue matched by a narrower
+    policy entry, an intersection that already exists and lost a tie, and a queue whose kind no intersection of
+    patterns isolates each refused such files before."""
+    from reprocess.policy.classic_import import _Broker, _Dead, _Entry
+
+    rnd = random.Random(14)
+    queues = _addresses(WORDS, 3)
+    for n in range(100):
+        names = _random_names(rnd, rnd.choice([1, 3, 5]), importable=True)
+        dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True)
+        strategies = [rnd.choice([f"dead{i}", None, "ActiveMQ.DLQ"]) for i in range(len(dead))]
+        entries = [f'<redeliveryPolicy queue="{q}" maximumRedeliveries="{i}"/>' for i, q in enumerate(names)]
+        policies = "<policyEntries>" + "".join(
+            SHARED.format(queue=q, dlq=d) if d and d != "ActiveMQ.DLQ" else INDIVIDUAL.format(queue=q) if d is None
+            else f'<policyEntry queue="{q}"/>' for q, d in zip(dead, strategies, strict=True)) + "</policyEntries>"
+        ps = import_activemq_xml(_write(tmp_path, _plugin(
+            entries, default='<redeliveryPolicy maximumRedeliveries="99"/>', policies=policies), f"{n}.xml")).policies
+        broker = _Broker([_Entry(q, {}) for q in names], _Entry(None, {}), True,
+                         [_Dead(q, d) for q, d in zip(dead, strategies, strict=True)], _Dead(None, "ActiveMQ.DLQ"), "")
+        for queue in queues:
+            possible, dlqs = broker.choices(queue)
+            policy = ps.resolve(queue)
+            assert policy is not None
+            assert policy.settings.maximum_redeliveries in [99 if e < 0 else e for e in possible], (names, queue)
+            assert policy.dead_letter_address in dlqs, (names, dead, queue)

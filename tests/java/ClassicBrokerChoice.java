@@ -1,5 +1,6 @@
 // What an ActiveMQ Classic broker chooses for a queue, computed by the broker's own classes (the Debian activemq
-// package's jars, on the classpath): no copy of its code.
+// package's jars, on the classpath). The choice mode writes out two lines of DestinationMap.chooseValue (its filter
+// of the entries found, and its comparator) to try every order of insertion; getEntryFor's own answer is checked too.
 //
 // `java -cp <activemq jars> ClassicBrokerChoice.java choice` reads pairs of lines, the entries' queue names and then
 // the queues to look up, each tab-separated, and builds a RedeliveryPolicyMap of one RedeliveryPolicy per name (its

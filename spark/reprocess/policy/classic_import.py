@@ -42,7 +42,7 @@ from reprocess.errors import ConfigError
 from reprocess.policy.classic import address_kinds, classic_choice, finds, intersection, translate
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
 from reprocess.policy.importer import substitute
-from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence
+from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
 CORE = "http://activemq.apache.org/schema/core"
 SHARED_DLQ = "ActiveMQ.DLQ"  # SharedDeadLetterStrategy's queue, and BaseDestination's default strategy's
@@ -55,7 +55,7 @@ PERCENT = "collisionAvoidancePercent"  # a short: sets collisionAvoidanceFactor 
 DESTINATIONS = ("queue", "topic", "tempQueue", "tempTopic")
 CLIENT_ONLY = ("preDispatchCheck",)  # a consumer's setting, not the plugin's
 PLUGIN_MINIMUM_DELAY = 1000  # RedeliveryPlugin.installPlugin: validatePolicyDelay(1000), queue and topic entries
-MAX_ADDED = 64  # policies the import may add for ActiveMQ's choices before it gives up
+MAX_ADDED = 64  # rounds of added or moved policies, and 4 per entry, before the import gives up
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # xs:integer, xs:long, xs:short
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # xs:double's finite forms
@@ -95,7 +95,8 @@ def _value(kind: str, text: str, where: dict[str, str]) -> Any:
     """An attribute value of the schema type ``kind`` (trimmed, as the schema's types collapse whitespace), as
     Spring then converts it."""
     if "${" in text:
-        raise ConfigError("holds a ${...} placeholder Spring substitutes: give its value (--property)", **where)
+        raise ConfigError("holds a ${...} placeholder, which the broker's schema refuses in a typed attribute (it "
+                          "checks the file before Spring substitutes placeholders): write the value", **where)
     value = text.strip(_XML_SPACE)
     if kind == "boolean":
         if value not in _BOOLEAN:
@@ -179,16 +180,28 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
     return kind, _Entry(name if kind == "queue" else None, settings)
 
 
+# the string attributes this import reads: Spring's placeholder configurer gives their ${...} values after the broker
+# checked the file against its schema, which refuses a placeholder in any other (typed) attribute
+STRING_ATTRIBUTES = ("queue", "topic", "physicalName", "queuePrefix", "queueSuffix")
+
+
 def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
+    """The document, the ``${...}`` placeholders of its string attributes given their values (``properties``, else
+    their ``:default``)."""
     try:
         with open(source, "rb") as fh:
-            return ET.fromstring(substitute(fh.read().decode("utf-8"), properties))
+            root = ET.fromstring(fh.read().decode("utf-8"))
     except ET.ParseError as exc:
         raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
     except UnicodeError as exc:
         raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+    for element in root.iter():
+        for attr in element.attrib:
+            if _local(attr) in STRING_ATTRIBUTES:
+                element.set(attr, substitute(element.attrib[attr], properties))
+    return root
 
 
 def _boolean(element: ET.Element, name: str, default: bool, source: str) -> bool:
@@ -216,10 +229,11 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
     if "deadLetterStrategy" in entry.attrib:
         raise ConfigError(f"{_REFERENCE} (deadLetterStrategy={entry.get('deadLetterStrategy')!r})", **where,
                           key="deadLetterStrategy")
-    if any(_core(e, "destination") for e in _elements(entry)):
-        raise ConfigError("a <policyEntry> with a <destination> element: write its queue attribute", **where)
     holders = [e for e in _elements(entry) if _core(e, "deadLetterStrategy")]
     strategy = _elements(holders[0]) if holders else []
+    if holders and not strategy:
+        raise ConfigError("an empty <deadLetterStrategy> (the broker would not start)", **where,
+                          key="deadLetterStrategy")
     if not strategy:
         return _Dead(name, SHARED_DLQ)
     if len(strategy) > 1 or not _core(strategy[0], "sharedDeadLetterStrategy", "individualDeadLetterStrategy",
@@ -243,9 +257,10 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
                           key="deadLetterQueue")
     queue = SHARED_DLQ
     for holder in (e for e in _elements(s) if _core(e, "deadLetterQueue")):
-        named = [e for e in _elements(holder) if _core(e, "queue", "topic")]
+        named = [e for e in _elements(holder) if _core(e, "queue")]
         if len(named) != 1 or len(_elements(holder)) != 1 or not named[0].get("physicalName", "").strip():
-            raise ConfigError(f"a <deadLetterQueue> not holding one named <queue>: {_REFERENCE}", **where,
+            raise ConfigError("a <deadLetterQueue> not holding one named <queue> (a topic, or "
+                              f"{_REFERENCE}): policy files send dead letters to queues", **where,
                               key="deadLetterQueue")
         queue = named[0].get("physicalName", "").strip()
     if kind == "discarding":
@@ -272,6 +287,9 @@ def _dead_letters(broker: ET.Element, source: str) -> tuple[list[_Dead], _Dead]:
             for entry in _elements(holder):
                 if not _core(entry, "policyEntry"):
                     raise ConfigError(f"<{_local(entry.tag)}> among the policy entries: {_REFERENCE}", **where)
+                if "destination" in entry.attrib or any(_core(e, "destination") for e in _elements(entry)):
+                    raise ConfigError("a <policyEntry> naming its destination with a <destination> element or a "
+                                      f"reference: write its queue attribute ({_REFERENCE})", **where)
                 if entry.get("queue") is not None:
                     name = entry.get("queue", "").strip()
                     dead.append(_strategy(entry, name, {**where, "policy": name}))
@@ -365,6 +383,7 @@ class _Broker:
     fallback: bool
     dead: list[_Dead]
     dead_default: _Dead
+    source: str
 
     @property
     def names(self) -> list[str]:
@@ -373,8 +392,11 @@ class _Broker:
     def choices(self, queue: str) -> tuple[list[int], list[str | None]]:
         """The redelivery entries ActiveMQ can take for ``queue`` (``-1``: none matches, the default's turn) and the
         dead-letter queues it can send its dead letters to (``None``: an individual one)."""
-        _, entries = classic_choice(self.names, queue)
-        _, dead = classic_choice([d.name or "" for d in self.dead], queue)
+        try:
+            _, entries = classic_choice(self.names, queue)
+            _, dead = classic_choice([d.name or "" for d in self.dead], queue)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=self.source) from exc
         return entries or [-1], list(dict.fromkeys(self.dead[d].dlq for d in dead)) or [self.dead_default.dlq]
 
 
@@ -392,6 +414,11 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     if any("RedeliveryPlugin" in (e.get("class") or "") for e in broker_element.iter()):
         raise ConfigError(f"a redelivery plugin given as a <bean>: {_REFERENCE}", file=source)
     if not plugins:
+        beans = [e for holder in _elements(broker_element) if _core(holder, "plugins") for e in _elements(holder)
+                 if not isinstance(e.tag, str) or not e.tag.startswith(f"{{{CORE}}}")]
+        if beans:
+            raise ConfigError(f"no <redeliveryPlugin>, and <plugins> holds {_REFERENCE} (a plugin given as a <bean> "
+                              "or <ref> is not read)", file=source)
         raise ConfigError("no <redeliveryPlugin>: the broker schedules no redelivery (clients' own redelivery "
                           "policies are set on their connection factories, not here)", file=source)
     if len(plugins) > 1:
@@ -403,7 +430,8 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     not_carried: Counter[str] = Counter()
     queues, default, read = _entries(plugin, source, not_carried)
     dead, dead_default = _dead_letters(broker_element, source)
-    broker = _Broker(queues, default, _boolean(plugin, "fallbackToDeadLetter", True, source), dead, dead_default)
+    broker = _Broker(queues, default, _boolean(plugin, "fallbackToDeadLetter", True, source), dead, dead_default,
+                     source)
     for what, names in (("redelivery entries", broker.names), ("policy entries", [d.name or "" for d in dead])):
         _check_names(what, names, source)
     notes = _notes(broker, plugin, source)
@@ -411,14 +439,15 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     if not policies:
         raise ConfigError("the redelivery plugin has no queue entry and no default entry, and fallbackToDeadLetter is "
                           "false: nothing to import", file=source)
-    added, warnings = _agree(broker, policies, stands, source)
+    ordered, warnings = _agree(broker, policies, stands, source)
+    base = {id(p) for p in policies}
+    added = [(p, e) for p, e in ordered if id(p) not in base]
     described = [f"{p['match']} (the entry for {broker.names[e]}" if e >= 0 else f"{p['match']} (the default entry"
                  for p, e in added]
     described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
                       else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
                                                                                                  strict=True)]
-    doc = {"default_dead_letter_address": dead_default.dlq or SHARED_DLQ,
-           "policies": [p for p, _ in added] + policies}
+    doc = {"default_dead_letter_address": dead_default.dlq or SHARED_DLQ, "policies": [p for p, _ in ordered]}
     policy_set = policies_from_mapping(doc, source=source)
     text = _render(source, doc, not_carried, described, notes, warnings)
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
@@ -478,6 +507,7 @@ def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
     names = broker.names + [d.name or "" for d in broker.dead]
     literals = {w for n in names for w in n.split(DELIMITER)}
     fresh = next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
+    longest = max((len(n.split(DELIMITER)) for n in names), default=1)
     patterns = [translate(n) or "" for n in broker.names]
     stands = list(range(len(patterns)))
     if ANY_WORDS not in patterns and (broker.default is not None or broker.fallback):
@@ -485,27 +515,30 @@ def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
         stands.append(-1)
     policies = []
     for pattern, entry in zip(patterns, stands, strict=True):
-        typical = DELIMITER.join(fresh if w in (ANY_WORDS, SINGLE_WORD) else w for w in pattern.split(DELIMITER))
+        # a queue of the pattern no literal word of another decides, longer than every pattern of a fixed length
+        words = pattern.split(DELIMITER)
+        tail = [fresh] * (longest + 1 - len(words) + 1) if words[-1] == ANY_WORDS else []
+        typical = DELIMITER.join([fresh if w == SINGLE_WORD else w for w in words if w != ANY_WORDS] + tail)
         policies.append(_policy(pattern, _settings(broker, entry), broker.choices(typical)[1][0]))
     return policies, stands
 
 
 def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
            source: str) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
-    """More specific policies, to go before ``policies`` (which stand for the entries ``stands``), so that every
-    kind of queue name takes the redelivery entry and dead-letter queue ActiveMQ gives it: each for the intersection
-    of the patterns matching a queue where they differ. Returns them (most recent first, with the entry each stands
-    for) and warnings where ActiveMQ's choice is random."""
+    """The policies in file order, so that every kind of queue name takes the redelivery entry and dead-letter queue
+    ActiveMQ gives it: ``policies`` (standing for the entries ``stands``) after more specific ones, each for the
+    intersection of the patterns matching a queue where they differ, or with a policy moved to the front where it
+    loses a tie (file order breaks ties). Returns them with the entry each stands for, and warnings where ActiveMQ's
+    choice is random."""
     entry_patterns = [translate(n) or "" for n in broker.names]
     dead_patterns = [translate(d.name or "") or "" for d in broker.dead]
-    added: list[tuple[dict[str, Any], int]] = []
+    current = list(zip(policies, stands, strict=True))
     warnings: dict[tuple[str, ...], str] = {}
-    while True:
-        current = [p for p, _ in added] + policies
-        patterns = [str(p["match"]) for p in current]
-        stand = [e for _, e in added] + stands
+    limit = MAX_ADDED + 4 * (len(broker.entries) + len(broker.dead))
+    for _ in range(limit):
+        patterns = [str(p["match"]) for p, _ in current]
         order = precedence(patterns)
-        fix = None
+        fixes: dict[str, tuple[dict[str, Any], int]] = {}
         for queue in address_kinds(patterns + dead_patterns):
             entries, dlqs = broker.choices(queue)
             i = next((i for i in order if matches(patterns[i], queue)), None)
@@ -514,27 +547,57 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
                 assert broker.default is None, queue
                 assert not broker.fallback, queue
                 continue
-            ours, our_dlq = stand[i], current[i].get("dead_letter_address")
+            ours, our_dlq = current[i][1], current[i][0].get("dead_letter_address")
             _warn(warnings, broker, queue, entries, dlqs, ours, our_dlq)
             if ours in entries and our_dlq in dlqs:
                 continue
-            want = ours if ours in entries else min(entries, key=lambda e: order.index(stand.index(e)))
-            pattern = intersection([p for p, n in zip(entry_patterns, broker.names, strict=True) if finds(n, queue)]
-                                   + [p for p, d in zip(dead_patterns, broker.dead, strict=True)
-                                      if finds(d.name or "", queue)] or [ANY_WORDS])
-            if pattern is None or pattern in patterns:
+            want = ours if ours in entries else min(entries, key=lambda e: order.index(
+                next(j for j, (_, stand) in enumerate(current) if stand == e)))
+            dlq = our_dlq if our_dlq in dlqs else dlqs[0]
+            matching = ([p for p, n in zip(entry_patterns, broker.names, strict=True) if finds(n, queue)]
+                        + [p for p, d in zip(dead_patterns, broker.dead, strict=True) if finds(d.name or "", queue)])
+            fix = _fix(queue, [intersection(matching or [ANY_WORDS]), _kind(queue, patterns + dead_patterns)],
+                       patterns, current, i, entries, dlqs)
+            if fix is None:
                 raise ConfigError(f"for the queue {queue}, ActiveMQ takes the entry for "
                                   f"{broker.names[want] if want >= 0 else 'defaultEntry'} with dead letters to "
-                                  f"{dlqs[0] or 'its own'}, and no policy this import can add does: add an entry for "
-                                  "it", file=source)
-            fix = (_policy(pattern, _settings(broker, want), our_dlq if our_dlq in dlqs else dlqs[0]), want)
-            break
-        if fix is None:
-            return added, list(warnings.values())
-        if len(added) >= MAX_ADDED:
-            raise ConfigError(f"more than {MAX_ADDED} policies would be needed to give ActiveMQ's choices "
-                              "everywhere: add entries for the queues where patterns overlap", file=source)
-        added.insert(0, fix)
+                                  f"{dlq or 'its own'}, and no policy this import can add does: add an entry for it",
+                                  file=source)
+            fixes.setdefault(fix, (_policy(fix, _settings(broker, want), dlq), want))
+        if not fixes:
+            return current, list(warnings.values())
+        moved = [current[patterns.index(p)] for p in fixes if p in patterns]  # right, but losing a tie
+        current = [*(fix for p, fix in fixes.items() if p not in patterns), *moved,
+                   *(c for c in current if not any(c is m for m in moved))]
+    raise ConfigError(f"more than {limit} rounds of policies would be needed to give ActiveMQ's choices everywhere: "
+                      "add entries for the queues where patterns overlap", file=source)
+
+
+def _fix(queue: str, candidates: list[str | None], patterns: list[str], current: list[tuple[dict[str, Any], int]],
+         taken: int, entries: list[int], dlqs: list[str | None]) -> str | None:
+    """The first of ``candidates`` (patterns matching ``queue``) that can give it ActiveMQ's choice: one no policy
+    has yet, or the pattern of a policy giving one of ``entries`` and ``dlqs`` that only loses a tie to the policy
+    ``taken`` (moved to the front, it wins)."""
+    for pattern in candidates:
+        if pattern is None or not matches(pattern, queue):
+            continue
+        if pattern not in patterns:
+            return pattern
+        policy, entry = current[patterns.index(pattern)]
+        if (entry in entries and policy.get("dead_letter_address") in dlqs
+                and specificity(pattern) == specificity(patterns[taken])):
+            return pattern
+    return None
+
+
+def _kind(queue: str, patterns: list[str]) -> str:
+    """A pattern for the queues of ``queue``'s kind (:func:`address_kinds`): its words that are some pattern's
+    literal, ``*`` for the others, and any words more where it is longer than every pattern (its kind holds those
+    queues too)."""
+    literals = {w for p in patterns for w in p.split(DELIMITER)} - {ANY_WORDS, SINGLE_WORD}
+    longest = max(len(p.split(DELIMITER)) for p in patterns)
+    words = [w if w in literals else SINGLE_WORD for w in queue.split(DELIMITER)]
+    return DELIMITER.join([*words[:longest], SINGLE_WORD, ANY_WORDS] if len(words) > longest else words)
 
 
 def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, entries: list[int],
