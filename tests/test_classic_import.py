@@ -459,3 +459,38 @@ def test_random_plugins_with_policy_entries_import_and_agree_with_the_emulation(
             assert policy is not None
             assert policy.settings.maximum_redeliveries in [99 if e < 0 else e for e in possible], (names, queue)
             assert policy.dead_letter_address in dlqs, (names, dead, queue)
+
+
+@pytest.mark.jvm
+def test_the_import_refuses_what_the_broker_refuses_to_start_with(tmp_path):
+    """The plugin's own start-up checks (RedeliveryPlugin.installPlugin), run by starting the broker (no transport
+    connector: no port): it refuses a file without schedulerSupport and a delay under 1000 ms in a queue or topic entry
+    or the default entry, and starts with one in a temporary entry. The import refuses exactly the files the broker
+    refuses."""
+    cases = {
+        "ok": ('schedulerSupport="true"', ['<redeliveryPolicy queue="a" redeliveryDelay="1000"/>'], ""),
+        "no-scheduler": ("", ['<redeliveryPolicy queue="a"/>'], ""),
+        "queue-delay": ('schedulerSupport="true"', ['<redeliveryPolicy queue="a" redeliveryDelay="999"/>'], ""),
+        "queue-initial": ('schedulerSupport="true"', ['<redeliveryPolicy queue="a.>" initialRedeliveryDelay="0"/>'],
+                          ""),
+        "topic-delay": ('schedulerSupport="true"', ['<redeliveryPolicy topic="t.>" initialRedeliveryDelay="10"/>'], ""),
+        "temporary-delay": ('schedulerSupport="true"', ['<redeliveryPolicy tempQueue="true" redeliveryDelay="10"/>'],
+                            ""),
+        "default-delay": ('schedulerSupport="true"', [], '<redeliveryPolicy redeliveryDelay="10"/>'),
+    }
+    files = []
+    for name, (scheduler, entries, default) in cases.items():
+        broker = f'start="false" useJmx="false" persistent="false" dataDirectory="{tmp_path / name}" {scheduler}'
+        files.append(_write(tmp_path, _plugin(entries, default=default, broker=broker), f"{name}.xml"))
+    answers = run_java("ClassicBrokerChoice.java", "", "start", *map(str, files),
+                       classpath=activemq_classpath()).strip().split("\n")
+    started = {name: answer == "started" for name, answer in zip(cases, answers, strict=True)}
+    assert started == {"ok": True, "no-scheduler": False, "queue-delay": False, "queue-initial": False,
+                       "topic-delay": False, "temporary-delay": True, "default-delay": False}, answers
+    for name, path in zip(cases, files, strict=True):
+        try:
+            import_activemq_xml(path)
+            imported = True
+        except ConfigError:
+            imported = False
+        assert imported == started[name], name

@@ -12,6 +12,10 @@
 // `... ClassicBrokerChoice.java xml FILE...` reads one line of tab-separated queues, loads each activemq.xml through
 // XBean as the broker does (it must say start="false"), and writes, per file and queue, what its redelivery plugin
 // gives the queue ("none" for no entry, else the entry's settings) and its policy map's dead-letter strategy for it.
+//
+// `... ClassicBrokerChoice.java start FILE...` loads each file (start="false", no transport connector: it binds no
+// port) and starts the broker, which installs its plugins; it writes a line per file, "started" or "refused: " and
+// why, then stops it.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
@@ -46,6 +50,10 @@ public class ClassicBrokerChoice {
       PrintWriter out = new PrintWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
       if (args[0].equals("choice")) {
          choice(in, out);
+      } else if (args[0].equals("start")) {
+         for (int i = 1; i < args.length; i++) {
+            out.println(start(args[i]));
+         }
       } else {
          String[] queues = in.readLine().split("\t", -1);
          for (int i = 1; i < args.length; i++) {
@@ -119,6 +127,28 @@ public class ClassicBrokerChoice {
          }
       } finally {
          context.close();
+      }
+   }
+
+   static String start(String file) {
+      FileSystemXmlApplicationContext context = null;
+      try {
+         context = new FileSystemXmlApplicationContext("file:" + file);
+         BrokerService broker = context.getBean(BrokerService.class);
+         broker.start();
+         broker.stop();
+         broker.waitUntilStopped();
+         return "started";
+      } catch (Exception e) {
+         Throwable cause = e;
+         while (cause.getCause() != null) {
+            cause = cause.getCause();
+         }
+         return "refused: " + cause.getMessage().replace('\n', ' ');
+      } finally {
+         if (context != null) {
+            context.close();
+         }
       }
    }
 
