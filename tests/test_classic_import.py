@@ -454,7 +454,7 @@ def test_random_plugins_with_policy_entries_import_and_agree_with_the_emulation(
         broker = _Broker([_Entry(q, {}) for q in names], _Entry(None, {}), True,
                          [_Dead(q, d) for q, d in zip(dead, strategies, strict=True)], _Dead(None, "ActiveMQ.DLQ"), "")
         for queue in queues:
-            possible, dlqs = broker.choices(queue)
+            possible, dlqs, _, _ = broker.choices(queue)
             policy = ps.resolve(queue)
             assert policy is not None
             assert policy.settings.maximum_redeliveries in [99 if e < 0 else e for e in possible], (names, queue)

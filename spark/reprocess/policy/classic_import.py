@@ -33,13 +33,14 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from reprocess.errors import ConfigError
-from reprocess.policy.classic import address_kinds, classic_choice, finds, intersection, translate
+from reprocess.policy.classic import address_kinds, classic_choice, intersection, translate
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
 from reprocess.policy.importer import substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
@@ -385,19 +386,41 @@ class _Broker:
     dead_default: _Dead
     source: str
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         return [e.name or "" for e in self.entries]
 
-    def choices(self, queue: str) -> tuple[list[int], list[str | None]]:
-        """The redelivery entries ActiveMQ can take for ``queue`` (``-1``: none matches, the default's turn) and the
-        dead-letter queues it can send its dead letters to (``None``: an individual one)."""
-        try:
-            _, entries = classic_choice(self.names, queue)
-            _, dead = classic_choice([d.name or "" for d in self.dead], queue)
-        except ConfigError as exc:
-            raise ConfigError(exc.message, file=self.source) from exc
-        return entries or [-1], list(dict.fromkeys(self.dead[d].dlq for d in dead)) or [self.dead_default.dlq]
+    @cached_property
+    def dead_names(self) -> list[str]:
+        return [d.name or "" for d in self.dead]
+
+    @cached_property
+    def _choices(self) -> dict[str, _Choices]:
+        return {}
+
+    def choices(self, queue: str) -> _Choices:
+        """What ActiveMQ does for ``queue`` (:class:`_Choices`), computed once per queue: the walk of
+        :func:`_agree` asks again for each queue in every round, and trying every order of insertion is dear."""
+        if queue not in self._choices:
+            try:
+                found, entries = classic_choice(self.names, queue)
+                found_dead, dead = classic_choice(self.dead_names, queue)
+            except ConfigError as exc:
+                raise ConfigError(exc.message, file=self.source) from exc
+            self._choices[queue] = _Choices(entries or [-1], list(dict.fromkeys(self.dead[d].dlq for d in dead))
+                                            or [self.dead_default.dlq], found, found_dead)
+        return self._choices[queue]
+
+
+class _Choices(NamedTuple):
+    """What ActiveMQ can do for a queue: the redelivery entries it can take (``-1``: none matches, the default's
+    turn), the dead-letter queues it can send its dead letters to (``None``: an individual one), and the redelivery
+    and policy entries matching the queue (indexes)."""
+
+    entries: list[int]
+    dlqs: list[str | None]
+    found: list[int]
+    found_dead: list[int]
 
 
 def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> ClassicImport:
@@ -432,7 +455,7 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     dead, dead_default = _dead_letters(broker_element, source)
     broker = _Broker(queues, default, _boolean(plugin, "fallbackToDeadLetter", True, source), dead, dead_default,
                      source)
-    for what, names in (("redelivery entries", broker.names), ("policy entries", [d.name or "" for d in dead])):
+    for what, names in (("redelivery entries", broker.names), ("policy entries", broker.dead_names)):
         _check_names(what, names, source)
     notes = _notes(broker, plugin, source)
     policies, stands = _base_policies(broker)
@@ -504,7 +527,7 @@ def _policy(pattern: str, settings: dict[str, Any], dlq: str | None) -> dict[str
 def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
     """A policy per queue entry, and '#' for the default entry (or the fallback), each with the dead-letter queue of
     a typical queue of its pattern; and the entry each stands for."""
-    names = broker.names + [d.name or "" for d in broker.dead]
+    names = broker.names + broker.dead_names
     literals = {w for n in names for w in n.split(DELIMITER)}
     fresh = next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
     longest = max((len(n.split(DELIMITER)) for n in names), default=1)
@@ -519,7 +542,7 @@ def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
         words = pattern.split(DELIMITER)
         tail = [fresh] * (longest + 1 - len(words) + 1) if words[-1] == ANY_WORDS else []
         typical = DELIMITER.join([fresh if w == SINGLE_WORD else w for w in words if w != ANY_WORDS] + tail)
-        policies.append(_policy(pattern, _settings(broker, entry), broker.choices(typical)[1][0]))
+        policies.append(_policy(pattern, _settings(broker, entry), broker.choices(typical).dlqs[0]))
     return policies, stands
 
 
@@ -531,7 +554,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
     loses a tie (file order breaks ties). Returns them with the entry each stands for, and warnings where ActiveMQ's
     choice is random."""
     entry_patterns = [translate(n) or "" for n in broker.names]
-    dead_patterns = [translate(d.name or "") or "" for d in broker.dead]
+    dead_patterns = [translate(n) or "" for n in broker.dead_names]
     current = list(zip(policies, stands, strict=True))
     warnings: dict[tuple[str, ...], str] = {}
     limit = MAX_ADDED + 4 * (len(broker.entries) + len(broker.dead))
@@ -540,7 +563,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
         order = precedence(patterns)
         fixes: dict[str, tuple[dict[str, Any], int]] = {}
         for queue in address_kinds(patterns + dead_patterns):
-            entries, dlqs = broker.choices(queue)
+            entries, dlqs, found, found_dead = broker.choices(queue)
             i = next((i for i in order if matches(patterns[i], queue)), None)
             if i is None:  # quarantined: ActiveMQ has no entry for it and no fallback either
                 assert entries == [-1], queue
@@ -554,8 +577,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
             want = ours if ours in entries else min(entries, key=lambda e: order.index(
                 next(j for j, (_, stand) in enumerate(current) if stand == e)))
             dlq = our_dlq if our_dlq in dlqs else dlqs[0]
-            matching = ([p for p, n in zip(entry_patterns, broker.names, strict=True) if finds(n, queue)]
-                        + [p for p, d in zip(dead_patterns, broker.dead, strict=True) if finds(d.name or "", queue)])
+            matching = [entry_patterns[m] for m in found] + [dead_patterns[m] for m in found_dead]
             fix = _fix(queue, [intersection(matching or [ANY_WORDS]), _kind(queue, patterns + dead_patterns)],
                        patterns, current, i, entries, dlqs)
             if fix is None:
