@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import permutations
 
 from reprocess.errors import ConfigError
-from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD
+from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, utf16_units
 
 ANY_DESCENDENT = ">"  # Classic's "any number of words" (only at the end of a name)
 MAX_RANDOM = 7  # matching entries whose orders of insertion are all tried (7! = 5040)
@@ -80,9 +80,7 @@ def finds(name: str, queue: str) -> bool:
 
 def _java_compare(a: str, b: str) -> int:
     """``String.compareTo``: UTF-16 code units."""
-    x, y = a.encode("utf-16-be", "surrogatepass"), b.encode("utf-16-be", "surrogatepass")
-    units_a = [x[i] << 8 | x[i + 1] for i in range(0, len(x), 2)]
-    units_b = [y[i] << 8 | y[i + 1] for i in range(0, len(y), 2)]
+    units_a, units_b = utf16_units(a), utf16_units(b)
     return (units_a > units_b) - (units_a < units_b)
 
 
@@ -235,13 +233,18 @@ def intersection(patterns: list[str]) -> str | None:
     return DELIMITER.join(out + ([ANY_WORDS] if open_ended else [])) or None
 
 
+def fresh_word(literals: set[str]) -> str:
+    """A word that is none of ``literals``: it stands for every word no pattern names."""
+    return next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
+
+
 def address_kinds(patterns: list[str]) -> Iterator[str]:
     """One address of each kind ``patterns`` (``#`` only at their ends) tell apart: every way the words can equal
     the patterns' literals or none of them, up to one word longer than the longest pattern, each kind once (a walk
     that stops where the patterns still alive and the depth were met before)."""
     split = [p.split(DELIMITER) for p in patterns]
     literals = {w for words in split for w in words}
-    fresh = next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
+    fresh = fresh_word(literals)
     longest = max(len(w) for w in split) + 1
     seen: set[tuple[int, frozenset[int]]] = set()
 
@@ -276,4 +279,4 @@ def address_kinds(patterns: list[str]) -> Iterator[str]:
 
 
 __all__ = ["ANY_DESCENDENT", "address_kinds", "classic_choice", "classic_compare", "classic_matches", "finds",
-           "intersection", "is_pattern", "translate"]
+           "fresh_word", "intersection", "is_pattern", "translate"]

@@ -40,9 +40,9 @@ from typing import Any, NamedTuple
 import yaml
 
 from reprocess.errors import ConfigError
-from reprocess.policy.classic import address_kinds, classic_choice, intersection, translate
+from reprocess.policy.classic import address_kinds, classic_choice, fresh_word, intersection, translate
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
-from reprocess.policy.importer import substitute
+from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
 CORE = "http://activemq.apache.org/schema/core"
@@ -61,7 +61,6 @@ MAX_ADDED = 64  # rounds of added or moved policies, and 4 per entry, before the
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # xs:integer, xs:long, xs:short
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # xs:double's finite forms
 _BOOLEAN = {"true": True, "1": True, "false": False, "0": False}  # xs:boolean
-_XML_SPACE = " \t\r\n"
 _RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
            "short": (-(1 << 15), (1 << 15) - 1)}
 _REFERENCE = "a Spring bean or reference: this import reads the configuration written out in the element"
@@ -80,12 +79,8 @@ def is_activemq_xml(path: str | Path) -> bool:
 # --- reading activemq.xml ------------------------------------------------------------------------------------------
 
 
-def _local(tag: Any) -> str:
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
-
-
 def _core(element: ET.Element, *names: str) -> bool:
-    return isinstance(element.tag, str) and element.tag.startswith(f"{{{CORE}}}") and _local(element.tag) in names
+    return isinstance(element.tag, str) and element.tag.startswith(f"{{{CORE}}}") and local_name(element.tag) in names
 
 
 def _elements(element: ET.Element) -> list[ET.Element]:
@@ -98,7 +93,7 @@ def _value(kind: str, text: str, where: dict[str, str]) -> Any:
     if "${" in text:
         raise ConfigError("holds a ${...} placeholder, which the broker's schema refuses in a typed attribute (it "
                           "checks the file before Spring substitutes placeholders): write the value", **where)
-    value = text.strip(_XML_SPACE)
+    value = text.strip(XML_SPACE)
     if kind == "boolean":
         if value not in _BOOLEAN:
             raise ConfigError(f"{text!r} is not a boolean of the schema (true, false, 1, 0): the broker would not "
@@ -121,9 +116,9 @@ def _only(element: ET.Element, attributes: tuple[str, ...], where: dict[str, str
     """Refuses an attribute of ``element`` other than ``attributes`` and ``id``: in these elements the others are
     Spring references (``#name``), which this import does not follow."""
     for attr in element.attrib:
-        if _local(attr) not in (*attributes, "id"):
-            raise ConfigError(f"{_REFERENCE} ({_local(attr)}={element.attrib[attr]!r})", **where,
-                              key=f"{_local(element.tag)}.{_local(attr)}")
+        if local_name(attr) not in (*attributes, "id"):
+            raise ConfigError(f"{_REFERENCE} ({local_name(attr)}={element.attrib[attr]!r})", **where,
+                              key=f"{local_name(element.tag)}.{local_name(attr)}")
 
 
 def _bean(holder: ET.Element, name: str, where: dict[str, str]) -> ET.Element | None:
@@ -133,7 +128,8 @@ def _bean(holder: ET.Element, name: str, where: dict[str, str]) -> ET.Element | 
     if not inner:
         return None
     if len(inner) > 1 or not _core(inner[0], name):
-        raise ConfigError(f"<{_local(holder.tag)}> holds {', '.join('<' + _local(e.tag) + '>' for e in inner)}, not "
+        held = ", ".join(f"<{local_name(e.tag)}>" for e in inner)
+        raise ConfigError(f"<{local_name(holder.tag)}> holds {held}, not "
                           f"one <{name}>: {_REFERENCE}", **where)
     return inner[0]
 
@@ -155,7 +151,7 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
     settings: dict[str, Any] = {}
     destination: tuple[str, str] | None = None
     for attr, raw in element.attrib.items():
-        name = _local(attr)
+        name = local_name(attr)
         key = {**where, "key": name}
         if name in DESTINATIONS:
             if destination is not None:
@@ -189,18 +185,10 @@ STRING_ATTRIBUTES = ("queue", "topic", "physicalName", "queuePrefix", "queueSuff
 def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
     """The document, the ``${...}`` placeholders of its string attributes given their values (``properties``, else
     their ``:default``)."""
-    try:
-        with open(source, "rb") as fh:
-            root = ET.fromstring(fh.read().decode("utf-8"))
-    except ET.ParseError as exc:
-        raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
-    except UnicodeError as exc:
-        raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+    root = parse_file(source)
     for element in root.iter():
         for attr in element.attrib:
-            if _local(attr) in STRING_ATTRIBUTES:
+            if local_name(attr) in STRING_ATTRIBUTES:
                 element.set(attr, substitute(element.attrib[attr], properties))
     return root
 
@@ -239,10 +227,10 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
         return _Dead(name, SHARED_DLQ)
     if len(strategy) > 1 or not _core(strategy[0], "sharedDeadLetterStrategy", "individualDeadLetterStrategy",
                                       "discarding"):
-        raise ConfigError(f"the dead-letter strategy <{_local(strategy[0].tag)}> is not one this import reads, or "
+        raise ConfigError(f"the dead-letter strategy <{local_name(strategy[0].tag)}> is not one this import reads, or "
                           f"{_REFERENCE}", **where, key="deadLetterStrategy")
     s = strategy[0]
-    kind = _local(s.tag)
+    kind = local_name(s.tag)
     keeps = _boolean(s, "processNonPersistent", False, where["file"])
     if kind == "individualDeadLetterStrategy":
         prefix, suffix = s.get("queuePrefix", INDIVIDUAL_PREFIX), s.get("queueSuffix", "")
@@ -287,7 +275,7 @@ def _dead_letters(broker: ET.Element, source: str) -> tuple[list[_Dead], _Dead]:
         if _core(holder, "policyEntries", "entries"):
             for entry in _elements(holder):
                 if not _core(entry, "policyEntry"):
-                    raise ConfigError(f"<{_local(entry.tag)}> among the policy entries: {_REFERENCE}", **where)
+                    raise ConfigError(f"<{local_name(entry.tag)}> among the policy entries: {_REFERENCE}", **where)
                 if "destination" in entry.attrib or any(_core(e, "destination") for e in _elements(entry)):
                     raise ConfigError("a <policyEntry> naming its destination with a <destination> element or a "
                                       f"reference: write its queue attribute ({_REFERENCE})", **where)
@@ -299,7 +287,7 @@ def _dead_letters(broker: ET.Element, source: str) -> tuple[list[_Dead], _Dead]:
             if entry is not None:
                 default = _strategy(entry, None, {**where, "policy": "defaultEntry"})
         else:
-            raise ConfigError(f"<{_local(holder.tag)}> in the policy map: {_REFERENCE}", **where)
+            raise ConfigError(f"<{local_name(holder.tag)}> in the policy map: {_REFERENCE}", **where)
     return dead, default
 
 
@@ -310,7 +298,7 @@ def _entries(plugin: ET.Element, source: str, not_carried: Counter[str]) -> tupl
     _only(plugin, ("fallbackToDeadLetter", "sendToDlqIfMaxRetriesExceeded"), where)
     children = _elements(plugin)
     if any(not _core(e, "redeliveryPolicyMap") for e in children) or len(children) > 1:
-        raise ConfigError("<redeliveryPlugin> holds " + ", ".join(f"<{_local(e.tag)}>" for e in children)
+        raise ConfigError("<redeliveryPlugin> holds " + ", ".join(f"<{local_name(e.tag)}>" for e in children)
                           + f", not one <redeliveryPolicyMap>: {_REFERENCE}", **where)
     policy_map = _bean(children[0], "redeliveryPolicyMap", where) if children else None
     if policy_map is None:
@@ -323,7 +311,8 @@ def _entries(plugin: ET.Element, source: str, not_carried: Counter[str]) -> tupl
         if _core(holder, "redeliveryPolicyEntries", "entries"):
             for element in _elements(holder):
                 if not _core(element, "redeliveryPolicy"):
-                    raise ConfigError(f"<{_local(element.tag)}> among the redelivery entries: {_REFERENCE}", **where)
+                    raise ConfigError(f"<{local_name(element.tag)}> among the redelivery entries: {_REFERENCE}",
+                                      **where)
                 read += 1
                 kind, entry = _entry(element, element.get("queue", f"#{read}").strip(), source, not_carried)
                 if kind is None:
@@ -342,7 +331,7 @@ def _entries(plugin: ET.Element, source: str, not_carried: Counter[str]) -> tupl
                     raise ConfigError(f"the default entry names a {kind}", file=source, policy="defaultEntry",
                                       key=kind)
         else:
-            raise ConfigError(f"<{_local(holder.tag)}> in the redelivery policy map: {_REFERENCE}", **where)
+            raise ConfigError(f"<{local_name(holder.tag)}> in the redelivery policy map: {_REFERENCE}", **where)
     return queues, default, read
 
 
@@ -529,7 +518,7 @@ def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
     a typical queue of its pattern; and the entry each stands for."""
     names = broker.names + broker.dead_names
     literals = {w for n in names for w in n.split(DELIMITER)}
-    fresh = next(f"x{n}" for n in range(len(literals) + 1) if f"x{n}" not in literals)
+    fresh = fresh_word(literals)
     longest = max((len(n.split(DELIMITER)) for n in names), default=1)
     patterns = [translate(n) or "" for n in broker.names]
     stands = list(range(len(patterns)))

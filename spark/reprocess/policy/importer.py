@@ -37,7 +37,7 @@ from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis
 _LONG = re.compile(r"[+-]?[0-9]+")  # Long.parseLong / Integer.parseInt, ASCII digits
 # what both the schema's xsd:double and Double.parseDouble take (the schema refuses Java's "1.5d", Java "INF")
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN")
-_XML_SPACE = " \t\r\n"  # what the schema's whitespace collapsing and Java's trim() both remove
+XML_SPACE = " \t\r\n"  # what the schema's whitespace collapsing and Java's trim() both remove
 _NUMBERS = {"redelivery-delay": "long", "max-redelivery-delay": "long", "max-delivery-attempts": "int",
             "redelivery-delay-multiplier": "double", "redelivery-collision-avoidance-factor": "double"}
 DEAD_LETTER_ADDRESS = "dead-letter-address"
@@ -80,12 +80,13 @@ NO_CATCH_ALL = ("no address setting matches every address ('#'): the broker give
                 "behaviour (broker: false, as it is not one of the broker's settings, which decide its order on ties)")
 
 
-def _local(tag: Any) -> str:
+def local_name(tag: Any) -> str:
+    """An element's or attribute's name without its namespace; "" for a comment or processing instruction."""
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
 def _text(element: ET.Element) -> str:
-    return "".join(element.itertext()).strip(_XML_SPACE)
+    return "".join(element.itertext()).strip(XML_SPACE)
 
 
 def _number(kind: str, text: str, where: dict[str, str]) -> int | float:
@@ -102,16 +103,17 @@ def _check_wildcards(root: ET.Element, source: str) -> str | None:
     """Policy files speak Artemis's default wildcard syntax: a broker configured with another one is refused.
     Returns the literal-match markers, if set (two characters)."""
     defaults = {"delimiter": DELIMITER, "any-words": ANY_WORDS, "single-word": SINGLE_WORD}
-    syntax = next((e for e in root.iter() if _local(e.tag) == "wildcard-addresses"), None)  # Artemis reads the first
+    # Artemis reads the first
+    syntax = next((e for e in root.iter() if local_name(e.tag) == "wildcard-addresses"), None)
     for child in syntax if syntax is not None else ():
-        name = _local(child.tag)
+        name = local_name(child.tag)
         value = _text(child)[:1]  # Artemis takes the first character
         if name in defaults and value != defaults[name]:
             raise ConfigError(
                 f"<wildcard-addresses> sets {name} to {value!r}: policy files use Artemis's default syntax ('.' "
                 "between words, '#' any words, '*' one word); rewrite the matches in it", file=source,
                 key=f"wildcard-addresses.{name}")
-    markers = next((e for e in root.iter() if _local(e.tag) == "literal-match-markers"), None)
+    markers = next((e for e in root.iter() if local_name(e.tag) == "literal-match-markers"), None)
     if markers is None:
         return None
     if len(_text(markers)) != 2:
@@ -125,7 +127,7 @@ def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[s
     into ``not_carried``."""
     settings: dict[str, Any] = {}
     for child in setting:
-        name = _local(child.tag)
+        name = local_name(child.tag)
         if not name:
             continue  # a comment or processing instruction
         key = {**where, "key": f"settings.{name}"}
@@ -194,22 +196,30 @@ def _loader(source: str, properties: Mapping[str, str]) -> Callable[..., Any]:
     return load
 
 
-def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
-    """The document, its properties substituted (:func:`substitute`) and its XIncludes resolved relative to it
-    (Artemis's parser is XInclude-aware: its documentation keeps address settings in a file of their own so)."""
+def parse_file(source: str, prepare: Callable[[str], str] | None = None) -> ET.Element:
+    """The XML document in the UTF-8 file ``source``, its text first passed through ``prepare``; a file that cannot
+    be read, decoded or parsed is a :class:`ConfigError` naming it."""
     try:
         with open(source, "rb") as fh:
-            raw = fh.read()
-        root = ET.fromstring(substitute(raw.decode("utf-8"), properties))
-        ElementInclude.include(root, loader=_loader(source, properties), base_url=Path(source).resolve().as_uri())
+            text = fh.read().decode("utf-8")
+        return ET.fromstring(prepare(text) if prepare else text)
     except ET.ParseError as exc:
         raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
     except UnicodeError as exc:
         raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
-    except ElementInclude.FatalIncludeError as exc:
-        raise ConfigError(f"an XInclude failed: {exc}", file=source) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+
+
+def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
+    """The document, its properties substituted (:func:`substitute`) and its XIncludes resolved relative to it
+    (Artemis's parser is XInclude-aware: its documentation keeps address settings in a file of their own so); the
+    loader turns an include's own failures into ``ConfigError``s."""
+    root = parse_file(source, lambda text: substitute(text, properties))
+    try:
+        ElementInclude.include(root, loader=_loader(source, properties), base_url=Path(source).resolve().as_uri())
+    except ElementInclude.FatalIncludeError as exc:
+        raise ConfigError(f"an XInclude failed: {exc}", file=source) from exc
     return root
 
 
@@ -234,13 +244,13 @@ def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = N
     source = str(path)
     root = _read(source, properties or {})
     markers = _check_wildcards(root, source)
-    block = next((e for e in root.iter() if _local(e.tag) == "address-settings"), None)
+    block = next((e for e in root.iter() if local_name(e.tag) == "address-settings"), None)
     if block is None:
         raise ConfigError("no <address-settings> element: nothing to import", file=source)
     policies: list[dict[str, Any]] = []
     repeated: list[str] = []
     not_carried: Counter[str] = Counter()
-    elements = [e for e in block.iter() if _local(e.tag) == "address-setting"]
+    elements = [e for e in block.iter() if local_name(e.tag) == "address-setting"]
     for n, setting in enumerate(elements):
         match = setting.get("match")
         if match is None:
@@ -278,4 +288,4 @@ def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[st
     return "\n".join(header) + "\n" + body
 
 
-__all__ = ["IMPORTED", "Imported", "import_broker_xml"]
+__all__ = ["IMPORTED", "XML_SPACE", "Imported", "import_broker_xml", "local_name", "parse_file", "substitute"]

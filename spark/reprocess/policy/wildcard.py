@@ -186,12 +186,17 @@ def artemis_accepts(pattern: str) -> bool:
     return ANY_WORDS not in pattern or pattern.index(ANY_WORDS) == len(pattern) - 1
 
 
+def utf16_units(text: str) -> list[int]:
+    """The UTF-16 code units of ``text``, as a Java string holds them (a lone surrogate included)."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    return [units[k] << 8 | units[k + 1] for k in range(0, len(units), 2)]
+
+
 def _java_hash(key: str) -> int:
     """``HashMap.hash`` of a Java string: its ``hashCode`` (UTF-16 units), high half folded into the low half."""
     h = 0
-    units = key.encode("utf-16-be", "surrogatepass")  # Java strings may hold a lone surrogate
-    for k in range(0, len(units), 2):
-        h = (31 * h + (units[k] << 8 | units[k + 1])) & 0xFFFFFFFF
+    for unit in utf16_units(key):
+        h = (31 * h + unit) & 0xFFFFFFFF
     return h ^ (h >> 16)
 
 
