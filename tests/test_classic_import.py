@@ -368,6 +368,18 @@ def _broker_reads(files: list[Path], queues: list[str]) -> list[list[tuple[str, 
     return [[tuple(next(lines).split("|")) for _ in queues] for _ in files]  # type: ignore[misc]
 
 
+def _random_policy_entries(rnd: random.Random, dead: list[str], default: bool) -> str:
+    """Policy entries for the queues ``dead``, each with a shared, an individual or no dead-letter strategy, and an
+    individual default entry when ``default``."""
+    policies = "<policyEntries>" + "".join(
+        rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q),
+                    f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
+    policies += "</policyEntries>"
+    if default:
+        policies += "<defaultEntry>" + INDIVIDUAL.format(queue="x").replace(' queue="x"', "") + "</defaultEntry>"
+    return policies
+
+
 def _ours(ps, queue: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """What the imported policy file gives ``queue``, in the terms of ClassicBrokerChoice.java's xml mode."""
     policy = ps.resolve(queue)
@@ -400,12 +412,7 @@ def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
                    f'collisionAvoidancePercent="{rnd.randint(0, 50)}"/>'
                    for i, q in enumerate(names)]
         dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True) if n % 3 else []
-        policies = "<policyEntries>" + "".join(
-            rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q),
-                        f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
-        policies += "</policyEntries>"
-        if n % 4 == 1:
-            policies += "<defaultEntry>" + INDIVIDUAL.format(queue="x").replace(' queue="x"', "") + "</defaultEntry>"
+        policies = _random_policy_entries(rnd, dead, n % 4 == 1)
         default = '<redeliveryPolicy maximumRedeliveries="99" redeliveryDelay="5000"/>' if n % 2 else ""
         plugin = 'fallbackToDeadLetter="false"' if n % 5 == 0 else ""
         files.append(_write(tmp_path, _plugin(entries, default=default, plugin=plugin,
@@ -494,3 +501,69 @@ def test_the_import_refuses_what_the_broker_refuses_to_start_with(tmp_path):
         except ConfigError:
             imported = False
         assert imported == started[name], name
+
+
+def _no_plugin(policies: str) -> str:
+    return (f'<beans {SCHEMAS}><broker xmlns="http://activemq.apache.org/schema/core" {BROKER}>'
+            f"<destinationPolicy><policyMap>{policies}</policyMap></destinationPolicy></broker></beans>")
+
+
+@pytest.mark.jvm
+def test_a_client_policy_with_the_brokers_dead_letter_strategies(tmp_path):
+    """`--client URL` with an activemq.xml without a redelivery plugin: every queue of up to three words takes the
+    client's settings (as the client's own ActiveMQConnectionFactory reads the URL: test_classic_client.py) and the
+    dead-letter strategy of the policy entry the broker, loaded by XBean, takes for it."""
+    from reprocess.policy.classic_import import import_activemq_client
+
+    rnd = random.Random(29)
+    url = ("failover:(tcp://mq1:61616,tcp://mq2:61616)?randomize=false&jms.redeliveryPolicy.maximumRedeliveries=3"
+           "&jms.redeliveryPolicy.useExponentialBackOff=true&jms.redeliveryPolicy.backOffMultiplier=2"
+           "&jms.redeliveryPolicy.initialRedeliveryDelay=500")
+    files, deads = [], []
+    for n in range(12):
+        dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True)
+        policies = _random_policy_entries(rnd, dead, n % 3 == 1)
+        files.append(_write(tmp_path, _no_plugin(policies), f"{n}.xml"))
+        deads.append(dead)
+    queues = _addresses(WORDS, 3)
+    exact = 0
+    for path, dead, broker in zip(files, deads, _broker_reads(files, queues), strict=True):
+        imported = import_activemq_client(url, path)
+        assert imported.read == "the client's redelivery policy"
+        for queue, (settings, strategy) in zip(queues, broker, strict=True):
+            assert settings == "none"  # no plugin: the client's policy is all there is
+            ours = _ours(imported.policies, queue)
+            assert ours[0] == "3,500,1000,true,2.0,-1,false,15", (path.read_text(), queue)
+            if len(classic_choice(dead, queue)[1]) <= 1:
+                assert ours[1] == strategy, (path.read_text(), queue)
+                exact += 1
+    assert exact > len(queues) * len(files) // 2
+
+
+@pytest.mark.unit
+def test_a_client_policy_alone_and_what_is_refused(tmp_path, capsys):
+    from reprocess.policy.classic_import import import_activemq_client
+
+    alone = import_activemq_client("tcp://app:pw@mq:61616?jms.redeliveryPolicy.maximumRedeliveries=-1"
+                                   "&jms.password=s3cret&jms.redeliveryPolicy.redeliveryDelay=30000")
+    assert "s3cret" not in alone.text
+    assert ":pw@" not in alone.text
+    policy = alone.policies.resolve("any.queue")
+    assert policy is not None
+    assert policy.settings.maximum_redeliveries == -1
+    assert alone.policies.dead_letter_address_for(policy, "any.queue") == "ActiveMQ.DLQ"
+    assert alone.not_carried == {"jms.password": 1}
+    with pytest.raises(ConfigError, match="has a <redeliveryPlugin>"):
+        import_activemq_client("tcp://mq:61616", ACTIVEMQ)
+    out = tmp_path / "policies.yaml"
+    assert main(["policies", "import", "--client", "tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliveries=2",
+                 str(_write(tmp_path, _no_plugin(INDIVIDUAL.format(queue="orders.>").join(
+                     ["<policyEntries>", "</policyEntries>"])))), "--out", str(out)]) == 0
+    ps = load_policies(out)
+    assert ps.dead_letter_address_for(ps.resolve("orders.eu"), "orders.eu") == "orders.eu"  # type: ignore[arg-type]
+    assert ps.dead_letter_address_for(ps.resolve("billing"), "billing") == "ActiveMQ.DLQ"  # type: ignore[arg-type]
+    assert "the client's redelivery policy -> 2 activemq policies" in capsys.readouterr().err
+    assert main(["policies", "import"]) == 3
+    assert "give BROKER_XML, or --client URL" in capsys.readouterr().err
+    assert main(["policies", "import", "--client", "tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliverie=2"]) == 3
+    assert "jms.redeliveryPolicy.maximumRedeliverie" in capsys.readouterr().err

@@ -436,14 +436,22 @@ def _add_policies_commands(sub: Any) -> None:
         "queue differs from the policy file's precedence, a more specific policy is added so that every queue takes "
         "what ActiveMQ gives it, and where ActiveMQ picks at random (its comparison is not an order) a warning names "
         "the choice made. Topic entries are not carried over; what ActiveMQ would discard is kept and said; Spring "
-        "beans and #references are refused.",
+        "beans and #references are refused. An ActiveMQ Classic client's own redelivery policy, which its broker URL "
+        "sets (jms.redeliveryPolicy.*), with --client URL.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
         "  reprocess policies import conf/activemq.xml --out policies.yaml\n"
+        "  reprocess policies import --client 'failover:(tcp://mq1:61616,tcp://mq2:61616)?"
+        "jms.redeliveryPolicy.maximumRedeliveries=3' conf/activemq.xml\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
-    p.add_argument("broker_xml", metavar="BROKER_XML",
+    p.add_argument("broker_xml", metavar="BROKER_XML", nargs="?",
                    help="the broker's configuration: Artemis's broker.xml or ActiveMQ Classic's activemq.xml")
+    p.add_argument("--client", metavar="URL",
+                   help="an ActiveMQ Classic client's broker URL (tcp://mq:61616?jms.redeliveryPolicy."
+                   "maximumRedeliveries=3): its redelivery policy, read as ActiveMQConnectionFactory reads it, as "
+                   "one '#' policy; with an activemq.xml (one without a redelivery plugin), dead letters go where its "
+                   "policy entries send them, else to ActiveMQ.DLQ. Passwords in it are not written out")
     p.add_argument("--out", metavar="FILE",
                    help="the policy file to write (replaced atomically; refused if it exists, unless --force); "
                    "default: standard output")
@@ -462,11 +470,19 @@ def _property(text: str) -> tuple[str, str]:
 
 
 def cmd_policies_import(args: argparse.Namespace) -> int:
-    from reprocess.policy.classic_import import import_activemq_xml, is_activemq_xml
+    from reprocess.policy.classic_import import import_activemq_client, import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
 
-    read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
-    imported = read(args.broker_xml, dict(args.property))
+    if args.client is not None:
+        if args.broker_xml is not None and not is_activemq_xml(args.broker_xml):
+            raise ConfigError("--client goes with an ActiveMQ Classic activemq.xml (for its dead-letter strategies), "
+                              "not an Artemis broker.xml", file=args.broker_xml)
+        imported: Any = import_activemq_client(args.client, args.broker_xml, dict(args.property))
+    elif args.broker_xml is None:
+        raise ConfigError("give BROKER_XML, or --client URL for an ActiveMQ Classic client's redelivery policy")
+    else:
+        read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
+        imported = read(args.broker_xml, dict(args.property))
     if args.out is None:
         sys.stdout.write(imported.text)
     else:

@@ -112,7 +112,7 @@ public class ClassicBrokerChoice {
       try {
          BrokerService broker = context.getBean(BrokerService.class);
          RedeliveryPolicyMap map = null;
-         for (BrokerPlugin plugin : broker.getPlugins()) {
+         for (BrokerPlugin plugin : broker.getPlugins() == null ? new BrokerPlugin[0] : broker.getPlugins()) {
             if (plugin instanceof RedeliveryPlugin redelivery) {
                map = redelivery.getRedeliveryPolicyMap();
             }

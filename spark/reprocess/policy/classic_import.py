@@ -41,6 +41,7 @@ import yaml
 
 from reprocess.errors import ConfigError
 from reprocess.policy.classic import address_kinds, classic_choice, fresh_word, intersection, translate
+from reprocess.policy.classic_client import client_policy, redact
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
@@ -346,14 +347,14 @@ class ClassicImport:
 
     text: str
     policies: PolicySet
-    entries: int
+    read: str  # what was read: "3 redelivery entries", "the client's redelivery policy"
     not_carried: dict[str, int] = field(default_factory=dict)
     added: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"{self.entries} redelivery entries -> {len(self.policies.policies)} activemq policies"]
+        lines = [f"{self.read} -> {len(self.policies.policies)} activemq policies"]
         if self.added:
             lines.append("added for ActiveMQ's choice of entry: " + ", ".join(self.added))
         if self.not_carried:
@@ -412,27 +413,33 @@ class _Choices(NamedTuple):
     found_dead: list[int]
 
 
-def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> ClassicImport:
-    """The redelivery plugin of the ActiveMQ Classic ``activemq.xml`` at ``path`` as a policy file (module
-    docstring), its ``${...}`` placeholders given values by ``properties``."""
-    source = str(path)
-    root = _read(source, properties or {})
+def _broker_element(source: str, properties: Mapping[str, str]) -> tuple[ET.Element, list[ET.Element]]:
+    """The ``<broker>`` of the ``activemq.xml`` at ``source``, and its ``<redeliveryPlugin>`` elements."""
+    root = _read(source, properties)
     broker_element = next((e for e in root.iter() if _core(e, "broker")), None)
     if broker_element is None:
         raise ConfigError(f"no <broker> element of {CORE}: not an ActiveMQ Classic configuration", file=source)
     if "plugins" in broker_element.attrib:
         raise ConfigError(f"{_REFERENCE} (plugins={broker_element.get('plugins')!r})", file=source, key="plugins")
-    plugins = [e for e in broker_element.iter() if _core(e, "redeliveryPlugin")]
     if any("RedeliveryPlugin" in (e.get("class") or "") for e in broker_element.iter()):
         raise ConfigError(f"a redelivery plugin given as a <bean>: {_REFERENCE}", file=source)
+    return broker_element, [e for e in broker_element.iter() if _core(e, "redeliveryPlugin")]
+
+
+def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> ClassicImport:
+    """The redelivery plugin of the ActiveMQ Classic ``activemq.xml`` at ``path`` as a policy file (module
+    docstring), its ``${...}`` placeholders given values by ``properties``."""
+    source = str(path)
+    broker_element, plugins = _broker_element(source, properties or {})
     if not plugins:
         beans = [e for holder in _elements(broker_element) if _core(holder, "plugins") for e in _elements(holder)
                  if not isinstance(e.tag, str) or not e.tag.startswith(f"{{{CORE}}}")]
         if beans:
             raise ConfigError(f"no <redeliveryPlugin>, and <plugins> holds {_REFERENCE} (a plugin given as a <bean> "
                               "or <ref> is not read)", file=source)
-        raise ConfigError("no <redeliveryPlugin>: the broker schedules no redelivery (clients' own redelivery "
-                          "policies are set on their connection factories, not here)", file=source)
+        raise ConfigError("no <redeliveryPlugin>: the broker schedules no redelivery; its clients do, each with the "
+                          "redelivery policy of its connection factory: give one's broker URL (--client URL)",
+                          file=source)
     if len(plugins) > 1:
         raise ConfigError("more than one <redeliveryPlugin>", file=source)
     plugin = plugins[0]
@@ -444,14 +451,59 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     dead, dead_default = _dead_letters(broker_element, source)
     broker = _Broker(queues, default, _boolean(plugin, "fallbackToDeadLetter", True, source), dead, dead_default,
                      source)
-    for what, names in (("redelivery entries", broker.names), ("policy entries", broker.dead_names)):
-        _check_names(what, names, source)
     notes = _notes(broker, plugin, source)
+    header = (f"Imported from {Path(source).name} by `reprocess policies import`: the redelivery plugin's queue "
+              "entries in its order, its default entry as '#'.")
+    return _finish(broker, header, f"{read} redelivery entries", not_carried, notes, [])
+
+
+def import_activemq_client(url: str, path: str | Path | None = None,
+                           properties: Mapping[str, str] | None = None) -> ClassicImport:
+    """The redelivery policy an ActiveMQ Classic client takes from its broker URL ``url``
+    (:func:`reprocess.policy.classic_client.client_policy`) as a policy file: one ``#`` policy, its dead letters
+    where the ``<policyEntry>`` ActiveMQ takes for each queue sends them, in the ``activemq.xml`` at ``path`` (else an
+    ActiveMQ broker's default, the shared ``ActiveMQ.DLQ``). A broker with a redelivery plugin is refused: it
+    schedules more redeliveries after the client's policy gives up, counted on from the client's, which this import
+    does not join."""
+    client = client_policy(url)
+    label = "--client " + redact(url)
+    dead: list[_Dead] = []
+    if path is None:
+        source, dead_default = label, _DEFAULT_DEAD
+        where = "an ActiveMQ broker's default dead-letter strategy (a shared ActiveMQ.DLQ) sends them"
+    else:
+        source = str(path)
+        broker_element, plugins = _broker_element(source, properties or {})
+        if plugins:
+            raise ConfigError("the broker has a <redeliveryPlugin>: it redelivers again after the client's policy "
+                              "gives up, counting on from the client's redeliveries, and this import does not join the "
+                              "two; import the activemq.xml alone for the plugin's schedule (its clients with "
+                              "maximumRedeliveries 0 leave it all to the plugin)", file=source)
+        dead, dead_default = _dead_letters(broker_element, source)
+        where = f"the dead-letter strategy of the <policyEntry> of {Path(source).name} ActiveMQ takes for each queue " \
+                "sends them"
+    broker = _Broker([], _Entry(None, dict(client.settings)), False, dead, dead_default, source)
+    header = (f"Imported from the ActiveMQ client URL {redact(url)} by `reprocess policies import --client`: its "
+              f"redelivery policy (jms.redeliveryPolicy.*) as '#', settings left out being ActiveMQ's defaults; "
+              f"dead letters go where {where}.")
+    not_carried = Counter({f"jms.{name}": 1 for name in client.not_carried})
+    return _finish(broker, header, "the client's redelivery policy", not_carried, _notes(broker, None, source),
+                   client.warnings)
+
+
+def _finish(broker: _Broker, header: str, what: str, not_carried: Counter[str], notes: list[str],
+            warnings: list[str]) -> ClassicImport:
+    """The policy file of ``broker``: its base policies, and those added so that every kind of queue takes what
+    ActiveMQ gives it."""
+    source = broker.source
+    for kind, names in (("redelivery entries", broker.names), ("policy entries", broker.dead_names)):
+        _check_names(kind, names, source)
     policies, stands = _base_policies(broker)
     if not policies:
         raise ConfigError("the redelivery plugin has no queue entry and no default entry, and fallbackToDeadLetter is "
                           "false: nothing to import", file=source)
-    ordered, warnings = _agree(broker, policies, stands, source)
+    ordered, choice_warnings = _agree(broker, policies, stands, source)
+    warnings = warnings + choice_warnings
     base = {id(p) for p in policies}
     added = [(p, e) for p, e in ordered if id(p) not in base]
     described = [f"{p['match']} (the entry for {broker.names[e]}" if e >= 0 else f"{p['match']} (the default entry"
@@ -459,11 +511,11 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
                       else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
                                                                                                  strict=True)]
-    doc = {"default_dead_letter_address": dead_default.dlq or SHARED_DLQ, "policies": [p for p, _ in ordered]}
+    doc = {"default_dead_letter_address": broker.dead_default.dlq or SHARED_DLQ, "policies": [p for p, _ in ordered]}
     policy_set = policies_from_mapping(doc, source=source)
-    text = _render(source, doc, not_carried, described, notes, warnings)
+    text = _render(header, doc, not_carried, described, notes, warnings, bool(broker.entries or broker.dead))
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
-    return ClassicImport(text, policy_set, read, dict(not_carried), described, notes, warnings)
+    return ClassicImport(text, policy_set, what, dict(not_carried), described, notes, warnings)
 
 
 def _check_names(what: str, names: list[str], source: str) -> None:
@@ -482,7 +534,7 @@ def _check_names(what: str, names: list[str], source: str) -> None:
                               **where)
 
 
-def _notes(broker: _Broker, plugin: ET.Element, source: str) -> list[str]:
+def _notes(broker: _Broker, plugin: ET.Element | None, source: str) -> list[str]:
     notes = list(dict.fromkeys(d.note for d in (*broker.dead, broker.dead_default) if d.note))
     if any(d.drops_non_persistent for d in (*broker.dead, broker.dead_default)):
         notes.append("ActiveMQ drops the dead letters of non-persistent messages (processNonPersistent=\"false\", "
@@ -490,10 +542,10 @@ def _notes(broker: _Broker, plugin: ET.Element, source: str) -> list[str]:
     if broker.default is None and broker.fallback:
         notes.append("no default entry: the queues no entry matches are dead-lettered at their first failure "
                      "(fallbackToDeadLetter), policy '#' with maximumRedeliveries 0")
-    elif broker.default is None and ANY_WORDS not in [translate(n) for n in broker.names]:
+    elif plugin is not None and broker.default is None and ANY_WORDS not in [translate(n) for n in broker.names]:
         notes.append("no default entry and fallbackToDeadLetter=\"false\": ActiveMQ keeps no record of the failures "
                      "of queues no entry matches; reprocess quarantines them (UNKNOWN_ADDRESS)")
-    if not _boolean(plugin, "sendToDlqIfMaxRetriesExceeded", True, source):
+    if plugin is not None and not _boolean(plugin, "sendToDlqIfMaxRetriesExceeded", True, source):
         notes.append("sendToDlqIfMaxRetriesExceeded=\"false\": ActiveMQ discards exhausted messages; reprocess "
                      "dead-letters them")
     return notes
@@ -626,15 +678,15 @@ def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, ent
                             f"this file sends them to {our_dlq or 'their own address'}")
 
 
-def _render(source: str, doc: dict[str, Any], not_carried: Counter[str], added: list[str],
-            notes: list[str], warnings: list[str]) -> str:
+def _render(origin: str, doc: dict[str, Any], not_carried: Counter[str], added: list[str],
+            notes: list[str], warnings: list[str], chose: bool) -> str:
     def wrap(text: str) -> list[str]:
-        return textwrap.wrap(text, width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+        return textwrap.wrap(text, width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False,
+                             break_long_words=False)  # a long URL stays whole
 
-    header = wrap(f"Imported from {Path(source).name} by `reprocess policies import`: the redelivery plugin's "
-                  "queue entries in its order, its default entry as '#'. Policy files choose by Artemis's precedence, "
-                  "not ActiveMQ's: the import checked that each kind of queue name these entries tell apart takes "
-                  "the redelivery entry and the dead-letter queue ActiveMQ gives it.")
+    header = wrap(origin + (" Policy files choose by Artemis's precedence, not ActiveMQ's: the import checked that "
+                            "each kind of queue name these entries tell apart takes the redelivery entry and the "
+                            "dead-letter queue ActiveMQ gives it." if chose else ""))
     if added:
         header += wrap("Added first, so that each queue takes what ActiveMQ gives it: " + ", ".join(added) + ".")
     if not_carried:
@@ -645,4 +697,4 @@ def _render(source: str, doc: dict[str, Any], not_carried: Counter[str], added: 
     return "\n".join(header) + "\n" + body
 
 
-__all__ = ["ClassicImport", "import_activemq_xml", "is_activemq_xml"]
+__all__ = ["ClassicImport", "import_activemq_client", "import_activemq_xml", "is_activemq_xml"]

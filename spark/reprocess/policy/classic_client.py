@@ -1,0 +1,368 @@
+"""The redelivery policy an ActiveMQ Classic client takes from its broker URL, read as its connection factory reads it.
+
+ActiveMQ Classic schedules redeliveries in the client unless the broker's redelivery plugin does: each consumer's
+``RedeliveryPolicy`` (ADR 0001's ``activemq`` profile is its ``ActiveMQMessageConsumer.rollback``). Most clients set it
+in their broker URL, ``tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliveries=3``, which
+``ActiveMQConnectionFactory.setBrokerURL`` reads; this module reads it the same way (ActiveMQ ``c3580e7``, the Debian
+5.17 jars agree):
+
+- the URL is a ``java.net.URI``; one with a query (``tcp://host:61616?...``, ``failover://(...)?...``) gives its options
+  from ``getQuery()``, already percent-decoded once, split at ``&`` after its last ``?``, each name and value
+  decoded again by ``URLDecoder`` (``+`` is a space); one without (``failover:(tcp://a,tcp://b)?...``) is read as a
+  composite, its options after the parenthesis that closes the first, decoded once. A composite without the
+  parentheses (``failover:tcp://a?jms...``) gives none: the ``jms.`` options stay in the nested URL, and the client
+  runs with the default policy;
+- the options named ``jms.redeliveryPolicy.X`` set ``X`` on a new ``RedeliveryPolicy`` (``X``'s first letter
+  upper-cased to find its setter, as ``IntrospectionSupport`` does), converted as ``TypeConversionSupport`` converts:
+  ``Integer.valueOf``, ``Long.valueOf`` and ``Short.valueOf`` (any Unicode decimal digits, no spaces),
+  ``Double.valueOf`` (trimmed, ``d``/``f`` suffixes, hexadecimal), ``Boolean.valueOf`` (``true`` in any case,
+  anything else false);
+- the other ``jms.`` options go to the prefetch and blob policies and the factory itself; one that none of them can
+  take makes the factory refuse the URL when another option was taken, and else stays in the URL for the transport,
+  which refuses it when the client connects. Either way this module refuses it.
+
+What a policy file cannot hold (``NaN``, an infinite multiplier) is refused too, not guessed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from reprocess.errors import ConfigError
+
+# setters of the Debian 5.17 jars' classes (public, one parameter, by reflection), and the types they take
+REDELIVERY_SETTERS = {
+    "BackOffMultiplier": "double", "CollisionAvoidancePercent": "short", "Destination": "destination",
+    "InitialRedeliveryDelay": "long", "MaximumRedeliveries": "int", "MaximumRedeliveryDelay": "long",
+    "PreDispatchCheck": "boolean", "Queue": "name", "RedeliveryDelay": "long", "TempQueue": "boolean",
+    "TempTopic": "boolean", "Topic": "name", "UseCollisionAvoidance": "boolean", "UseExponentialBackOff": "boolean"}
+PREFETCH_SETTERS = {name: "int" for name in ("All", "DurableTopicPrefetch", "MaximumPendingMessageLimit",
+                                             "OptimizeDurableTopicPrefetch", "QueueBrowserPrefetch", "QueuePrefetch",
+                                             "TopicPrefetch")}
+BLOB_SETTERS = {"BrokerUploadUrl": "string", "BufferSize": "int", "DefaultUploadUrl": "string",
+                "UploadStrategy": "object", "UploadUrl": "string"}
+FACTORY_SETTERS = {
+    **{name: "boolean" for name in (
+        "AlwaysSessionAsync", "AlwaysSyncSend", "CheckForDuplicates", "ConsumerExpiryCheckEnabled", "CopyMessageOnSend",
+        "DisableTimeStampsByDefault", "DispatchAsync", "ExclusiveConsumer", "MessagePrioritySupported",
+        "NestedMapAndListEnabled", "NonBlockingRedelivery", "ObjectMessageSerializationDefered",
+        "OptimizeAcknowledge", "OptimizedMessageDispatch", "RmIdFromConnectionId", "SendAcksAsync", "StatsEnabled",
+        "TransactedIndividualAck", "TrustAllPackages", "UseAsyncSend", "UseCompression", "UseDedicatedTaskRunner",
+        "UseRetroactiveConsumer", "WatchTopicAdvisories")},
+    **{name: "int" for name in ("AuditDepth", "AuditMaximumProducerNumber", "CloseTimeout", "ConnectResponseTimeout",
+                                "MaxThreadPoolSize", "ProducerWindowSize", "SendTimeout")},
+    **{name: "long" for name in ("ConsumerFailoverRedeliveryWaitPeriod", "OptimizeAcknowledgeTimeOut",
+                                 "OptimizedAckScheduledAckInterval", "WarnAboutUnstartedConnectionTimeout")},
+    **{name: "string" for name in ("BrokerURL", "ClientID", "ClientIDPrefix", "ConnectionIDPrefix", "Password",
+                                   "UserName")},
+    **{name: "object" for name in ("BlobTransferPolicy", "ClientInternalExceptionListener", "ExceptionListener",
+                                   "PrefetchPolicy", "Properties", "RedeliveryPolicy", "RedeliveryPolicyMap",
+                                   "RejectedTaskHandler", "SessionTaskRunner", "Transformer", "TransportListener")},
+    "TrustedPackages": "list"}
+# the RedeliveryPolicy properties that are activemq policy settings (collisionAvoidancePercent becomes the factor)
+SETTINGS = ("initialRedeliveryDelay", "redeliveryDelay", "maximumRedeliveryDelay", "maximumRedeliveries",
+            "backOffMultiplier", "useExponentialBackOff", "useCollisionAvoidance")
+PERCENT = "collisionAvoidancePercent"
+
+_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
+           "short": (-(1 << 15), (1 << 15) - 1)}
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Long.parseLong: Character.digit, any Unicode decimal digit
+_JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII)
+_JAVA_HEX_DOUBLE = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?",
+                              re.ASCII)
+# java.net.URI: the ASCII characters it takes somewhere (the others are refused everywhere), and where it takes them
+_URI_ASCII = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'();/?:@&=+$,[]%#")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SECRET = re.compile(r"(?i)((?:^|[?&(,])[^=&]*password=)[^&]*")
+
+
+@dataclass
+class ClientPolicy:
+    """A client's redelivery policy: the ``activemq`` policy ``settings`` its URL gives (those left out are
+    ActiveMQ's defaults, as in the profile), the ``jms.`` options it gives that are not policy settings, and
+    ``warnings`` where ActiveMQ reads the URL otherwise than it seems to say."""
+
+    settings: dict[str, Any]
+    not_carried: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def redact(url: str) -> str:
+    """``url`` without its passwords (user information and ``...password=`` options), for messages and files."""
+    url = re.sub(r"(//[^/@?#]*?:)[^/@?#]*@", r"\1***@", url)
+    return _SECRET.sub(r"\1***", url)
+
+
+def client_policy(url: str) -> ClientPolicy:
+    """The redelivery policy an ``ActiveMQConnectionFactory`` made with the broker URL ``url`` gives its consumers."""
+    where = {"file": "--client " + redact(url)}
+    warnings: list[str] = []
+    options = _options(url, warnings, where)
+    jms = {name[4:]: value for name, value in options.items() if name.startswith("jms.")}
+    given, not_carried, left = _apply(jms, where)
+    if len(left) < len(jms) and any(value is None for name, value in options.items() if not name.startswith("jms.")):
+        # createRemainingURI (or CompositeData.toURI) writes the other options back: URLEncoder.encode(null)
+        raise ConfigError("an option without '=' (or an empty one, as in '&&') beside the jms. ones: "
+                          "ActiveMQConnectionFactory fails with a NullPointerException", **where)
+    settings: dict[str, Any] = {}
+    for prop, (name, raw, value) in given.items():
+        if prop in SETTINGS:
+            settings[prop] = value
+        elif prop == PERCENT:
+            settings["collisionAvoidanceFactor"] = value * 0.01  # Java: percent * 0.01d
+        else:
+            not_carried.append(name)
+        if isinstance(value, bool) and raw is not None and raw.lower() not in ("true", "false"):
+            warnings.append(f"jms.{name}={raw!r} is false to ActiveMQ (Boolean.valueOf: only 'true', in any case, "
+                            "is true)")
+    multiplier = settings.get("backOffMultiplier")
+    if multiplier is not None and (multiplier != multiplier or multiplier in (float("inf"), float("-inf"))):
+        raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
+                          key="redeliveryPolicy.backOffMultiplier")
+    return ClientPolicy(settings, sorted(not_carried), warnings)
+
+
+def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None]:
+    """The URL's options as ``setBrokerURL`` finds them (module docstring)."""
+    _check_uri(url, where)
+    scheme_end = _scheme_end(url)
+    body = url.split("#", 1)[0]
+    hierarchical = scheme_end < 0 or body[scheme_end + 1:].startswith("/")
+    if hierarchical and "?" in body:
+        query = _decode_uri(body.split("?", 1)[1])  # URI.getQuery(): decoded once
+        options = _parse_query(query, warnings, where)
+    else:
+        ssp = body[scheme_end + 1:].strip(_JAVA_SPACE)
+        ssp = (ssp[2:] if ssp.startswith("//") else ssp).strip(_JAVA_SPACE)
+        composite = _composite_options(ssp, warnings, where)
+        if composite is None and "jms." in ssp:
+            warnings.append("ActiveMQ reads no jms. option of this URL (a composite URL's options go after the "
+                            "parenthesis closing its URLs, as in failover:(tcp://a:61616)?jms...): its consumers "
+                            "take the default redelivery policy")
+        options = composite or {}
+    return options
+
+
+def _apply(jms: dict[str, str | None], where: dict[str, str]) -> tuple[dict[str, tuple[str, str | None, Any]],
+                                                                      list[str], dict[str, str | None]]:
+    """``buildFromMap``: the RedeliveryPolicy properties the ``jms.`` options set (property: the option, its value,
+    the value set), the other options set, and those nothing took."""
+    given: dict[str, tuple[str, str | None, Any]] = {}  # RedeliveryPolicy property: (option, its value, set value)
+    not_carried: list[str] = []
+    left = dict(jms)
+    for prefix, setters in (("prefetchPolicy.", PREFETCH_SETTERS), ("redeliveryPolicy.", REDELIVERY_SETTERS),
+                            ("blobTransferPolicy.", BLOB_SETTERS)):
+        seen: dict[str, str] = {}
+        for name, value in jms.items():
+            if not name.startswith(prefix):
+                continue
+            converted = _set(setters, name[len(prefix):], value)
+            if converted is _UNSET:
+                continue
+            setter = _setter(name[len(prefix):])
+            if setter in seen:
+                raise ConfigError(f"jms.{seen[setter]} and jms.{name} set one property, and ActiveMQ takes them in "
+                                  "the order of a HashMap: give it once", **where)
+            seen[setter] = name
+            del left[name]
+            if prefix == "redeliveryPolicy.":
+                given[setter[0].lower() + setter[1:]] = (name, value, converted)
+            else:
+                not_carried.append(name)
+    for name, value in list(left.items()):
+        if _set(FACTORY_SETTERS, name, value) is not _UNSET:
+            del left[name]
+            not_carried.append(name)
+    if left:
+        refusal = ("ActiveMQConnectionFactory refuses the URL ('couldn't be set on the ConnectionFactory')"
+                   if len(left) < len(jms) else "the client's transport refuses the URL when it connects "
+                   "('Invalid connect parameters')")
+        raise ConfigError("jms. options no setter takes, or with a value its setter cannot take: "
+                          + ", ".join(f"jms.{n}" for n in sorted(left)) + f": {refusal}", **where)
+    return given, not_carried, left
+
+
+_UNSET = object()
+_QUALIFIED = ("queue://", "topic://", "temp-queue://", "temp-topic://")
+_JAVA_SPACE = "".join(chr(c) for c in range(0x21))  # String.trim: every character up to U+0020
+
+
+def _set(setters: dict[str, str], name: str, value: str | None) -> Any:
+    """What ``IntrospectionSupport.setProperty`` sets for the property ``name``, or ``_UNSET`` where it sets nothing
+    (no setter of that name, or a value its converter refuses)."""
+    if not name:
+        return _UNSET
+    kind = setters.get(_setter(name))
+    if kind is None:
+        return _UNSET
+    if value is None:  # Method.invoke(target, null): a primitive parameter refuses it
+        return None if kind in ("string", "list", "object") else _UNSET
+    return _convert(kind, value)
+
+
+def _setter(name: str) -> str:
+    """The setter ``findSetterMethod`` looks for, without its ``set``: the first letter upper-cased (Java's
+    Character.toUpperCase, which gives 'I' for the dotless 'ı' too)."""
+    first = name[:1].upper()
+    return (first if len(first) == 1 else name[:1]) + name[1:]
+
+
+def _convert(kind: str, value: str) -> Any:
+    if kind == "string":
+        return value
+    if kind in ("name", "destination"):  # new ActiveMQQueue(value), or createDestination(value, QUEUE_TYPE)
+        if kind == "destination":
+            value = next((value[len(q):] for q in _QUALIFIED if value.startswith(q)), value)
+        name = value.strip(_JAVA_SPACE)  # setPhysicalName: trimmed, not empty, its options decoded
+        return value if name and not _ESCAPE.search(name.partition("?")[2]) else _UNSET
+    if kind == "boolean":
+        return value.lower() == "true"
+    if kind in _RANGES:
+        if not _JAVA_INTEGER.fullmatch(value):
+            return _UNSET
+        number = int(value)
+        low, high = _RANGES[kind]
+        return number if low <= number <= high else _UNSET
+    if kind == "double":
+        text = value.strip(_JAVA_SPACE)
+        hexadecimal = _JAVA_HEX_DOUBLE.fullmatch(text)
+        if hexadecimal:
+            return float.fromhex(hexadecimal.group(1))
+        if not _JAVA_DOUBLE.fullmatch(text):
+            return _UNSET
+        return float(text[:-1] if text[-1] in "fFdD" else text)
+    if kind == "list":  # StringToListOfActiveMQDestinationConverter: "[a, b]"
+        return value if value.startswith("[") and value.endswith("]") and value[1:-1].strip() else _UNSET
+    return _UNSET  # no converter from a String
+
+
+def _parse_query(query: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None]:
+    """``URISupport.parseQuery``: after the last '?', split at '&' (trailing empty parts dropped, as String.split
+    drops them), each name and value decoded by ``URLDecoder``; a part without '=' is a name, undecoded, without a
+    value. A name given twice keeps its last value, as the HashMap does."""
+    query = query[query.rfind("?") + 1:]
+    parts = query.split("&")
+    while parts and not parts[-1]:
+        parts.pop()
+    options: dict[str, str | None] = {}
+    for part in parts if query else []:
+        if "=" in part:
+            name, value = part.split("=", 1)
+            name, decoded = _url_decode(name, where), _url_decode(value, where)
+        else:
+            name, decoded = part, None
+        if name in options and name.startswith("jms."):
+            warnings.append(f"{name} is given twice: ActiveMQ takes the last ({decoded!r})")
+        options[name] = decoded
+    return options
+
+
+def _url_decode(text: str, where: dict[str, str]) -> str:
+    """``URLDecoder.decode(text, "UTF-8")``: '+' a space, %XX bytes as UTF-8; a '%' without two hexadecimal digits
+    makes it throw, and ActiveMQConnectionFactory with it."""
+    if _ESCAPE.search(text):
+        raise ConfigError(f"{text!r} has a '%' without two hexadecimal digits: ActiveMQ's URLDecoder refuses it",
+                          **where)
+    return urllib.parse.unquote(text.replace("+", " "), errors="replace")
+
+
+def _decode_uri(text: str) -> str:
+    """``java.net.URI``'s decoding of a component: %XX runs as UTF-8, malformed bytes replaced; '+' stays."""
+    return urllib.parse.unquote(text, errors="replace")
+
+
+def _composite_options(ssp: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None] | None:
+    """``URISupport.parseComposite``'s parameters, or ``None`` where it has none or throws (which the factory
+    ignores): the part after the parenthesis that closes the one ``ssp`` starts with."""
+    if ssp.count("(") != ssp.count(")") or not ssp.startswith("("):
+        return None
+    depth = 0
+    close = -1
+    for i, ch in enumerate(ssp):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            close = i
+            break
+    if close < 0:
+        return None
+    for component in _split_components(ssp[1:close]):
+        try:
+            _check_uri(component.strip(_JAVA_SPACE), where)
+        except ConfigError:
+            return None
+    params = ssp[close + 1:].strip(_JAVA_SPACE)
+    if "?" not in params:
+        return None
+    return _parse_query(params[params.index("?") + 1:], warnings, where)
+
+
+def _split_components(text: str) -> list[str]:
+    """``URISupport.splitComponents``: at the commas outside parentheses."""
+    parts: list[str] = []
+    depth = 0
+    last = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[last:i])
+            last = i + 1
+    parts.append(text[last:])
+    return parts
+
+
+def _scheme_end(url: str) -> int:
+    """The index of the ':' ending the URL's scheme, or -1 for a URL without one (java.net.URI: a ':' before any
+    '/', '?' or '#')."""
+    for i, ch in enumerate(url):
+        if ch in "/?#":
+            return -1
+        if ch == ":":
+            return i
+    return -1
+
+
+def _check_uri(url: str, where: dict[str, str]) -> None:
+    """Refuses what ``new URI(url)`` refuses (ActiveMQConnectionFactory's 'Invalid broker URI'): a character no
+    part of a URI takes, a '%' not followed by two hexadecimal digits, a scheme of other characters, a scheme
+    without a part after it, '[' or ']' in a path, a second '#'."""
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"not a URI (java.net.URI refuses it: {why}): ActiveMQ refuses the broker URL", **where)
+
+    for i, ch in enumerate(url):
+        if ch.isascii() and ch not in _URI_ASCII:
+            raise refuse(f"the character {ch!r} at index {i}")
+        if not ch.isascii() and unicodedata.category(ch) in ("Cc", "Zs", "Zl", "Zp"):  # isISOControl, isSpaceChar
+            raise refuse(f"the character {ch!r} at index {i}")
+    if _ESCAPE.search(url):
+        raise refuse("a '%' without two hexadecimal digits")
+    if url.count("#") > 1:
+        raise refuse("a second '#'")
+    end = _scheme_end(url)
+    if end == 0:
+        raise refuse("no scheme before ':'")
+    if end > 0 and not _SCHEME.fullmatch(url[:end]):
+        raise refuse(f"the scheme {url[:end]!r}")
+    rest = url[end + 1:].split("#", 1)[0]
+    if end > 0 and not rest:
+        raise refuse("nothing after the scheme")
+    if end < 0 or rest.startswith("/"):
+        part = rest.split("?", 1)[0]
+        if part.startswith("//"):
+            authority_end = min([i for i in (part.find("/", 2),) if i >= 0] or [len(part)])
+            authority, part = part[2:authority_end], part[authority_end:]
+            if ("[" in authority or "]" in authority) and not re.fullmatch(r"(?:[^@\[\]]*@)?\[[0-9A-Fa-f:.]+\]"
+                                                                           r"(?::[0-9]*)?", authority):
+                raise refuse("'[' or ']' in the authority outside an IPv6 address")
+        if "[" in part or "]" in part:
+            raise refuse("'[' or ']' in the path")
+
+
+__all__ = ["ClientPolicy", "client_policy", "redact"]

@@ -1,0 +1,201 @@
+"""An ActiveMQ Classic client's redelivery policy read from its broker URL, checked against the client's own
+ActiveMQConnectionFactory (the Debian activemq jars, through tests/java/ClassicClientPolicy.java)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tests.java_program import activemq_classpath, run_java
+
+from reprocess.errors import ConfigError
+from reprocess.policy.classic_client import ClientPolicy, client_policy, redact
+
+DEFAULTS = {"maximumRedeliveries": 6, "initialRedeliveryDelay": 1000, "redeliveryDelay": 1000,
+            "maximumRedeliveryDelay": -1, "backOffMultiplier": 5.0, "useExponentialBackOff": False,
+            "useCollisionAvoidance": False, "collisionAvoidanceFactor": 0.15}
+FIELDS = list(DEFAULTS)
+
+
+def _java(urls: list[str], *args: str) -> list[list[str]]:
+    text = "".join(u.encode("utf-8").hex() + "\n" for u in urls)
+    lines = run_java("ClassicClientPolicy.java", text, *args, classpath=activemq_classpath()).splitlines()
+    assert len(lines) == len(urls)
+    return [line.split("\t") for line in lines]
+
+
+def _java_policy(row: list[str]) -> dict[str, object]:
+    values = row[1:9]
+    out: dict[str, object] = {}
+    for name, raw in zip(FIELDS, values, strict=True):
+        default = DEFAULTS[name]
+        out[name] = (raw == "true") if isinstance(default, bool) else type(default)(float(raw) if isinstance(
+            default, float) else int(raw))
+    return out
+
+
+HANDWRITTEN = [
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliverie=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliverie=3&jms.redeliveryPolicy.redeliveryDelay=5",
+    "failover:(tcp://127.0.0.1:1,tcp://127.0.0.2:1)?jms.redeliveryPolicy.maximumRedeliveries=3"
+    "&jms.redeliveryPolicy.collisionAvoidancePercent=20&timeout=100",
+    "failover:tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "failover://(tcp://127.0.0.1:1)?jms.redeliveryPolicy.initialRedeliveryDelay=2000",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=%zz",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.useExponentialBackOff=yes&jms.redeliveryPolicy.backOffMultiplier=+2.5d",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.\u0131nitialRedeliveryDelay=%D9%A3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries",
+    "tcp://127.0.0.1:1?jms.foo=1",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.backOffMultiplier=NaN",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.backOffMultiplier=0x1.8p1&jms.redeliveryPolicy.useExponentialBackOff=TRUE",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=1&jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.redeliveryDelay=2000%26jms.redeliveryPolicy.maximumRedeliveries=9",
+    "failover:(tcp://127.0.0.1:1)?jms.redeliveryPolicy.redeliveryDelay=2000%26jms.redeliveryPolicy.maximumRedeliveries"
+    "=9",
+    "tcp://127.0.0.1:1?jms.prefetchPolicy.all=5&jms.redeliveryPolicy.maximumRedeliveries=-1&jms.useAsyncSend=true",
+    "tcp://127.0.0.1:1?jms.prefetchPolicy.all=x&jms.redeliveryPolicy.maximumRedeliveries=0",
+    "tcp://127.0.0.1:1 ?jms.redeliveryPolicy.maximumRedeliveries=0",
+    "vm://localhost?broker.persistent=false&jms.redeliveryPolicy.maximumRedeliveryDelay=60000",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.backOffMultiplier=%202%20&jms.redeliveryPolicy.maximumRedeliveries=+4",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=2147483648",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.collisionAvoidancePercent=33&jms.redeliveryPolicy.useCollisionAvoidance="
+    "true",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.collisionAvoidancePercent=40000",
+    "tcp://127.0.0.1:1#frag?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "(tcp://127.0.0.1:1)?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "failover:(tcp://127.0.0.1:1?x=(1))?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "failover:(tcp://127.0.0.1:1?x=(1)?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://[::1]:1?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://127.0.0.1:1/a[b]?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://127.0.0.1:1?jms.userName=a&jms.password=s3cret&jms.redeliveryPolicy.redeliveryDelay=1500",
+    "",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5&",
+    "tcp://127.0.0.1:1?&&jms.redeliveryPolicy.maximumRedeliveries=5",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5&jms.redeliveryPolicy.MaximumRedeliveries=7",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=%25zz&jms.redeliveryPolicy.maximumRedeliveries=1",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a?x=%25zz&jms.redeliveryPolicy.maximumRedeliveries=1",
+]
+
+
+def _random_urls(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    bases = ["tcp://127.0.0.1:1", "failover:(tcp://127.0.0.1:1,tcp://127.0.0.2:1)", "failover://(tcp://127.0.0.1:1)",
+             "failover:tcp://127.0.0.1:1", "nio+ssl://127.0.0.1:1", "vm://localhost", "127.0.0.1:1",
+             "failover:(tcp://127.0.0.1:1?wireFormat.maxInactivityDuration=0)", "tcp://user:pw@127.0.0.1:1/",
+             "static:(tcp://127.0.0.1:1", "tcp://127.0.0.1:1#x"]
+    names = ["maximumRedeliveries", "initialRedeliveryDelay", "redeliveryDelay", "maximumRedeliveryDelay",
+             "backOffMultiplier", "useExponentialBackOff", "useCollisionAvoidance", "collisionAvoidancePercent",
+             "preDispatchCheck", "queue", "MaximumRedeliveries", "maximumredeliveries", "redeliverydelay", "",
+             "\u0131nitialRedeliveryDelay", "maximumRedeliveries "]
+    others = ["jms.prefetchPolicy.all", "jms.prefetchPolicy.queuePrefetch", "jms.useAsyncSend", "jms.clientID",
+              "jms.sendTimeout", "jms.bogus", "jms.trustedPackages", "jms.transformer", "timeout",
+              "jms.blobTransferPolicy.bufferSize", "jms.redeliveryPolicy"]
+    values = ["0", "1", "-1", "3", "+4", "-5", "1000", "2000", "60000", "2147483647", "2147483648",
+              "9223372036854775808", "32767", "32768", "\u0663", "%D9%A3", "", "x", "2.5", "2.5d", "1e3", ".5", "5.",
+              "0x1p2", "%202%20", "NaN",
+              "Infinity", "-Infinity", "1e400", "true", "TRUE", "false", "yes", "tRuE", "%74rue", "+", "[a,b]", "[]",
+              "1%2B1", "%zz", "50", "%", "2%26jms.redeliveryPolicy.maximumRedeliveries=1", "a b", "%E2%80%8B1"]
+    urls = []
+    for _ in range(n):
+        options = []
+        for _ in range(rng.randint(0, 4)):
+            if rng.random() < 0.7:
+                name = "jms.redeliveryPolicy." + rng.choice(names)
+            else:
+                name = rng.choice(others)
+            options.append(name if rng.random() < 0.05 else f"{name}={rng.choice(values)}")
+        separator = rng.choice(["?", "?", "?", "/?", "??"])
+        url = rng.choice(bases) + (separator + "&".join(options) if options or rng.random() < 0.2 else "")
+        if rng.random() < 0.05:
+            url += rng.choice(["#f", "&", " ", "#a#b", "\t"])
+        urls.append(url)
+    return urls
+
+
+def _ours(url: str) -> ClientPolicy | str:
+    """The policy read here, or the message refusing the URL."""
+    try:
+        return client_policy(url)
+    except ConfigError as exc:
+        return exc.message
+
+
+def _compare(urls: list[str]) -> int:
+    """Each URL read here and by ActiveMQ: the same policy, or both refusing it (or this module refusing what
+    ActiveMQ refuses only later, or what a policy cannot hold, saying so). The number of URLs ActiveMQ took."""
+    rows = _java(urls)
+    connect_checks: list[tuple[str, str]] = []
+    took = 0
+    for url, row in zip(urls, rows, strict=True):
+        ours = _ours(url)
+        if isinstance(ours, str):  # refused here
+            if row[0] == "refused":
+                continue
+            kept = bytes.fromhex(row[9]).decode("utf-8")
+            multiplier = _java_policy(row)["backOffMultiplier"]
+            if "when it connects" in ours:
+                assert "jms." in kept, (url, ours, row)
+                connect_checks.append((url, ours))
+            elif "finite multipliers" in ours:
+                assert multiplier in (float("inf"), float("-inf")) or multiplier != multiplier, (url, row)
+            else:
+                assert "HashMap" in ours, (url, ours, row)  # ActiveMQ takes either
+            continue
+        assert row[0] == "ok", (url, row, ours)
+        took += 1
+        assert {**DEFAULTS, **ours.settings} == _java_policy(row), (url, ours, row)
+        kept = bytes.fromhex(row[9]).decode("utf-8")
+        if "jms." in kept.split("#", 1)[0] and not ours.settings:
+            assert any("reads no jms. option" in w for w in ours.warnings), (url, kept, ours)
+    # where this module says the transport refuses the URL's leftover options, a connection (to a closed port)
+    # does refuse them; only tcp URLs connect at once here
+    tcp = [(u, m) for u, m in connect_checks if u.startswith("tcp://")][:20]
+    if tcp:
+        for (url, _), row in zip(tcp, _java([u for u, _ in tcp], "connect"), strict=True):
+            assert "Invalid connect parameters" in row[-1], (url, row)
+    return took
+
+
+@pytest.mark.jvm
+def test_handwritten_broker_urls_read_as_activemq_reads_them():
+    assert _compare(HANDWRITTEN) >= 15
+
+
+@pytest.mark.jvm
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_broker_urls_read_as_activemq_reads_them(seed):
+    assert _compare(_random_urls(600, seed)) >= 150
+
+
+@pytest.mark.unit
+def test_what_activemq_reads_of_the_usual_forms():
+    plain = client_policy("tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliveries=3"
+                          "&jms.redeliveryPolicy.useExponentialBackOff=true")
+    assert plain.settings == {"maximumRedeliveries": 3, "useExponentialBackOff": True}
+    assert not plain.warnings
+    composite = client_policy("failover:(tcp://a:61616,tcp://b:61616)?randomize=false"
+                              "&jms.redeliveryPolicy.collisionAvoidancePercent=20&jms.prefetchPolicy.all=10")
+    assert composite.settings == {"collisionAvoidanceFactor": 0.2}
+    assert composite.not_carried == ["prefetchPolicy.all"]
+    nested = client_policy("failover:tcp://a:61616?jms.redeliveryPolicy.maximumRedeliveries=3")
+    assert nested.settings == {}
+    assert "reads no jms. option" in nested.warnings[0]
+    loose = client_policy("tcp://a:61616?jms.redeliveryPolicy.useExponentialBackOff=yes")
+    assert loose.settings == {"useExponentialBackOff": False}
+    assert "is false to ActiveMQ" in loose.warnings[0]
+    with pytest.raises(ConfigError, match="jms.redeliveryPolicy.maximumRedeliverie: the client's transport refuses"):
+        client_policy("tcp://a:61616?jms.redeliveryPolicy.maximumRedeliverie=3")
+    with pytest.raises(ConfigError, match="couldn't be set on the ConnectionFactory"):
+        client_policy("tcp://a:61616?jms.redeliveryPolicy.maximumRedeliverie=3&jms.redeliveryPolicy.redeliveryDelay=9")
+
+
+@pytest.mark.unit
+def test_passwords_are_never_repeated():
+    url = "tcp://app:hunter2@mq:61616?jms.password=s3cret&jms.redeliveryPolicy.maximumRedeliveries=x"
+    assert "hunter2" not in redact(url)
+    assert "s3cret" not in redact(url)
+    with pytest.raises(ConfigError) as caught:
+        client_policy(url)
+    assert "hunter2" not in str(caught.value)
+    assert "s3cret" not in str(caught.value)
