@@ -4,12 +4,13 @@ ActiveMQConnectionFactory (the Debian activemq jars, through tests/java/ClassicC
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from tests.java_program import activemq_classpath, run_java
 
 from reprocess.errors import ConfigError
-from reprocess.policy.classic_client import ClientPolicy, client_policy, redact
+from reprocess.policy.classic_client import ClientPolicy, client_policy, jndi_policies, load_properties, redact
 
 DEFAULTS = {"maximumRedeliveries": 6, "initialRedeliveryDelay": 1000, "redeliveryDelay": 1000,
             "maximumRedeliveryDelay": -1, "backOffMultiplier": 5.0, "useExponentialBackOff": False,
@@ -177,7 +178,7 @@ def test_what_activemq_reads_of_the_usual_forms():
     composite = client_policy("failover:(tcp://a:61616,tcp://b:61616)?randomize=false"
                               "&jms.redeliveryPolicy.collisionAvoidancePercent=20&jms.prefetchPolicy.all=10")
     assert composite.settings == {"collisionAvoidanceFactor": 0.2}
-    assert composite.not_carried == ["prefetchPolicy.all"]
+    assert composite.not_carried == ["jms.prefetchPolicy.all"]
     nested = client_policy("failover:tcp://a:61616?jms.redeliveryPolicy.maximumRedeliveries=3")
     assert nested.settings == {}
     assert "reads no jms. option" in nested.warnings[0]
@@ -199,3 +200,90 @@ def test_passwords_are_never_repeated():
         client_policy(url)
     assert "hunter2" not in str(caught.value)
     assert "s3cret" not in str(caught.value)
+
+
+def _java_jndi(files: list[Path]) -> list[tuple[list[str], dict[str, list[str]] | str]]:
+    """Per file: Java's Properties entries (sorted "hexkey=hexvalue", or ["refused"]) and its factories' policy rows
+    by name, or why the context was refused."""
+    text = run_java("ClassicClientPolicy.java", "", "jndi", *map(str, files), classpath=activemq_classpath())
+    out: list[tuple[list[str], dict[str, list[str]] | str]] = []
+    for block in text.split("end\n")[:-1]:
+        rows = [line.split("\t") for line in block.splitlines()]
+        props = rows[0][1:] if rows[0][0] == "props" else ["refused"]
+        if rows[0][0] == "props-refused" or rows[-1][0] == "context-refused":
+            out.append((props, rows[-1][-1]))
+        else:
+            out.append((props, {bytes.fromhex(r[1]).decode("utf-8"): ["ok", *r[2:]] for r in rows[1:]}))
+    assert len(out) == len(files)
+    return out
+
+
+def _random_jndi(rng: random.Random) -> bytes:
+    names = rng.choice([None, "ConnectionFactory", "a, b", "a,,b , a", "  ", " ,x", "a,\\\n   b"])
+    urls = ["tcp://127.0.0.1:1", "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
+            "failover:(tcp://127.0.0.1:1)?jms.redeliveryPolicy.redeliveryDelay=2500",
+            "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliverie=3", "tcp://127.0.0.1:1 x", "",
+            "tcp://127.0.0.1:1?jms.redeliveryPolicy.useExponentialBackOff=true&jms.prefetchPolicy.all=x"]
+    keys = ["redeliveryPolicy.maximumRedeliveries", "redeliveryPolicy.initialRedeliveryDelay",
+            "redeliveryPolicy.useExponentialBackOff", "redeliveryPolicy.backOffMultiplier", "redeliveryPolicy.bogus",
+            "redeliveryPolicy.collisionAvoidancePercent", "prefetchPolicy.all", "clientID", "sendTimeout"]
+    values = ["0", "7", "-1", " 4", "2.5", "TRUE", "yes", "x", "\\u0035", "1\\\n  2", "30"]
+    separators = ["=", " = ", ":", " ", "\t:\t", "="]
+    lines = []
+    if rng.random() < 0.8:
+        lines.append(f"java.naming.provider.url{rng.choice(separators)}{rng.choice(urls)}")
+    if rng.random() < 0.3:
+        lines.append(f"brokerURL={rng.choice(urls)}")
+    if names is not None:
+        lines.append(f"connectionFactoryNames={names}")
+    for _ in range(rng.randint(0, 4)):
+        key = rng.choice(keys)
+        if rng.random() < 0.3:
+            key = f"connection.{rng.choice(['a', 'b', 'ConnectionFactory', 'x'])}.{key}"
+        lines.append(f"{key}{rng.choice(separators)}{rng.choice(values)}")
+    if rng.random() < 0.2:
+        lines.append(f"connection.{rng.choice(['a', 'b'])}.brokerURL={rng.choice(urls)}")
+    if rng.random() < 0.3:
+        odd = ["# a comment \\", "! another", "   ", "\\u00e9t\\u00e9=1", "bad\\u00zz=1", "key\\=with\\:colon = v\\t"]
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(odd))
+    rng.shuffle(lines)
+    return rng.choice(["\n", "\r\n", "\r"]).join(lines).encode("latin-1")
+
+
+@pytest.mark.jvm
+def test_jndi_properties_read_as_activemqs_initial_context_reads_them(tmp_path):
+    """Random jndi.properties files: the same entries as java.util.Properties.load, and for each connection factory
+    the InitialContext makes, the same policy (or both refusing the file, or this module refusing what ActiveMQ
+    refuses only at connect time, as for URLs)."""
+    rng = random.Random(5)
+    files = []
+    for n in range(300):
+        path = tmp_path / f"{n}.properties"
+        path.write_bytes(_random_jndi(rng))
+        files.append(path)
+    compared = 0
+    for path, (props, java) in zip(files, _java_jndi(files), strict=True):
+        try:
+            ours_props = load_properties(path.read_bytes(), str(path))
+        except ConfigError:
+            assert props == ["refused"], path.read_bytes()
+            continue
+        assert sorted(f"{k.encode().hex()}={v.encode().hex()}" for k, v in ours_props.items()) == props
+        try:
+            ours = jndi_policies(str(path))
+        except ConfigError as exc:
+            message = exc.message
+            ours = {}
+        else:
+            message = ""
+        if isinstance(java, str):
+            assert message, (path.read_bytes(), java)
+            continue
+        if message:
+            assert "when it connects" in message, (path.read_bytes(), message)
+            continue
+        assert set(ours) == set(java), path.read_bytes()
+        for name, policy in ours.items():
+            assert {**DEFAULTS, **policy.settings} == _java_policy(java[name]), (path.read_bytes(), name)
+            compared += 1
+    assert compared >= 300

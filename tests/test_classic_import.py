@@ -567,3 +567,29 @@ def test_a_client_policy_alone_and_what_is_refused(tmp_path, capsys):
     assert "give BROKER_XML, or --client URL" in capsys.readouterr().err
     assert main(["policies", "import", "--client", "tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliverie=2"]) == 3
     assert "jms.redeliveryPolicy.maximumRedeliverie" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_a_client_policy_from_jndi_properties(tmp_path, capsys):
+    """A jndi.properties --client: its factories' policy where they agree, one chosen by --factory where they do not
+    (the reading itself is checked against ActiveMQ's InitialContext in test_classic_client.py)."""
+    same = _write(tmp_path, "java.naming.provider.url = tcp://mq:61616?jms.redeliveryPolicy.maximumRedeliveries=2\n"
+                  "java.naming.security.credentials = s3cret\n", "same.properties")
+    out = tmp_path / "same.yaml"
+    assert main(["policies", "import", "--client", str(same), "--out", str(out)]) == 0
+    assert "s3cret" not in out.read_text()
+    policy = load_policies(out).resolve("orders")
+    assert policy is not None
+    assert policy.settings.maximum_redeliveries == 2
+    differ = _write(tmp_path, "connectionFactoryNames = fast, slow\nredeliveryPolicy.maximumRedeliveries = 1\n"
+                    "connection.slow.redeliveryPolicy.redeliveryDelay = 60000\n", "differ.properties")
+    assert main(["policies", "import", "--client", str(differ)]) == 3
+    assert "choose one with --factory" in capsys.readouterr().err
+    assert main(["policies", "import", "--client", str(differ), "--factory", "slow", "--out",
+                 str(tmp_path / "slow.yaml")]) == 0
+    slow = load_policies(tmp_path / "slow.yaml").resolve("orders")
+    assert slow is not None
+    assert (slow.settings.maximum_redeliveries, slow.settings.redelivery_delay) == (1, 60000)
+    assert main(["policies", "import", "--client", str(differ), "--factory", "medium"]) == 3
+    assert "no connection factory 'medium'" in capsys.readouterr().err
+    assert main(["policies", "import", "--client", "tcp://mq:61616", "--factory", "slow"]) == 3

@@ -447,11 +447,15 @@ def _add_policies_commands(sub: Any) -> None:
         formatter_class=_ExamplesFormatter)
     p.add_argument("broker_xml", metavar="BROKER_XML", nargs="?",
                    help="the broker's configuration: Artemis's broker.xml or ActiveMQ Classic's activemq.xml")
-    p.add_argument("--client", metavar="URL",
+    p.add_argument("--client", metavar="URL|FILE",
                    help="an ActiveMQ Classic client's broker URL (tcp://mq:61616?jms.redeliveryPolicy."
-                   "maximumRedeliveries=3): its redelivery policy, read as ActiveMQConnectionFactory reads it, as "
-                   "one '#' policy; with an activemq.xml (one without a redelivery plugin), dead letters go where its "
-                   "policy entries send them, else to ActiveMQ.DLQ. Passwords in it are not written out")
+                   "maximumRedeliveries=3) or its jndi.properties file: its redelivery policy, read as "
+                   "ActiveMQConnectionFactory (or ActiveMQInitialContextFactory) reads it, as one '#' policy; with an "
+                   "activemq.xml (one without a redelivery plugin), dead letters go where its policy entries send "
+                   "them, else to ActiveMQ.DLQ. Passwords in it are not written out")
+    p.add_argument("--factory", metavar="NAME",
+                   help="with a jndi.properties --client: the connection factory whose policy to import (needed "
+                   "where its factories' policies differ)")
     p.add_argument("--out", metavar="FILE",
                    help="the policy file to write (replaced atomically; refused if it exists, unless --force); "
                    "default: standard output")
@@ -477,7 +481,9 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
         if args.broker_xml is not None and not is_activemq_xml(args.broker_xml):
             raise ConfigError("--client goes with an ActiveMQ Classic activemq.xml (for its dead-letter strategies), "
                               "not an Artemis broker.xml", file=args.broker_xml)
-        imported: Any = import_activemq_client(args.client, args.broker_xml, dict(args.property))
+        imported: Any = import_activemq_client(args.client, args.broker_xml, dict(args.property), args.factory)
+    elif args.factory is not None:
+        raise ConfigError("--factory goes with a jndi.properties --client")
     elif args.broker_xml is None:
         raise ConfigError("give BROKER_XML, or --client URL for an ActiveMQ Classic client's redelivery policy")
     else:

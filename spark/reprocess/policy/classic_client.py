@@ -30,6 +30,7 @@ import re
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError
@@ -100,16 +101,58 @@ def redact(url: str) -> str:
 
 def client_policy(url: str) -> ClientPolicy:
     """The redelivery policy an ``ActiveMQConnectionFactory`` made with the broker URL ``url`` gives its consumers."""
-    where = {"file": "--client " + redact(url)}
+    read = _read_url(url, {"file": "--client " + redact(url)})
+    if read.error is not None:
+        raise read.error
+    return _policy(read.given or {}, read.not_carried, read.warnings, read.where)
+
+
+Given = dict[str, tuple[str, str | None, Any]]  # RedeliveryPolicy property: (the option, its value, the value set)
+
+
+class _Unread(ConfigError):
+    """A broker URL ActiveMQ refuses before it sets anything from it."""
+
+
+@dataclass
+class _UrlRead:
+    """What ``setBrokerURL(url)`` did: the properties of the policy it set (``None``: it set none), the other options
+    it set, warnings, and the error it threw after setting them (``None``: it did not)."""
+
+    given: Given | None
+    not_carried: list[str]
+    warnings: list[str]
+    error: ConfigError | None
+    where: dict[str, str]
+
+
+def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
+    """``setBrokerURL(url)``. A URL ``java.net.URI`` refuses is refused at once (a ``ConfigError``); one whose options
+    are refused after some were set gives what was set and the error."""
     warnings: list[str] = []
     options = _options(url, warnings, where)
     jms = {name[4:]: value for name, value in options.items() if name.startswith("jms.")}
     given, not_carried, left = _apply(jms, where)
-    if len(left) < len(jms) and any(value is None for name, value in options.items() if not name.startswith("jms.")):
+    error = None
+    if left:
+        refusal = ("ActiveMQConnectionFactory refuses the URL ('couldn't be set on the ConnectionFactory')"
+                   if len(left) < len(jms) else "the client's transport refuses the URL when it connects "
+                   "('Invalid connect parameters')")
+        error = ConfigError("jms. options no setter takes, or with a value its setter cannot take: "
+                            + ", ".join(f"jms.{n}" for n in sorted(left)) + f": {refusal}", **where)
+    elif len(left) < len(jms) and any(value is None for name, value in options.items()
+                                      if not name.startswith("jms.")):
         # createRemainingURI (or CompositeData.toURI) writes the other options back: URLEncoder.encode(null)
-        raise ConfigError("an option without '=' (or an empty one, as in '&&') beside the jms. ones: "
-                          "ActiveMQConnectionFactory fails with a NullPointerException", **where)
+        error = ConfigError("an option without '=' (or an empty one, as in '&&') beside the jms. ones: "
+                            "ActiveMQConnectionFactory fails with a NullPointerException", **where)
+    return _UrlRead(given or None, not_carried, warnings, error, where)
+
+
+def _policy(given: Given, not_carried: list[str], warnings: list[str], where: dict[str, str]) -> ClientPolicy:
+    """The policy settings of the properties ``given`` (:func:`_apply`)."""
     settings: dict[str, Any] = {}
+    not_carried = list(not_carried)
+    warnings = list(warnings)
     for prop, (name, raw, value) in given.items():
         if prop in SETTINGS:
             settings[prop] = value
@@ -118,8 +161,8 @@ def client_policy(url: str) -> ClientPolicy:
         else:
             not_carried.append(name)
         if isinstance(value, bool) and raw is not None and raw.lower() not in ("true", "false"):
-            warnings.append(f"jms.{name}={raw!r} is false to ActiveMQ (Boolean.valueOf: only 'true', in any case, "
-                            "is true)")
+            warnings.append(f"{name}={raw!r} is false to ActiveMQ (Boolean.valueOf: only 'true', in any case, is "
+                            "true)")
     multiplier = settings.get("backOffMultiplier")
     if multiplier is not None and (multiplier != multiplier or multiplier in (float("inf"), float("-inf"))):
         raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
@@ -148,42 +191,36 @@ def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, 
     return options
 
 
-def _apply(jms: dict[str, str | None], where: dict[str, str]) -> tuple[dict[str, tuple[str, str | None, Any]],
-                                                                      list[str], dict[str, str | None]]:
-    """``buildFromMap``: the RedeliveryPolicy properties the ``jms.`` options set (property: the option, its value,
-    the value set), the other options set, and those nothing took."""
-    given: dict[str, tuple[str, str | None, Any]] = {}  # RedeliveryPolicy property: (option, its value, set value)
+def _apply(options: dict[str, str | None], where: dict[str, str], prefix: str = "jms.") -> tuple[
+        Given, list[str], dict[str, str | None]]:
+    """``buildFromMap(options)``: the RedeliveryPolicy properties the options set, the other options set (named with
+    ``prefix``, as given), and those nothing took."""
+    given: Given = {}
     not_carried: list[str] = []
-    left = dict(jms)
-    for prefix, setters in (("prefetchPolicy.", PREFETCH_SETTERS), ("redeliveryPolicy.", REDELIVERY_SETTERS),
+    left = dict(options)
+    for policy, setters in (("prefetchPolicy.", PREFETCH_SETTERS), ("redeliveryPolicy.", REDELIVERY_SETTERS),
                             ("blobTransferPolicy.", BLOB_SETTERS)):
         seen: dict[str, str] = {}
-        for name, value in jms.items():
-            if not name.startswith(prefix):
+        for name, value in options.items():
+            if not name.startswith(policy):
                 continue
-            converted = _set(setters, name[len(prefix):], value)
+            converted = _set(setters, name[len(policy):], value)
             if converted is _UNSET:
                 continue
-            setter = _setter(name[len(prefix):])
+            setter = _setter(name[len(policy):])
             if setter in seen:
-                raise ConfigError(f"jms.{seen[setter]} and jms.{name} set one property, and ActiveMQ takes them in "
-                                  "the order of a HashMap: give it once", **where)
+                raise ConfigError(f"{prefix}{seen[setter]} and {prefix}{name} set one property, and ActiveMQ takes "
+                                  "them in the order of a HashMap: give it once", **where)
             seen[setter] = name
             del left[name]
-            if prefix == "redeliveryPolicy.":
-                given[setter[0].lower() + setter[1:]] = (name, value, converted)
+            if policy == "redeliveryPolicy.":
+                given[setter[0].lower() + setter[1:]] = (prefix + name, value, converted)
             else:
-                not_carried.append(name)
+                not_carried.append(prefix + name)
     for name, value in list(left.items()):
         if _set(FACTORY_SETTERS, name, value) is not _UNSET:
             del left[name]
-            not_carried.append(name)
-    if left:
-        refusal = ("ActiveMQConnectionFactory refuses the URL ('couldn't be set on the ConnectionFactory')"
-                   if len(left) < len(jms) else "the client's transport refuses the URL when it connects "
-                   "('Invalid connect parameters')")
-        raise ConfigError("jms. options no setter takes, or with a value its setter cannot take: "
-                          + ", ".join(f"jms.{n}" for n in sorted(left)) + f": {refusal}", **where)
+            not_carried.append(prefix + name)
     return given, not_carried, left
 
 
@@ -257,7 +294,7 @@ def _parse_query(query: str, warnings: list[str], where: dict[str, str]) -> dict
         else:
             name, decoded = part, None
         if name in options and name.startswith("jms."):
-            warnings.append(f"{name} is given twice: ActiveMQ takes the last ({decoded!r})")
+            warnings.append(f"{name} is given twice: ActiveMQ takes the last")
         options[name] = decoded
     return options
 
@@ -266,7 +303,7 @@ def _url_decode(text: str, where: dict[str, str]) -> str:
     """``URLDecoder.decode(text, "UTF-8")``: '+' a space, %XX bytes as UTF-8; a '%' without two hexadecimal digits
     makes it throw, and ActiveMQConnectionFactory with it."""
     if _ESCAPE.search(text):
-        raise ConfigError(f"{text!r} has a '%' without two hexadecimal digits: ActiveMQ's URLDecoder refuses it",
+        raise _Unread("an option has a '%' without two hexadecimal digits: ActiveMQ's URLDecoder refuses it",
                           **where)
     return urllib.parse.unquote(text.replace("+", " "), errors="replace")
 
@@ -334,7 +371,7 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
     part of a URI takes, a '%' not followed by two hexadecimal digits, a scheme of other characters, a scheme
     without a part after it, '[' or ']' in a path, a second '#'."""
     def refuse(why: str) -> ConfigError:
-        return ConfigError(f"not a URI (java.net.URI refuses it: {why}): ActiveMQ refuses the broker URL", **where)
+        return _Unread(f"not a URI (java.net.URI refuses it: {why}): ActiveMQ refuses the broker URL", **where)
 
     for i, ch in enumerate(url):
         if ch.isascii() and ch not in _URI_ASCII:
@@ -365,4 +402,143 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
             raise refuse("'[' or ']' in the path")
 
 
-__all__ = ["ClientPolicy", "client_policy", "redact"]
+
+
+# --- jndi.properties ------------------------------------------------------------------------------------------------
+
+PROVIDER_URL = "java.naming.provider.url"  # Context.PROVIDER_URL
+DEFAULT_FACTORIES = ("ConnectionFactory", "XAConnectionFactory", "QueueConnectionFactory", "TopicConnectionFactory")
+_WHITE = " \t\f"  # Properties: the whitespace of a line
+_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "f": "\f"}
+
+
+def load_properties(data: bytes, source: str) -> dict[str, str]:
+    """``java.util.Properties.load(InputStream)``: ISO-8859-1 text; '#' and '!' comment lines; a line continued by an
+    odd number of backslashes at its end, the next one's leading whitespace skipped; the key ending at the first
+    '=', ':' or whitespace not escaped; escapes ``\\t \\r \\n \\f \\uXXXX``, any other escaped character itself. A
+    key given twice keeps its last value."""
+    out: dict[str, str] = {}
+    for number, line in _logical_lines(data.decode("latin-1")):
+        key_end, value_start, has_separator, escaped = len(line), len(line), False, False
+        for i, ch in enumerate(line):
+            if ch in "=:" and not escaped:
+                key_end, value_start, has_separator = i, i + 1, True
+                break
+            if ch in _WHITE and not escaped:
+                key_end, value_start = i, i + 1
+                break
+            escaped = not escaped if ch == "\\" else False
+        while value_start < len(line):
+            ch = line[value_start]
+            if ch not in _WHITE:
+                if has_separator or ch not in "=:":
+                    break
+                has_separator = True
+            value_start += 1
+        where = {"file": source, "key": f"line {number}"}
+        out[_unescape(line[:key_end], where)] = _unescape(line[value_start:], where)
+    return out
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """``Properties.LineReader``: (the number of the line it starts on, the logical line, its continuations joined)."""
+    naturals = re.split(r"\r\n|\r|\n", text)
+    lines: list[tuple[int, str]] = []
+    i = 0
+    while i < len(naturals):
+        first = naturals[i].lstrip(_WHITE)
+        start = i
+        i += 1
+        if not first or first[0] in "#!":
+            continue
+        parts = [first]
+        while _continued(parts[-1]):
+            parts[-1] = parts[-1][:-1]
+            if i >= len(naturals):
+                break
+            parts.append(naturals[i].lstrip(_WHITE))
+            i += 1
+        lines.append((start + 1, "".join(parts)))
+    return lines
+
+
+def _continued(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _unescape(text: str, where: dict[str, str]) -> str:
+    """``Properties.loadConvert``."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        i += 1
+        if ch != "\\" or i >= len(text):
+            out.append(ch)
+            continue
+        ch = text[i]
+        i += 1
+        if ch == "u":
+            digits = text[i:i + 4]
+            if len(digits) < 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise ConfigError("malformed \\uxxxx escape: java.util.Properties refuses the file", **where)
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(ch, ch))
+    joined = "".join(out)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # Java's char pairs
+
+
+def jndi_policies(path: str) -> dict[str, ClientPolicy]:
+    """The redelivery policy of each connection factory an ``ActiveMQInitialContextFactory`` makes from the
+    ``jndi.properties`` file at ``path``: the names of ``connectionFactoryNames`` (else its four defaults), each with
+    the file's properties, those under ``connection.<name>.`` renamed over them; ``setProperties`` then sets the
+    broker URL (``java.naming.provider.url``, else ``brokerURL``), then a new policy from the
+    ``redeliveryPolicy.`` properties when any is set, then the factory's own properties, ``brokerURL`` among them,
+    which sets the URL's policy again."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=path) from exc
+    properties = load_properties(data, path)
+    listed = properties.get("connectionFactoryNames")
+    # StringTokenizer: no empty token, but a blank one is kept, trimmed to ""
+    names = [t.strip(_JAVA_SPACE) for t in (listed or "").split(",") if t] or list(DEFAULT_FACTORIES)
+    return {name: _factory_policy(properties, name, path) for name in dict.fromkeys(names)}
+
+
+def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientPolicy:
+    where = {"file": path, "policy": name}
+    prefix = f"connection.{name}."
+    env = {k: v for k, v in properties.items() if not k.startswith(prefix)}
+    env.update({k[len(prefix):]: v for k, v in properties.items() if k.startswith(prefix)})
+    env.pop("xa", None)  # needsXA takes it out
+    given: Given | None = None
+    not_carried: list[str] = []
+    warnings: list[str] = []
+    url = env.get(PROVIDER_URL) or env.get("brokerURL")
+    if url:
+        read = _read_url(url, {**where, "key": PROVIDER_URL if env.get(PROVIDER_URL) else "brokerURL"})
+        if read.error is not None:  # InitialContext: NamingException("Invalid broker URL")
+            raise read.error
+        given = read.given or given
+        not_carried += read.not_carried
+        warnings += read.warnings
+    own, others, _ = _apply({k: v for k, v in env.items() if k != PROVIDER_URL}, where, prefix="")
+    given = own or given
+    not_carried += [n for n in others if n != "brokerURL"]
+    if env.get("brokerURL") is not None:  # the factory's setBrokerURL, again; what it throws is only logged
+        try:
+            again: _UrlRead | None = _read_url(env["brokerURL"], {**where, "key": "brokerURL"})
+        except _Unread:
+            again = None
+        if again is not None and again.given:
+            given = again.given
+            if env.get(PROVIDER_URL) or own:
+                warnings.append("brokerURL's jms.redeliveryPolicy options replace the policy set before it "
+                                "(ActiveMQ sets the factory's own properties, brokerURL among them, last)")
+    return _policy(given or {}, sorted(set(not_carried)), warnings, where)
+
+
+__all__ = ["ClientPolicy", "client_policy", "jndi_policies", "load_properties", "redact"]

@@ -41,7 +41,7 @@ import yaml
 
 from reprocess.errors import ConfigError
 from reprocess.policy.classic import address_kinds, classic_choice, fresh_word, intersection, translate
-from reprocess.policy.classic_client import client_policy, redact
+from reprocess.policy.classic_client import ClientPolicy, client_policy, jndi_policies, redact
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
@@ -457,16 +457,25 @@ def import_activemq_xml(path: str | Path, properties: Mapping[str, str] | None =
     return _finish(broker, header, f"{read} redelivery entries", not_carried, notes, [])
 
 
-def import_activemq_client(url: str, path: str | Path | None = None,
-                           properties: Mapping[str, str] | None = None) -> ClassicImport:
-    """The redelivery policy an ActiveMQ Classic client takes from its broker URL ``url``
-    (:func:`reprocess.policy.classic_client.client_policy`) as a policy file: one ``#`` policy, its dead letters
-    where the ``<policyEntry>`` ActiveMQ takes for each queue sends them, in the ``activemq.xml`` at ``path`` (else an
-    ActiveMQ broker's default, the shared ``ActiveMQ.DLQ``). A broker with a redelivery plugin is refused: it
-    schedules more redeliveries after the client's policy gives up, counted on from the client's, which this import
-    does not join."""
-    client = client_policy(url)
-    label = "--client " + redact(url)
+def import_activemq_client(client_spec: str, path: str | Path | None = None,
+                           properties: Mapping[str, str] | None = None,
+                           factory: str | None = None) -> ClassicImport:
+    """The redelivery policy an ActiveMQ Classic client takes from its broker URL, or from the ``jndi.properties``
+    file ``client_spec`` names (:mod:`reprocess.policy.classic_client`; ``factory`` the connection factory, needed
+    where its factories' policies differ), as a policy file: one ``#`` policy, its dead letters where the
+    ``<policyEntry>`` ActiveMQ takes for each queue sends them, in the ``activemq.xml`` at ``path`` (else an ActiveMQ
+    broker's default, the shared ``ActiveMQ.DLQ``). A broker with a redelivery plugin is refused: it schedules more
+    redeliveries after the client's policy gives up, counted on from the client's, which this import does not
+    join."""
+    if Path(client_spec).is_file():
+        client, origin = _jndi_client(client_spec, factory)
+    else:
+        if factory is not None:
+            raise ConfigError("--factory names a connection factory of a jndi.properties file, not of a URL",
+                              file="--client " + redact(client_spec))
+        client = client_policy(client_spec)
+        origin = f"the ActiveMQ client URL {redact(client_spec)}"
+    label = "--client " + (client_spec if Path(client_spec).is_file() else redact(client_spec))
     dead: list[_Dead] = []
     if path is None:
         source, dead_default = label, _DEFAULT_DEAD
@@ -483,12 +492,31 @@ def import_activemq_client(url: str, path: str | Path | None = None,
         where = f"the dead-letter strategy of the <policyEntry> of {Path(source).name} ActiveMQ takes for each queue " \
                 "sends them"
     broker = _Broker([], _Entry(None, dict(client.settings)), False, dead, dead_default, source)
-    header = (f"Imported from the ActiveMQ client URL {redact(url)} by `reprocess policies import --client`: its "
-              f"redelivery policy (jms.redeliveryPolicy.*) as '#', settings left out being ActiveMQ's defaults; "
-              f"dead letters go where {where}.")
-    not_carried = Counter({f"jms.{name}": 1 for name in client.not_carried})
+    header = (f"Imported from {origin} by `reprocess policies import --client`: its redelivery policy as '#', "
+              f"settings left out being ActiveMQ's defaults; dead letters go where {where}.")
+    not_carried = Counter(client.not_carried)
     return _finish(broker, header, "the client's redelivery policy", not_carried, _notes(broker, None, source),
                    client.warnings)
+
+
+def _jndi_client(path: str, factory: str | None) -> tuple[ClientPolicy, str]:
+    """The policy of the connection factory ``factory`` of a ``jndi.properties`` file, or of all of them where they
+    agree, and what the file header calls it."""
+    policies = jndi_policies(path)
+    if factory is not None:
+        if factory not in policies:
+            raise ConfigError(f"no connection factory {factory!r}: the file makes " + ", ".join(map(repr, policies)),
+                              file=path, key="--factory")
+        return policies[factory], f"the connection factory {factory} of {Path(path).name}"
+    kinds = {repr(sorted(p.settings.items())) for p in policies.values()}
+    if len(kinds) > 1:
+        raise ConfigError("its connection factories have different redelivery policies: choose one with --factory ("
+                          + ", ".join(f"{n}: {p.settings or 'the defaults'}" for n, p in policies.items()) + ")",
+                          file=path)
+    first = next(iter(policies.values()))
+    merged = ClientPolicy(first.settings, sorted({n for p in policies.values() for n in p.not_carried}),
+                          list(dict.fromkeys(w for p in policies.values() for w in p.warnings)))
+    return merged, f"the connection factories of {Path(path).name} ({', '.join(policies)})"
 
 
 def _finish(broker: _Broker, header: str, what: str, not_carried: Counter[str], notes: list[str],
