@@ -437,12 +437,13 @@ def _add_policies_commands(sub: Any) -> None:
         "what ActiveMQ gives it, and where ActiveMQ picks at random (its comparison is not an order) a warning names "
         "the choice made. Topic entries are not carried over; what ActiveMQ would discard is kept and said; Spring "
         "beans and #references are refused. An ActiveMQ Classic client's own redelivery policy, which its broker URL "
-        "sets (jms.redeliveryPolicy.*), with --client URL.",
+        "sets (jms.redeliveryPolicy.*), with --client URL, or its jndi.properties, with --client FILE.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
         "  reprocess policies import conf/activemq.xml --out policies.yaml\n"
         "  reprocess policies import --client 'failover:(tcp://mq1:61616,tcp://mq2:61616)?"
         "jms.redeliveryPolicy.maximumRedeliveries=3' conf/activemq.xml\n"
+        "  reprocess policies import --client app/jndi.properties --factory ConnectionFactory\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
     p.add_argument("broker_xml", metavar="BROKER_XML", nargs="?",

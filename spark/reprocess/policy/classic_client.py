@@ -502,6 +502,11 @@ def jndi_policies(path: str) -> dict[str, ClientPolicy]:
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=path) from exc
     properties = load_properties(data, path)
+    if not any(k in (PROVIDER_URL, "connectionFactoryNames", "java.naming.factory.initial")
+               or k.endswith("brokerURL") or "redeliveryPolicy." in k for k in properties):
+        # ActiveMQ would make its default factories of any file; one naming none of these is likely another file
+        raise ConfigError(f"no {PROVIDER_URL}, brokerURL, connectionFactoryNames, java.naming.factory.initial or "
+                          "redeliveryPolicy.* key: not the jndi.properties of an ActiveMQ client", file=path)
     listed = properties.get("connectionFactoryNames")
     # StringTokenizer: no empty token, but a blank one is kept, trimmed to ""
     names = [t.strip(_JAVA_SPACE) for t in (listed or "").split(",") if t] or list(DEFAULT_FACTORIES)
