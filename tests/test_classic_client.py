@@ -75,6 +75,27 @@ HANDWRITTEN = [
     "tcp://127.0.0.1:1?&&jms.redeliveryPolicy.maximumRedeliveries=5",
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5&jms.redeliveryPolicy.MaximumRedeliveries=7",
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=%25zz&jms.redeliveryPolicy.maximumRedeliveries=1",
+    # found by a review: IPv6 scopes and literals, empty authorities, hex overflow, null object options, URLDecoder's
+    # parseInt, destination names and lists, composite components java.net.URI refuses
+    "tcp://[fe80::1%eth0]:61616?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "failover:(tcp://[fe80::1%25eth0]:61616)?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "failover:(tcp://)?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "failover:(tcp://[1]:1)?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://[1]:1?jms.redeliveryPolicy.maximumRedeliveries=2", "tcp://[::1]:99999999999?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://", "//", "tcp://#f", "tcp://?jms.redeliveryPolicy.maximumRedeliveries=2",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.backOffMultiplier=0x1p1024",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.destination&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=%25%D9%A3%D9%A3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3&jms.clientID=%25+41",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.redeliveryDelay=%F0%9D%9F%A7",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3&jms.trustedPackages=[,a]",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3&jms.trustedPackages=[a,%20,b]",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3&jms.trustedPackages=[a,b]",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a,queue://&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a%253F%2525zz&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a?x=%25zz?y&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "conf/jndi.propertes", "tcp://u:p@ss@127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a?x=%25zz&jms.redeliveryPolicy.maximumRedeliveries=1",
 ]
 
@@ -135,9 +156,13 @@ def _compare(urls: list[str]) -> int:
                 continue
             kept = bytes.fromhex(row[9]).decode("utf-8")
             multiplier = _java_policy(row)["backOffMultiplier"]
-            if "when it connects" in ours:
+            if "without a scheme" in ours:
+                assert ":" not in kept.split("/", 1)[0], (url, ours, row)  # the transport needs one
+            elif "when it connects" in ours:
                 assert "jms." in kept, (url, ours, row)
                 connect_checks.append((url, ours))
+            elif "jms.brokerURL" in ours or "redeliveryPolicyMap" in ours:
+                assert "brokerURL" in url or "redeliveryPolicyMap" in url  # not followed / consumers fail
             elif "finite multipliers" in ours:
                 assert multiplier in (float("inf"), float("-inf")) or multiplier != multiplier, (url, row)
             else:
@@ -218,6 +243,23 @@ def _java_jndi(files: list[Path]) -> list[tuple[list[str], dict[str, list[str]] 
     return out
 
 
+URL = "java.naming.provider.url=tcp://127.0.0.1:1"
+# found by a review: brokerURL set last (whatever the provider URL did), spelt BrokerURL too, or empty; a line that is
+# only a continuation before a comment
+JNDI_HANDWRITTEN = [t.encode("latin-1") for t in [
+    f"{URL}?jms.bogus=1\nbrokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3\n",
+    f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=3\nbrokerURL=tcp://127.0.0.1:1?jms.bogus=1\n",
+    "brokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=4&jms.bogus=1\n",
+    "brokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=4&x\n",
+    f"{URL}\nbrokerURL=\n",
+    "java.naming.factory.initial=org.apache.activemq.jndi.ActiveMQInitialContextFactory\n"
+    "BrokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5\n",
+    f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=3\nBrokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5\n",
+    f"{URL}\n\\\n# note \\\nredeliveryPolicy.maximumRedeliveries=1\n",
+    f"{URL}\n\\\n!x\n\\\n\nredeliveryPolicy.maximumRedeliveries=2\n",
+]]
+
+
 def _random_jndi(rng: random.Random) -> bytes:
     names = rng.choice([None, "ConnectionFactory", "a, b", "a,,b , a", "  ", " ,x", "a,\\\n   b"])
     urls = ["tcp://127.0.0.1:1", "tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
@@ -257,9 +299,9 @@ def test_jndi_properties_read_as_activemqs_initial_context_reads_them(tmp_path):
     refuses only at connect time, as for URLs)."""
     rng = random.Random(5)
     files = []
-    for n in range(300):
+    for n, text in enumerate([_random_jndi(rng) for _ in range(300)] + JNDI_HANDWRITTEN):
         path = tmp_path / f"{n}.properties"
-        path.write_bytes(_random_jndi(rng))
+        path.write_bytes(text)
         files.append(path)
     compared = 0
     for path, (props, java) in zip(files, _java_jndi(files), strict=True):

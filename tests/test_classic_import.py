@@ -594,5 +594,7 @@ def test_a_client_policy_from_jndi_properties(tmp_path, capsys):
     assert "no connection factory 'medium'" in capsys.readouterr().err
     assert main(["policies", "import", "--client", "tcp://mq:61616", "--factory", "slow"]) == 3
     capsys.readouterr()
+    assert main(["policies", "import", "--client", str(tmp_path / "jndi.propertes")]) == 3  # a mistyped file
+    assert "no such file, and not a broker URL" in capsys.readouterr().err
     assert main(["policies", "import", "--client", str(ACTIVEMQ)]) == 3  # an activemq.xml given as --client
     assert "not the jndi.properties of an ActiveMQ client" in capsys.readouterr().err

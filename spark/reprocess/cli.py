@@ -486,7 +486,7 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
     elif args.factory is not None:
         raise ConfigError("--factory goes with a jndi.properties --client")
     elif args.broker_xml is None:
-        raise ConfigError("give BROKER_XML, or --client URL for an ActiveMQ Classic client's redelivery policy")
+        raise ConfigError("give BROKER_XML, or --client URL|FILE for an ActiveMQ Classic client's redelivery policy")
     else:
         read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
         imported = read(args.broker_xml, dict(args.property))

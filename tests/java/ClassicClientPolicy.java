@@ -79,6 +79,9 @@ public class ClassicClientPolicy {
       Field factor = RedeliveryPolicy.class.getDeclaredField("collisionAvoidanceFactor");
       factor.setAccessible(true);
       RedeliveryPolicy p = cf.getRedeliveryPolicy();
+      if (p == null) {  // jms.redeliveryPolicy without a value: ActiveMQMessageConsumer makes a default one
+         p = new RedeliveryPolicy();
+      }
       String kept = cf.getBrokerURL() == null ? "" : cf.getBrokerURL();
       StringBuilder sb = new StringBuilder();
       for (Object v : new Object[] {p.getMaximumRedeliveries(), p.getInitialRedeliveryDelay(), p.getRedeliveryDelay(),

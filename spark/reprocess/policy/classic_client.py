@@ -71,7 +71,7 @@ PERCENT = "collisionAvoidancePercent"
 
 _RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
            "short": (-(1 << 15), (1 << 15) - 1)}
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Long.parseLong: Character.digit, any Unicode decimal digit
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Long.parseLong: Character.digit, any Unicode decimal digit of one char
 _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII)
 _JAVA_HEX_DOUBLE = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?",
                               re.ASCII)
@@ -79,7 +79,6 @@ _JAVA_HEX_DOUBLE = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9
 _URI_ASCII = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'();/?:@&=+$,[]%#")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_SECRET = re.compile(r"(?i)((?:^|[?&(,])[^=&]*password=)[^&]*")
 
 
 @dataclass
@@ -94,9 +93,17 @@ class ClientPolicy:
 
 
 def redact(url: str) -> str:
-    """``url`` without its passwords (user information and ``...password=`` options), for messages and files."""
-    url = re.sub(r"(//[^/@?#]*?:)[^/@?#]*@", r"\1***@", url)
-    return _SECRET.sub(r"\1***", url)
+    """``url`` without its user information (up to an authority's last '@') and the values of options whose name,
+    decoded as ActiveMQ decodes it, says password, for messages and files."""
+    url = re.sub(r"//[^/?#(),]*@", "//***@", url)
+
+    def option(match: re.Match[str]) -> str:
+        name = match.group(2)
+        for _ in range(3):  # getQuery, then URLDecoder: decoded twice, and once more for safety
+            name = urllib.parse.unquote_plus(name)
+        return match.group(1) + match.group(2) + ("=***" if "password" in name.lower() else match.group(3))
+
+    return re.sub(r"([?&(,])([^=&?#(),]*)(=[^&#]*)", option, url)
 
 
 def client_policy(url: str) -> ClientPolicy:
@@ -124,6 +131,7 @@ class _UrlRead:
     warnings: list[str]
     error: ConfigError | None
     where: dict[str, str]
+    thrown: bool = False  # setBrokerURL threw (else the error is the URL it kept, which the transport refuses)
 
 
 def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
@@ -132,20 +140,37 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
     warnings: list[str] = []
     options = _options(url, warnings, where)
     jms = {name[4:]: value for name, value in options.items() if name.startswith("jms.")}
+    if any(_setter(name) == "BrokerURL" for name in jms):
+        raise ConfigError("jms.brokerURL in a broker URL makes ActiveMQ read another URL inside this one: not "
+                          "followed; give the inner URL", **where)
     given, not_carried, left = _apply(jms, where)
+    if "redeliveryPolicyMap" in jms or "RedeliveryPolicyMap" in jms:
+        raise ConfigError("jms.redeliveryPolicyMap without a value sets the client's policy map to null, and its "
+                          "consumers fail", **where)
+    if any(_setter(name) == "RedeliveryPolicy" and value is None for name, value in jms.items()):
+        given = {}  # setRedeliveryPolicy(null), set last: the consumers make a default RedeliveryPolicy
+        warnings.append("jms.redeliveryPolicy without a value sets the policy to null, set after the others: "
+                        "ActiveMQ's consumers take the default policy")
     error = None
+    thrown = False
     if left:
         refusal = ("ActiveMQConnectionFactory refuses the URL ('couldn't be set on the ConnectionFactory')"
                    if len(left) < len(jms) else "the client's transport refuses the URL when it connects "
                    "('Invalid connect parameters')")
         error = ConfigError("jms. options no setter takes, or with a value its setter cannot take: "
                             + ", ".join(f"jms.{n}" for n in sorted(left)) + f": {refusal}", **where)
+        thrown = len(left) < len(jms)
     elif len(left) < len(jms) and any(value is None for name, value in options.items()
                                       if not name.startswith("jms.")):
         # createRemainingURI (or CompositeData.toURI) writes the other options back: URLEncoder.encode(null)
         error = ConfigError("an option without '=' (or an empty one, as in '&&') beside the jms. ones: "
                             "ActiveMQConnectionFactory fails with a NullPointerException", **where)
-    return _UrlRead(given or None, not_carried, warnings, error, where)
+        thrown = True
+    elif _scheme_end(url) < 0:
+        error = ConfigError("a broker URL without a scheme (tcp://, failover:...): the client's transport refuses it "
+                            "when it connects ('Transport not scheme specified')", **where)
+    return _UrlRead(given if given or any(_setter(n) == "RedeliveryPolicy" for n in jms) else None, not_carried,
+                    warnings, error, where, thrown)
 
 
 def _policy(given: Given, not_carried: list[str], warnings: list[str], where: dict[str, str]) -> ClientPolicy:
@@ -183,7 +208,7 @@ def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, 
         ssp = body[scheme_end + 1:].strip(_JAVA_SPACE)
         ssp = (ssp[2:] if ssp.startswith("//") else ssp).strip(_JAVA_SPACE)
         composite = _composite_options(ssp, warnings, where)
-        if composite is None and "jms." in ssp:
+        if composite is None and "jms." in ssp and not warnings:
             warnings.append("ActiveMQ reads no jms. option of this URL (a composite URL's options go after the "
                             "parenthesis closing its URLs, as in failover:(tcp://a:61616)?jms...): its consumers "
                             "take the default redelivery policy")
@@ -237,8 +262,8 @@ def _set(setters: dict[str, str], name: str, value: str | None) -> Any:
     kind = setters.get(_setter(name))
     if kind is None:
         return _UNSET
-    if value is None:  # Method.invoke(target, null): a primitive parameter refuses it
-        return None if kind in ("string", "list", "object") else _UNSET
+    if value is None:  # Method.invoke(target, null): a primitive parameter refuses it; setBrokerURL(null) throws
+        return None if kind in ("string", "list", "object", "destination") and _setter(name) != "BrokerURL" else _UNSET
     return _convert(kind, value)
 
 
@@ -253,14 +278,11 @@ def _convert(kind: str, value: str) -> Any:
     if kind == "string":
         return value
     if kind in ("name", "destination"):  # new ActiveMQQueue(value), or createDestination(value, QUEUE_TYPE)
-        if kind == "destination":
-            value = next((value[len(q):] for q in _QUALIFIED if value.startswith(q)), value)
-        name = value.strip(_JAVA_SPACE)  # setPhysicalName: trimmed, not empty, its options decoded
-        return value if name and not _ESCAPE.search(name.partition("?")[2]) else _UNSET
+        return value if _destination_ok(value, qualified=kind == "destination") else _UNSET
     if kind == "boolean":
         return value.lower() == "true"
     if kind in _RANGES:
-        if not _JAVA_INTEGER.fullmatch(value):
+        if not _JAVA_INTEGER.fullmatch(value) or not all(ord(c) < 0x10000 for c in value):
             return _UNSET
         number = int(value)
         low, high = _RANGES[kind]
@@ -269,13 +291,49 @@ def _convert(kind: str, value: str) -> Any:
         text = value.strip(_JAVA_SPACE)
         hexadecimal = _JAVA_HEX_DOUBLE.fullmatch(text)
         if hexadecimal:
-            return float.fromhex(hexadecimal.group(1))
+            try:
+                return float.fromhex(hexadecimal.group(1))
+            except OverflowError:  # Java rounds it to an infinity
+                return float("-inf") if hexadecimal.group(1).startswith("-") else float("inf")
         if not _JAVA_DOUBLE.fullmatch(text):
             return _UNSET
         return float(text[:-1] if text[-1] in "fFdD" else text)
-    if kind == "list":  # StringToListOfActiveMQDestinationConverter: "[a, b]"
-        return value if value.startswith("[") and value.endswith("]") and value[1:-1].strip() else _UNSET
+    if kind == "list":  # StringToListOfActiveMQDestinationConverter: "[a, b]", each a queue
+        inner = value[1:-1].strip(_JAVA_SPACE) if value.startswith("[") and value.endswith("]") else ""
+        return value if inner and all(_destination_ok(item.strip(_JAVA_SPACE), qualified=True)
+                                      for item in _java_split(inner, ",")) else _UNSET
     return _UNSET  # no converter from a String
+
+
+def _java_split(text: str, separator: str) -> list[str]:
+    """``String.split``: its trailing empty strings dropped."""
+    parts = text.split(separator)
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    return [] if parts == [""] and not text else parts
+
+
+def _destination_ok(value: str, *, qualified: bool) -> bool:
+    """Whether ActiveMQ makes a destination of ``value``: ``createDestination`` strips a ``queue://``-style prefix
+    (``qualified``); ``setPhysicalName`` trims it, refuses it empty, parses the options after a '?' (those after its
+    last '?', each part with '=' decoded), and makes a queue of each name of a composite ``a,b``."""
+    if qualified:
+        value = next((value[len(q):] for q in _QUALIFIED if value.startswith(q)), value)
+    name = value.strip(_JAVA_SPACE)
+    if not name:
+        return False
+    name, _, options = name.partition("?")
+    if options:
+        for part in _java_split(options[options.rfind("?") + 1:], "&"):
+            if "=" in part:
+                try:
+                    for side in part.split("=", 1):
+                        _url_decode(side, {})
+                except ConfigError:
+                    return False
+    if "," in name:
+        return all(_destination_ok(piece, qualified=True) for piece in _java_split(name, ","))
+    return True
 
 
 def _parse_query(query: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None]:
@@ -300,12 +358,58 @@ def _parse_query(query: str, warnings: list[str], where: dict[str, str]) -> dict
 
 
 def _url_decode(text: str, where: dict[str, str]) -> str:
-    """``URLDecoder.decode(text, "UTF-8")``: '+' a space, %XX bytes as UTF-8; a '%' without two hexadecimal digits
-    makes it throw, and ActiveMQConnectionFactory with it."""
-    if _ESCAPE.search(text):
-        raise _Unread("an option has a '%' without two hexadecimal digits: ActiveMQ's URLDecoder refuses it",
-                          **where)
-    return urllib.parse.unquote(text.replace("+", " "), errors="replace")
+    """``URLDecoder.decode(text, "UTF-8")``: '+' a space; each run of '%' escapes as UTF-8 bytes, an escape's two
+    characters read by ``Integer.parseInt(s, 16)`` (a sign, and any Unicode digit, taken; a negative value or a
+    character that is no digit refused), a '%' without two characters after it refused: it throws, and
+    ActiveMQConnectionFactory with it."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "+":
+            out.append(" ")
+            i += 1
+        elif ch == "%":
+            data = bytearray()
+            while i < len(text) and text[i] == "%":
+                value = _java_hex(text[i + 1:i + 3]) if i + 3 <= len(text) else None
+                if value is None:
+                    raise _Unread("an option has a '%' escape URLDecoder refuses (not two hexadecimal digits): "
+                                  "ActiveMQ refuses the broker URL", **where)
+                data.append(value)
+                i += 3
+            out.append(data.decode("utf-8", errors="replace"))
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _java_hex(digits: str) -> int | None:
+    """``Integer.parseInt(digits, 16)`` of a two-character escape, or ``None`` where it throws or is negative."""
+    sign = digits[:1] if digits[:1] in "+-" else ""
+    body = digits[len(sign):]
+    if not body:
+        return None
+    value = 0
+    for c in body:
+        digit = _java_digit16(c)
+        if digit is None:
+            return None
+        value = value * 16 + digit
+    value = -value if sign == "-" else value
+    return value if 0 <= value < 256 else None
+
+
+def _java_digit16(c: str) -> int | None:
+    """``Character.digit(c, 16)``: a Unicode decimal digit, or a Latin letter a-f (ASCII or fullwidth)."""
+    if ord(c) >= 0x10000:
+        return None
+    if c.isdecimal():
+        return unicodedata.decimal(c)
+    folded = chr(ord(c) - 0xFEE0) if 0xFF21 <= ord(c) <= 0xFF5A else c
+    return "abcdef".index(folded.lower()) + 10 if folded.lower() in "abcdef" and len(folded) == 1 and folded.isascii() \
+        else None
 
 
 def _decode_uri(text: str) -> str:
@@ -330,7 +434,10 @@ def _composite_options(ssp: str, warnings: list[str], where: dict[str, str]) -> 
     for component in _split_components(ssp[1:close]):
         try:
             _check_uri(component.strip(_JAVA_SPACE), where)
-        except ConfigError:
+        except ConfigError as exc:
+            warnings.append(f"ActiveMQ cannot parse {component.strip(_JAVA_SPACE)!r} inside the parentheses "
+                            f"({exc.message.split(': ActiveMQ')[0]}), and then reads no jms. option of the URL: its "
+                            "consumers take the default redelivery policy")
             return None
     params = ssp[close + 1:].strip(_JAVA_SPACE)
     if "?" not in params:
@@ -368,8 +475,10 @@ def _scheme_end(url: str) -> int:
 
 def _check_uri(url: str, where: dict[str, str]) -> None:
     """Refuses what ``new URI(url)`` refuses (ActiveMQConnectionFactory's 'Invalid broker URI'): a character no
-    part of a URI takes, a '%' not followed by two hexadecimal digits, a scheme of other characters, a scheme
-    without a part after it, '[' or ']' in a path, a second '#'."""
+    part of a URI takes, a '%' not followed by two hexadecimal digits (but in an IPv6 scope), a scheme of other
+    characters, a scheme without a part after it, an empty authority with nothing after it, brackets around no valid
+    IPv6 address or before a port beyond an int, '[' or ']' in a path, a second '#'. Other authority rules are
+    java.net.URI's registry-based fallback, which takes the rest."""
     def refuse(why: str) -> ConfigError:
         return _Unread(f"not a URI (java.net.URI refuses it: {why}): ActiveMQ refuses the broker URL", **where)
 
@@ -378,7 +487,7 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
             raise refuse(f"the character {ch!r} at index {i}")
         if not ch.isascii() and unicodedata.category(ch) in ("Cc", "Zs", "Zl", "Zp"):  # isISOControl, isSpaceChar
             raise refuse(f"the character {ch!r} at index {i}")
-    if _ESCAPE.search(url):
+    if _ESCAPE.search(re.sub(r"\[[^\]]*\]", "", url)):  # an IPv6 scope (fe80::1%eth0) takes a bare '%'
         raise refuse("a '%' without two hexadecimal digits")
     if url.count("#") > 1:
         raise refuse("a second '#'")
@@ -391,15 +500,42 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
     if end > 0 and not rest:
         raise refuse("nothing after the scheme")
     if end < 0 or rest.startswith("/"):
-        part = rest.split("?", 1)[0]
-        if part.startswith("//"):
-            authority_end = min([i for i in (part.find("/", 2),) if i >= 0] or [len(part)])
-            authority, part = part[2:authority_end], part[authority_end:]
-            if ("[" in authority or "]" in authority) and not re.fullmatch(r"(?:[^@\[\]]*@)?\[[0-9A-Fa-f:.]+\]"
-                                                                           r"(?::[0-9]*)?", authority):
-                raise refuse("'[' or ']' in the authority outside an IPv6 address")
-        if "[" in part or "]" in part:
-            raise refuse("'[' or ']' in the path")
+        _check_hierarchical(url, end, rest, refuse)
+
+
+def _check_hierarchical(url: str, end: int, rest: str, refuse: Any) -> None:
+    """The authority and path of a hierarchical URL (``rest``: after its scheme, without its fragment)."""
+    part = rest.split("?", 1)[0]
+    if part.startswith("//"):
+        authority_end = min([i for i in (part.find("/", 2),) if i >= 0] or [len(part)])
+        authority, part = part[2:authority_end], part[authority_end:]
+        if url[end + 1:] == "//":
+            raise refuse("an empty authority with nothing after it")
+        if "[" in authority or "]" in authority:
+            _check_ipv6(authority, refuse)
+    if "[" in part or "]" in part:
+        raise refuse("'[' or ']' in the path")
+
+
+def _kept_where(error: ConfigError) -> dict[str, str]:
+    """The place a ConfigError names, to raise another there."""
+    return {k: v for k, v in (("file", error.file), ("policy", error.policy), ("key", error.key)) if v is not None}
+
+
+def _check_ipv6(authority: str, refuse: Any) -> None:
+    """java.net.URI's server authority with an IPv6 literal: ``[userinfo@][address%scope][:port]``, the address a
+    valid IPv6 one, the port digits within an int (a bracket forbids the registry-based fallback)."""
+    import ipaddress
+
+    match = re.fullmatch(r"(?:[^@\[\]]*@)?\[([0-9A-Fa-f:.]+)(?:%[A-Za-z0-9_.~%-]+)?\](?::([0-9]*))?", authority)
+    if match is None:
+        raise refuse("'[' or ']' in the authority outside an IPv6 address")
+    try:
+        ipaddress.IPv6Address(match.group(1))
+    except ValueError:
+        raise refuse(f"{match.group(1)!r} is not an IPv6 address") from None
+    if match.group(2) and int(match.group(2)) > (1 << 31) - 1:
+        raise refuse("a port number beyond an int")
 
 
 
@@ -441,24 +577,27 @@ def load_properties(data: bytes, source: str) -> dict[str, str]:
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """``Properties.LineReader``: (the number of the line it starts on, the logical line, its continuations joined)."""
-    naturals = re.split(r"\r\n|\r|\n", text)
+    """``Properties.LineReader``: (the number of the line it starts on, the logical line, its continuations joined).
+    While nothing is read of a logical line, a blank line or a comment ('#', '!') is skipped, even after a
+    continuation; a comment line is never continued."""
     lines: list[tuple[int, str]] = []
-    i = 0
-    while i < len(naturals):
-        first = naturals[i].lstrip(_WHITE)
-        start = i
-        i += 1
-        if not first or first[0] in "#!":
+    read = ""
+    start = 0
+    for number, natural in enumerate(re.split(r"\r\n|\r|\n", text), 1):
+        content = natural.lstrip(_WHITE)
+        if not read and (not content or content[0] in "#!"):
             continue
-        parts = [first]
-        while _continued(parts[-1]):
-            parts[-1] = parts[-1][:-1]
-            if i >= len(naturals):
-                break
-            parts.append(naturals[i].lstrip(_WHITE))
-            i += 1
-        lines.append((start + 1, "".join(parts)))
+        if not read:
+            start = number
+        if _continued(content):
+            read += content[:-1]
+            continue
+        read += content
+        if read:
+            lines.append((start, read))
+        read = ""
+    if read:
+        lines.append((start, read))
     return lines
 
 
@@ -503,7 +642,7 @@ def jndi_policies(path: str) -> dict[str, ClientPolicy]:
         raise ConfigError(f"cannot read: {exc.strerror}", file=path) from exc
     properties = load_properties(data, path)
     if not any(k in (PROVIDER_URL, "connectionFactoryNames", "java.naming.factory.initial")
-               or k.endswith("brokerURL") or "redeliveryPolicy." in k for k in properties):
+               or k.lower().endswith("brokerurl") or "redeliveryPolicy." in k for k in properties):
         # ActiveMQ would make its default factories of any file; one naming none of these is likely another file
         raise ConfigError(f"no {PROVIDER_URL}, brokerURL, connectionFactoryNames, java.naming.factory.initial or "
                           "redeliveryPolicy.* key: not the jndi.properties of an ActiveMQ client", file=path)
@@ -522,27 +661,41 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
     given: Given | None = None
     not_carried: list[str] = []
     warnings: list[str] = []
+    kept: ConfigError | None = None  # what the transport refuses of the URL the factory keeps
     url = env.get(PROVIDER_URL) or env.get("brokerURL")
     if url:
         read = _read_url(url, {**where, "key": PROVIDER_URL if env.get(PROVIDER_URL) else "brokerURL"})
-        if read.error is not None:  # InitialContext: NamingException("Invalid broker URL")
+        if read.error is not None and read.thrown:  # InitialContext: NamingException("Invalid broker URL")
             raise read.error
-        given = read.given or given
+        kept = read.error
+        given = read.given if read.given is not None else given
         not_carried += read.not_carried
         warnings += read.warnings
     own, others, _ = _apply({k: v for k, v in env.items() if k != PROVIDER_URL}, where, prefix="")
     given = own or given
-    not_carried += [n for n in others if n != "brokerURL"]
-    if env.get("brokerURL") is not None:  # the factory's setBrokerURL, again; what it throws is only logged
+    setters = [k for k in env if _setter(k) == "BrokerURL"]  # the factory's own setter, set last
+    not_carried += [n for n in others if n not in setters]
+    if len(setters) > 1:
+        raise ConfigError(f"{' and '.join(setters)} both set the broker URL, in the order of a HashMap: give one",
+                          **where)
+    for key in setters:  # setBrokerURL again; what it throws is only logged
         try:
-            again: _UrlRead | None = _read_url(env["brokerURL"], {**where, "key": "brokerURL"})
+            again: _UrlRead | None = _read_url(env[key], {**where, "key": key})
         except _Unread:
-            again = None
-        if again is not None and again.given:
-            given = again.given
-            if env.get(PROVIDER_URL) or own:
-                warnings.append("brokerURL's jms.redeliveryPolicy options replace the policy set before it "
-                                "(ActiveMQ sets the factory's own properties, brokerURL among them, last)")
+            again = None  # it threw before taking the URL
+        if again is not None:
+            kept = again.error  # the URL is taken first, and kept as given where it throws
+            if kept is not None and again.thrown:
+                kept = ConfigError(f"{kept.message}; set as the factory's own {key}, ActiveMQ only logs this, keeps "
+                                   "the URL as given, and its transport refuses it when it connects",
+                                   **_kept_where(kept))
+            if again.given is not None:
+                if (env.get(PROVIDER_URL) or own) and again.given != given:
+                    warnings.append(f"{key}'s jms.redeliveryPolicy options replace the policy set before it "
+                                    "(ActiveMQ sets the factory's own properties, the broker URL among them, last)")
+                given = again.given
+    if kept is not None:
+        raise kept
     return _policy(given or {}, sorted(set(not_carried)), warnings, where)
 
 

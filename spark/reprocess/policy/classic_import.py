@@ -470,6 +470,9 @@ def import_activemq_client(client_spec: str, path: str | Path | None = None,
     if Path(client_spec).is_file():
         client, origin = _jndi_client(client_spec, factory)
     else:
+        if "://" not in client_spec and ":(" not in client_spec and not client_spec.startswith("vm:"):
+            raise ConfigError("no such file, and not a broker URL (no scheme such as tcp:// or failover:)",
+                              file="--client " + redact(client_spec))
         if factory is not None:
             raise ConfigError("--factory names a connection factory of a jndi.properties file, not of a URL",
                               file="--client " + redact(client_spec))
