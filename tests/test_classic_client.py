@@ -96,6 +96,19 @@ HANDWRITTEN = [
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a%253F%2525zz&jms.redeliveryPolicy.maximumRedeliveries=3",
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a?x=%25zz?y&jms.redeliveryPolicy.maximumRedeliveries=3",
     "conf/jndi.propertes", "tcp://u:p@ss@127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=3",
+    # and by a second one: a bare '%' in brackets outside an authority, scope characters, embedded IPv4 zeros,
+    # composites ActiveMQ cannot parse, empty names in composites and lists
+    "failover:(tcp://[fe80::1%eth0]:61999)?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:61999?[%]?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:61999?jms.redeliveryPolicy.maximumRedeliveries=3#[%]",
+    "tcp://[fe80::1%br-0a1b]:61999?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://[::ffff:01.2.3.4]:61999?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "failover:((tcp://127.0.0.1:61999))?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "failover:(tcp://user:pa)ss@127.0.0.1:61999)?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://user:pa,ss@127.0.0.1:61999?jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a,,b&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=,&jms.redeliveryPolicy.maximumRedeliveries=3",
+    "tcp://127.0.0.1:1?jms.trustedPackages=[,]&jms.redeliveryPolicy.maximumRedeliveries=3",
     "tcp://127.0.0.1:1?jms.redeliveryPolicy.queue=a?x=%25zz&jms.redeliveryPolicy.maximumRedeliveries=1",
 ]
 
@@ -158,6 +171,8 @@ def _compare(urls: list[str]) -> int:
             multiplier = _java_policy(row)["backOffMultiplier"]
             if "without a scheme" in ours:
                 assert ":" not in kept.split("/", 1)[0], (url, ours, row)  # the transport needs one
+            elif "Invalid location" in ours:  # a composite ActiveMQ cannot parse: kept as given
+                assert kept == url, (url, ours, row)
             elif "when it connects" in ours:
                 assert "jms." in kept, (url, ours, row)
                 connect_checks.append((url, ours))
@@ -209,7 +224,7 @@ def test_what_activemq_reads_of_the_usual_forms():
     assert "reads no jms. option" in nested.warnings[0]
     loose = client_policy("tcp://a:61616?jms.redeliveryPolicy.useExponentialBackOff=yes")
     assert loose.settings == {"useExponentialBackOff": False}
-    assert "is false to ActiveMQ" in loose.warnings[0]
+    assert "false to ActiveMQ" in loose.warnings[0]
     with pytest.raises(ConfigError, match="jms.redeliveryPolicy.maximumRedeliverie: the client's transport refuses"):
         client_policy("tcp://a:61616?jms.redeliveryPolicy.maximumRedeliverie=3")
     with pytest.raises(ConfigError, match="couldn't be set on the ConnectionFactory"):
@@ -221,6 +236,14 @@ def test_passwords_are_never_repeated():
     url = "tcp://app:hunter2@mq:61616?jms.password=s3cret&jms.redeliveryPolicy.maximumRedeliveries=x"
     assert "hunter2" not in redact(url)
     assert "s3cret" not in redact(url)
+    for other in ("tcp://user:pa,ss@h:1", "tcp://u:p@ss@h:1", "failover:(tcp://a:b(c@h:1,tcp://h2:1)",
+                  "tcp://h:1?jms.pass%77ord=SECRET", "tcp://h:1?jms.pass%25%D9%A7%D9%A7ord=SECRET"):
+        assert not [w for w in ("pa,ss", "p@ss", "b(c", "SECRET") if w in redact(other)], redact(other)
+    with pytest.raises(ConfigError) as unparsed:
+        client_policy("failover:(tcp://user:s3cret@[zz]:61999)?jms.redeliveryPolicy.maximumRedeliveries=3")
+    assert "s3cret" not in str(unparsed.value)
+    loose = client_policy("tcp://h:1?jms.redeliveryPolicy.useExponentialBackOff=s3cret")
+    assert "s3cret" not in " ".join(loose.warnings)
     with pytest.raises(ConfigError) as caught:
         client_policy(url)
     assert "hunter2" not in str(caught.value)
@@ -257,6 +280,10 @@ JNDI_HANDWRITTEN = [t.encode("latin-1") for t in [
     f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=3\nBrokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy.maximumRedeliveries=5\n",
     f"{URL}\n\\\n# note \\\nredeliveryPolicy.maximumRedeliveries=1\n",
     f"{URL}\n\\\n!x\n\\\n\nredeliveryPolicy.maximumRedeliveries=2\n",
+    f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=3\nbrokerURL=tcp://127.0.0.1:1?jms.redeliveryPolicy."
+    "maximumRedeliveries=%25zz\n",
+    f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=2\nbrokerURL=failover:tcp://127.0.0.1:1?jms.redeliveryPolicy."
+    "maximumRedeliveries=5\n",
 ]]
 
 

@@ -95,12 +95,15 @@ class ClientPolicy:
 def redact(url: str) -> str:
     """``url`` without its user information (up to an authority's last '@') and the values of options whose name,
     decoded as ActiveMQ decodes it, says password, for messages and files."""
-    url = re.sub(r"//[^/?#(),]*@", "//***@", url)
+    url = re.sub(r"//[^/?#]*@", "//***@", url)  # userinfo takes ',', '(' and ')' too, not '/', '?' or '#'
 
     def option(match: re.Match[str]) -> str:
         name = match.group(2)
-        for _ in range(3):  # getQuery, then URLDecoder: decoded twice, and once more for safety
-            name = urllib.parse.unquote_plus(name)
+        for _ in range(3):  # getQuery, then URLDecoder (its parseInt escapes): decoded twice, and once more
+            try:
+                name = _url_decode(_decode_uri(name), {})
+            except ConfigError:
+                name = urllib.parse.unquote_plus(name)
         return match.group(1) + match.group(2) + ("=***" if "password" in name.lower() else match.group(3))
 
     return re.sub(r"([?&(,])([^=&?#(),]*)(=[^&#]*)", option, url)
@@ -118,7 +121,15 @@ Given = dict[str, tuple[str, str | None, Any]]  # RedeliveryPolicy property: (th
 
 
 class _Unread(ConfigError):
-    """A broker URL ActiveMQ refuses before it sets anything from it."""
+    """A broker URL ActiveMQ refuses before it takes it (``new URI`` throws)."""
+
+
+class _Undecoded(ConfigError):
+    """A broker URL ActiveMQ takes, then throws on before it sets anything from it (URLDecoder)."""
+
+
+class _Unparsed(ConfigError):
+    """A composite URL whose parts ActiveMQ cannot parse: it sets nothing from it, and its transport refuses it."""
 
 
 @dataclass
@@ -138,7 +149,10 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
     """``setBrokerURL(url)``. A URL ``java.net.URI`` refuses is refused at once (a ``ConfigError``); one whose options
     are refused after some were set gives what was set and the error."""
     warnings: list[str] = []
-    options = _options(url, warnings, where)
+    try:
+        options = _options(url, warnings, where)
+    except _Unparsed as exc:
+        return _UrlRead(None, [], warnings, exc, where, False)
     jms = {name[4:]: value for name, value in options.items() if name.startswith("jms.")}
     if any(_setter(name) == "BrokerURL" for name in jms):
         raise ConfigError("jms.brokerURL in a broker URL makes ActiveMQ read another URL inside this one: not "
@@ -186,8 +200,8 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
         else:
             not_carried.append(name)
         if isinstance(value, bool) and raw is not None and raw.lower() not in ("true", "false"):
-            warnings.append(f"{name}={raw!r} is false to ActiveMQ (Boolean.valueOf: only 'true', in any case, is "
-                            "true)")
+            warnings.append(f"{name} is neither 'true' nor 'false': false to ActiveMQ (Boolean.valueOf: only 'true', "
+                            "in any case, is true)")
     multiplier = settings.get("backOffMultiplier")
     if multiplier is not None and (multiplier != multiplier or multiplier in (float("inf"), float("-inf"))):
         raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
@@ -307,10 +321,12 @@ def _convert(kind: str, value: str) -> Any:
 
 def _java_split(text: str, separator: str) -> list[str]:
     """``String.split``: its trailing empty strings dropped."""
+    if separator not in text:
+        return [text]
     parts = text.split(separator)
-    while len(parts) > 1 and not parts[-1]:
+    while parts and not parts[-1]:
         parts.pop()
-    return [] if parts == [""] and not text else parts
+    return parts
 
 
 def _destination_ok(value: str, *, qualified: bool) -> bool:
@@ -331,8 +347,8 @@ def _destination_ok(value: str, *, qualified: bool) -> bool:
                         _url_decode(side, {})
                 except ConfigError:
                     return False
-    if "," in name:
-        return all(_destination_ok(piece, qualified=True) for piece in _java_split(name, ","))
+    if "," in name:  # StringTokenizer: empty names skipped
+        return all(_destination_ok(piece, qualified=True) for piece in name.split(",") if piece)
     return True
 
 
@@ -374,8 +390,8 @@ def _url_decode(text: str, where: dict[str, str]) -> str:
             while i < len(text) and text[i] == "%":
                 value = _java_hex(text[i + 1:i + 3]) if i + 3 <= len(text) else None
                 if value is None:
-                    raise _Unread("an option has a '%' escape URLDecoder refuses (not two hexadecimal digits): "
-                                  "ActiveMQ refuses the broker URL", **where)
+                    raise _Undecoded("an option has a '%' escape URLDecoder refuses (not two hexadecimal digits): "
+                                     "ActiveMQ refuses the broker URL", **where)
                 data.append(value)
                 i += 3
             out.append(data.decode("utf-8", errors="replace"))
@@ -420,8 +436,11 @@ def _decode_uri(text: str) -> str:
 def _composite_options(ssp: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None] | None:
     """``URISupport.parseComposite``'s parameters, or ``None`` where it has none or throws (which the factory
     ignores): the part after the parenthesis that closes the one ``ssp`` starts with."""
-    if ssp.count("(") != ssp.count(")") or not ssp.startswith("("):
+    if not ssp.startswith("("):
         return None
+    if ssp.count("(") != ssp.count(")"):
+        raise _Unparsed("the URL's parentheses do not match: ActiveMQ reads no option of it, and the client's "
+                        "transport refuses it when it connects ('Invalid location')", **where)
     depth = 0
     close = -1
     for i, ch in enumerate(ssp):
@@ -429,16 +448,13 @@ def _composite_options(ssp: str, warnings: list[str], where: dict[str, str]) -> 
         if depth == 0:
             close = i
             break
-    if close < 0:
-        return None
     for component in _split_components(ssp[1:close]):
         try:
             _check_uri(component.strip(_JAVA_SPACE), where)
         except ConfigError as exc:
-            warnings.append(f"ActiveMQ cannot parse {component.strip(_JAVA_SPACE)!r} inside the parentheses "
-                            f"({exc.message.split(': ActiveMQ')[0]}), and then reads no jms. option of the URL: its "
-                            "consumers take the default redelivery policy")
-            return None
+            raise _Unparsed(f"ActiveMQ cannot parse {redact(component.strip(_JAVA_SPACE))!r} inside the parentheses "
+                            f"({exc.message.split(': ActiveMQ')[0]}): it reads no option of the URL, and the client's "
+                            "transport refuses it when it connects ('Invalid location')", **where) from None
     params = ssp[close + 1:].strip(_JAVA_SPACE)
     if "?" not in params:
         return None
@@ -487,7 +503,7 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
             raise refuse(f"the character {ch!r} at index {i}")
         if not ch.isascii() and unicodedata.category(ch) in ("Cc", "Zs", "Zl", "Zp"):  # isISOControl, isSpaceChar
             raise refuse(f"the character {ch!r} at index {i}")
-    if _ESCAPE.search(re.sub(r"\[[^\]]*\]", "", url)):  # an IPv6 scope (fe80::1%eth0) takes a bare '%'
+    if _ESCAPE.search(_without_scope(url)):  # an IPv6 scope (fe80::1%eth0) takes a bare '%'
         raise refuse("a '%' without two hexadecimal digits")
     if url.count("#") > 1:
         raise refuse("a second '#'")
@@ -501,6 +517,12 @@ def _check_uri(url: str, where: dict[str, str]) -> None:
         raise refuse("nothing after the scheme")
     if end < 0 or rest.startswith("/"):
         _check_hierarchical(url, end, rest, refuse)
+
+
+def _without_scope(url: str) -> str:
+    """``url`` without the scope of the IPv6 literal of a hierarchical URL's authority, if it has one."""
+    match = re.match(r"((?:[A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#\[]*\[[^\]/?#%]*)%[A-Za-z0-9_.]+(\])", url)
+    return match.group(1) + url[match.end(2) - 1:] if match else url
 
 
 def _check_hierarchical(url: str, end: int, rest: str, refuse: Any) -> None:
@@ -527,11 +549,13 @@ def _check_ipv6(authority: str, refuse: Any) -> None:
     valid IPv6 one, the port digits within an int (a bracket forbids the registry-based fallback)."""
     import ipaddress
 
-    match = re.fullmatch(r"(?:[^@\[\]]*@)?\[([0-9A-Fa-f:.]+)(?:%[A-Za-z0-9_.~%-]+)?\](?::([0-9]*))?", authority)
+    match = re.fullmatch(r"(?:[^@\[\]]*@)?\[([0-9A-Fa-f:.]+)(?:%[A-Za-z0-9_.]+)?\](?::([0-9]*))?", authority)
     if match is None:
         raise refuse("'[' or ']' in the authority outside an IPv6 address")
+    address = re.sub(r"(?<=[:.])0+(?=[0-9]+(?:\.|$))", "", match.group(1)) if "." in match.group(1) \
+        else match.group(1)  # java.net.URI takes an embedded IPv4 address's leading zeros
     try:
-        ipaddress.IPv6Address(match.group(1))
+        ipaddress.IPv6Address(address)
     except ValueError:
         raise refuse(f"{match.group(1)!r} is not an IPv6 address") from None
     if match.group(2) and int(match.group(2)) > (1 << 31) - 1:
@@ -683,12 +707,16 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
             again: _UrlRead | None = _read_url(env[key], {**where, "key": key})
         except _Unread:
             again = None  # it threw before taking the URL
+        except _Undecoded as exc:  # it took the URL, then threw
+            again = _UrlRead(None, [], [], exc, _kept_where(exc), True)
         if again is not None:
             kept = again.error  # the URL is taken first, and kept as given where it throws
             if kept is not None and again.thrown:
                 kept = ConfigError(f"{kept.message}; set as the factory's own {key}, ActiveMQ only logs this, keeps "
                                    "the URL as given, and its transport refuses it when it connects",
                                    **_kept_where(kept))
+            not_carried += again.not_carried
+            warnings += again.warnings
             if again.given is not None:
                 if (env.get(PROVIDER_URL) or own) and again.given != given:
                     warnings.append(f"{key}'s jms.redeliveryPolicy options replace the policy set before it "
