@@ -64,13 +64,19 @@ FACTORY_SETTERS = {
                                    "PrefetchPolicy", "Properties", "RedeliveryPolicy", "RedeliveryPolicyMap",
                                    "RejectedTaskHandler", "SessionTaskRunner", "Transformer", "TransportListener")},
     "TrustedPackages": "list"}
-# the RedeliveryPolicy properties that are activemq policy settings (collisionAvoidancePercent becomes the factor)
-SETTINGS = ("initialRedeliveryDelay", "redeliveryDelay", "maximumRedeliveryDelay", "maximumRedeliveries",
-            "backOffMultiplier", "useExponentialBackOff", "useCollisionAvoidance")
-PERCENT = "collisionAvoidancePercent"
+# the RedeliveryPolicy properties that are activemq policy settings, and their Java (and schema) types; the
+# activemq.xml import (reprocess.policy.classic_import) reads the same ones
+SETTINGS = {"initialRedeliveryDelay": "long", "redeliveryDelay": "long", "maximumRedeliveryDelay": "long",
+            "maximumRedeliveries": "int", "backOffMultiplier": "double", "useExponentialBackOff": "boolean",
+            "useCollisionAvoidance": "boolean"}
+PERCENT = "collisionAvoidancePercent"  # a short: sets collisionAvoidanceFactor to percent * 0.01 (no setter for it)
+JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
+               "short": (-(1 << 15), (1 << 15) - 1)}
 
-_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
-           "short": (-(1 << 15), (1 << 15) - 1)}
+
+def percent_factor(percent: int) -> float:
+    """``setCollisionAvoidancePercent``: the factor it sets (Java: ``percent * 0.01d``)."""
+    return percent * 0.01
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Long.parseLong: Character.digit, any Unicode decimal digit of one char
 _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)", re.ASCII)
 _JAVA_HEX_DOUBLE = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?",
@@ -158,10 +164,11 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
         raise ConfigError("jms.brokerURL in a broker URL makes ActiveMQ read another URL inside this one: not "
                           "followed; give the inner URL", **where)
     given, not_carried, left = _apply(jms, where)
-    if "redeliveryPolicyMap" in jms or "RedeliveryPolicyMap" in jms:
+    if any(_setter(name) == "RedeliveryPolicyMap" and value is None for name, value in jms.items()):
         raise ConfigError("jms.redeliveryPolicyMap without a value sets the client's policy map to null, and its "
                           "consumers fail", **where)
-    if any(_setter(name) == "RedeliveryPolicy" and value is None for name, value in jms.items()):
+    nulled = any(_setter(name) == "RedeliveryPolicy" and value is None for name, value in jms.items())
+    if nulled:
         given = {}  # setRedeliveryPolicy(null), set last: the consumers make a default RedeliveryPolicy
         warnings.append("jms.redeliveryPolicy without a value sets the policy to null, set after the others: "
                         "ActiveMQ's consumers take the default policy")
@@ -183,8 +190,7 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
     elif _scheme_end(url) < 0:
         error = ConfigError("a broker URL without a scheme (tcp://, failover:...): the client's transport refuses it "
                             "when it connects ('Transport not scheme specified')", **where)
-    return _UrlRead(given if given or any(_setter(n) == "RedeliveryPolicy" for n in jms) else None, not_carried,
-                    warnings, error, where, thrown)
+    return _UrlRead(given if given or nulled else None, not_carried, warnings, error, where, thrown)
 
 
 def _policy(given: Given, not_carried: list[str], warnings: list[str], where: dict[str, str]) -> ClientPolicy:
@@ -196,7 +202,7 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
         if prop in SETTINGS:
             settings[prop] = value
         elif prop == PERCENT:
-            settings["collisionAvoidanceFactor"] = value * 0.01  # Java: percent * 0.01d
+            settings["collisionAvoidanceFactor"] = percent_factor(value)
         else:
             not_carried.append(name)
         if isinstance(value, bool) and raw is not None and raw.lower() not in ("true", "false"):
@@ -295,11 +301,11 @@ def _convert(kind: str, value: str) -> Any:
         return value if _destination_ok(value, qualified=kind == "destination") else _UNSET
     if kind == "boolean":
         return value.lower() == "true"
-    if kind in _RANGES:
+    if kind in JAVA_RANGES:
         if not _JAVA_INTEGER.fullmatch(value) or not all(ord(c) < 0x10000 for c in value):
             return _UNSET
         number = int(value)
-        low, high = _RANGES[kind]
+        low, high = JAVA_RANGES[kind]
         return number if low <= number <= high else _UNSET
     if kind == "double":
         text = value.strip(_JAVA_SPACE)
@@ -724,7 +730,8 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
                 given = again.given
     if kept is not None:
         raise kept
-    return _policy(given or {}, sorted(set(not_carried)), warnings, where)
+    # without a provider URL, brokerURL is read twice, as ActiveMQ reads it: its warnings once
+    return _policy(given or {}, sorted(set(not_carried)), list(dict.fromkeys(warnings)), where)
 
 
 __all__ = ["ClientPolicy", "client_policy", "jndi_policies", "load_properties", "redact"]

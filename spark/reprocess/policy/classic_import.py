@@ -41,7 +41,16 @@ import yaml
 
 from reprocess.errors import ConfigError
 from reprocess.policy.classic import address_kinds, classic_choice, fresh_word, intersection, translate
-from reprocess.policy.classic_client import ClientPolicy, client_policy, jndi_policies, redact
+from reprocess.policy.classic_client import (
+    JAVA_RANGES,
+    PERCENT,
+    SETTINGS,
+    ClientPolicy,
+    client_policy,
+    jndi_policies,
+    percent_factor,
+    redact,
+)
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
@@ -50,10 +59,6 @@ CORE = "http://activemq.apache.org/schema/core"
 SHARED_DLQ = "ActiveMQ.DLQ"  # SharedDeadLetterStrategy's queue, and BaseDestination's default strategy's
 INDIVIDUAL_PREFIX = "ActiveMQ.DLQ.Queue."  # IndividualDeadLetterStrategy's queuePrefix
 # RedeliveryPolicy's properties that are policy settings, and their schema types
-SETTINGS = {"initialRedeliveryDelay": "long", "redeliveryDelay": "long", "maximumRedeliveryDelay": "long",
-            "maximumRedeliveries": "int", "backOffMultiplier": "double", "useExponentialBackOff": "boolean",
-            "useCollisionAvoidance": "boolean"}
-PERCENT = "collisionAvoidancePercent"  # a short: sets collisionAvoidanceFactor to percent * 0.01 (no setter for it)
 DESTINATIONS = ("queue", "topic", "tempQueue", "tempTopic")
 CLIENT_ONLY = ("preDispatchCheck",)  # a consumer's setting, not the plugin's
 PLUGIN_MINIMUM_DELAY = 1000  # RedeliveryPlugin.installPlugin: validatePolicyDelay(1000), queue and topic entries
@@ -62,8 +67,6 @@ MAX_ADDED = 64  # rounds of added or moved policies, and 4 per entry, before the
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # xs:integer, xs:long, xs:short
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # xs:double's finite forms
 _BOOLEAN = {"true": True, "1": True, "false": False, "0": False}  # xs:boolean
-_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
-           "short": (-(1 << 15), (1 << 15) - 1)}
 _REFERENCE = "a Spring bean or reference: this import reads the configuration written out in the element"
 
 
@@ -107,7 +110,7 @@ def _value(kind: str, text: str, where: dict[str, str]) -> Any:
         return float(value)
     if not _INTEGER.fullmatch(value):
         raise ConfigError(f"{text!r} is not an integer (the broker would not start)", **where)
-    low, high = _RANGES[kind]
+    low, high = JAVA_RANGES[kind]
     if not low <= int(value) <= high:
         raise ConfigError(f"{text!r} does not fit a Java {kind} (the broker would not start)", **where)
     return int(value)
@@ -161,7 +164,7 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
         elif name in SETTINGS:
             settings[name] = _value(SETTINGS[name], raw, key)
         elif name == PERCENT:
-            settings["collisionAvoidanceFactor"] = _value("short", raw, key) * 0.01  # Java: percent * 0.01d
+            settings["collisionAvoidanceFactor"] = percent_factor(_value("short", raw, key))
         elif name in CLIENT_ONLY:
             not_carried[name] += 1
         elif name != "id":
@@ -467,7 +470,8 @@ def import_activemq_client(client_spec: str, path: str | Path | None = None,
     broker's default, the shared ``ActiveMQ.DLQ``). A broker with a redelivery plugin is refused: it schedules more
     redeliveries after the client's policy gives up, counted on from the client's, which this import does not
     join."""
-    if Path(client_spec).is_file():
+    is_file = Path(client_spec).is_file()
+    if is_file:
         client, origin = _jndi_client(client_spec, factory)
     else:
         if "://" not in client_spec and ":(" not in client_spec and not client_spec.startswith("vm:"):
@@ -478,7 +482,7 @@ def import_activemq_client(client_spec: str, path: str | Path | None = None,
                               file="--client " + redact(client_spec))
         client = client_policy(client_spec)
         origin = f"the ActiveMQ client URL {redact(client_spec)}"
-    label = "--client " + (client_spec if Path(client_spec).is_file() else redact(client_spec))
+    label = "--client " + (client_spec if is_file else redact(client_spec))
     dead: list[_Dead] = []
     if path is None:
         source, dead_default = label, _DEFAULT_DEAD
