@@ -1,0 +1,214 @@
+"""A policy file from a RocketMQ broker's ``broker.conf``: its ``messageDelayLevel`` as one ``rocketmq`` policy.
+
+A RocketMQ push consumer's retries wait the broker's delay levels: ``consumerSendMsgBack`` sets
+``delayLevel = 3 + reconsumeTimes`` and the store clamps it to the last level, so retry ``k`` waits level ``k + 2``
+(the ``rocketmq`` profile of ADR 0001). The table is the broker's ``messageDelayLevel``, one string for every topic
+and group; the bound is each consumer's own ``maxReconsumeTimes``, set in its code, not in any broker file.
+
+The file is read as ``BrokerStartup -c broker.conf`` reads it: ``java.util.Properties.load`` of its bytes
+(ISO-8859-1, escapes, continuations: :func:`reprocess.policy.classic_client.load_properties`), then
+``MixAll.properties2Object``, which trims a String value (``String.trim``: every character up to U+0020) and
+silently ignores a key no setter has, so a misspelled ``messageDelayLevels`` leaves the default table (said here as a
+warning). ``ScheduleMessageService.parseDelayLevel`` then splits the value at single spaces (``String.split(" ")``:
+two spaces make an empty level), takes each level's last character as its unit (``s m h d``) and the rest as a
+``Long.parseLong`` (a sign, any Unicode decimal digit of the BMP), and multiplies them as Java longs. A table it
+cannot parse stops the broker (``initialize`` fails, ``System.exit(-3)``): here a :class:`ConfigError` naming the
+file, the level and why. A level the broker parses into a negative or wrapped-around delay (``-1s``,
+``9223372036854775807s``), which it would deliver at once or at a time nobody meant, is refused too, as a policy
+file cannot hold it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from pathlib import Path
+
+import yaml
+
+from reprocess.errors import ConfigError
+from reprocess.policy.classic_client import load_properties
+from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.settings import ROCKETMQ_DEFAULT_DELAY_LEVELS, RocketMQSettings
+
+DELAY_KEY = "messageDelayLevel"
+UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}  # parseDelayLevel's timeUnitTable
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+# keys every RocketMQ 4.x and 5.x broker reads (BrokerConfig, BrokerIdentity, NettyServerConfig, MessageStoreConfig):
+# a properties file with none of them is not a broker.conf
+BROKER_KEYS = frozenset({
+    DELAY_KEY, "brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "brokerIP1", "brokerIP2", "listenPort",
+    "brokerRole", "flushDiskType", "deleteWhen", "fileReservedTime", "storePathRootDir", "storePathCommitLog",
+    "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "defaultTopicQueueNums", "mapedFileSizeCommitLog",
+    "mappedFileSizeCommitLog", "enableDLegerCommitLog", "haListenPort", "aclEnable", "brokerPermission",
+    "sendMessageThreadPoolNums", "pullMessageThreadPoolNums", "transientStorePoolEnable", "timerWheelEnable",
+})
+JNDI_KEYS = ("java.naming.", "connectionFactoryNames")
+
+
+@dataclass
+class RocketMQImport:
+    """A policy file made from a ``broker.conf``: its YAML ``text``, the :class:`PolicySet` it reads as, the delay
+    levels in milliseconds, whether the file set them, and warnings."""
+
+    text: str
+    policies: PolicySet
+    levels: tuple[int, ...]
+    from_file: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        what = f"{DELAY_KEY} ({len(self.levels)} levels)" if self.from_file else f"no {DELAY_KEY}: the broker's default"
+        lines = [f"RocketMQ broker.conf, {what} -> 1 rocketmq policy ('#')",
+                 "maxReconsumeTimes is each consumer's own, set in its code: -1 written (16 retries, orderly "
+                 "unlimited); set your consumers' value"]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def is_xml(path: str | Path) -> bool:
+    """True when the file at ``path`` starts (after a byte-order mark and blanks) with ``<``; an unreadable file is
+    left to the importer to report."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return True
+    for bom in (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"):
+        if head.startswith(bom):
+            return True  # UTF-16 files are XML here, never a Properties file
+    return head.lstrip(b" \t\r\n").startswith(b"<")
+
+
+def java_trim(text: str) -> str:
+    """``String.trim``: every character up to U+0020 off both ends (Python's ``strip`` takes others)."""
+    start, end = 0, len(text)
+    while start < end and text[start] <= " ":
+        start += 1
+    while end > start and text[end - 1] <= " ":
+        end -= 1
+    return text[start:end]
+
+
+def java_split_space(text: str) -> list[str]:
+    """``String.split(" ")``: the whole string when it has no space, else the parts, trailing empty ones dropped."""
+    if " " not in text:
+        return [text]
+    parts = text.split(" ")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def java_parse_long(text: str) -> int | None:
+    """``Long.parseLong``: an optional sign, then decimal digits (``Character.digit``: any decimal digit of the BMP,
+    one Java char each); ``None`` where it throws."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits:
+        return None
+    value = 0
+    for ch in digits:
+        d = unicodedata.decimal(ch, -1) if ord(ch) <= 0xFFFF else -1
+        if d < 0:
+            return None
+        value = value * 10 + d
+    value = -value if text[0] == "-" else value
+    return value if LONG_MIN <= value <= LONG_MAX else None
+
+
+def delay_levels(value: str, source: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The delay of each level in milliseconds, as ``parseDelayLevel`` computes it from the trimmed ``value``, and
+    each level written as a policy file writes it; a :class:`ConfigError` where the broker would not start or a
+    policy cannot hold the delay."""
+    parsed: list[tuple[str, int, str]] = []  # (token, number, unit), every level first: one bad level stops it
+    for i, token in enumerate(java_split_space(value), start=1):
+        where = {"file": source, "policy": f"level {i}", "key": DELAY_KEY}
+        if not token:
+            raise ConfigError(f"an empty level (two spaces in a row, in {ascii(value)}): the broker does not start "
+                              "(parseDelayLevel fails)", **where)
+        number = java_parse_long(token[:-1])
+        if number is None or token[-1] not in UNITS:
+            why = "no unit s, m, h or d at its end" if token[-1] not in UNITS else "not a Java long before its unit"
+            raise ConfigError(f"{ascii(token)}: {why}; the broker does not start (parseDelayLevel fails)", **where)
+        parsed.append((token, number, token[-1]))
+    levels: list[int] = []
+    written: list[str] = []
+    for i, (token, number, unit) in enumerate(parsed, start=1):
+        millis = number * UNITS[unit]
+        if millis < 0 or millis > LONG_MAX:
+            wrapped = (millis - LONG_MIN) % 2**64 + LONG_MIN
+            raise ConfigError(f"{ascii(token)} is {wrapped} ms as the broker computes it (a Java long"
+                              f"{' that wraps around' if millis > LONG_MAX else ''}), which it delivers at once or "
+                              "when nobody meant: a policy cannot hold it; write the delay you mean",
+                              file=source, policy=f"level {i}", key=DELAY_KEY)
+        levels.append(millis)
+        written.append(f"{number}{unit}")
+    return tuple(levels), tuple(written)
+
+
+def _near_misses(keys: list[str]) -> list[str]:
+    """Keys the broker ignores that look like ``messageDelayLevel`` (another case, a letter more or less)."""
+    target = DELAY_KEY.lower()
+    return [k for k in keys if k != DELAY_KEY and (k.strip().lower() == target
+                                                     or SequenceMatcher(None, k.lower(), target).ratio() >= 0.85)]
+
+
+def import_rocketmq_conf(path: str | Path) -> RocketMQImport:
+    """The policy file of the RocketMQ broker configured by the properties file at ``path``."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+    props = load_properties(data, source)
+    if any(k.startswith(JNDI_KEYS) for k in props):
+        raise ConfigError("a jndi.properties (java.naming.* keys): give an ActiveMQ Classic client's file with "
+                          "--client", file=source)
+    if not BROKER_KEYS.intersection(props):
+        raise ConfigError("neither XML nor a RocketMQ broker.conf (no key a broker reads: brokerName, namesrvAddr, "
+                          f"{DELAY_KEY}...): give an Artemis broker.xml, an ActiveMQ Classic activemq.xml or a "
+                          "RocketMQ broker.conf", file=source)
+    warnings = [f"{k!r} is not a key the broker reads, so it keeps the default {DELAY_KEY}: did you mean "
+                f"{DELAY_KEY!r}?" for k in _near_misses(sorted(props))]
+    from_file = DELAY_KEY in props
+    value = java_trim(props[DELAY_KEY]) if from_file else ROCKETMQ_DEFAULT_DELAY_LEVELS
+    levels, written = delay_levels(value, source)
+    if len(levels) < 3:
+        warnings.append(f"{len(levels)} delay level(s): a retry waits level 3 + reconsumeTimes, clamped to the last, "
+                        "so every retry waits the last level")
+    settings = {DELAY_KEY: " ".join(written), "maxReconsumeTimes": -1}
+    doc = {"policies": [{"match": "#", "profile": "rocketmq", "settings": settings}]}
+    policy_set = policies_from_mapping(doc, source=source)
+    text = _render(source, from_file, doc)
+    assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
+    settings_read = policy_set.policies[0].settings
+    assert isinstance(settings_read, RocketMQSettings)
+    assert settings_read.message_delay_level == levels
+    return RocketMQImport(text, policy_set, levels, from_file, warnings)
+
+
+def _render(source: str, from_file: bool, doc: Mapping[str, object]) -> str:
+    name = Path(source).name
+    read = (f"the RocketMQ broker's {DELAY_KEY}" if from_file
+            else f"no {DELAY_KEY}, so the broker's default table")
+    header = [f"Imported from {name} by `reprocess policies import`: {read}. Retry k (k = 1, 2, ...) waits level "
+              "k + 2, the last level past the end, as the broker sets delayLevel = 3 + reconsumeTimes.",
+              "maxReconsumeTimes is each consumer's own (DefaultMQPushConsumer.setMaxReconsumeTimes, in its code), not "
+              "the broker's: -1, the client's default, is 16 retries, and unlimited retries every "
+              "suspendCurrentQueueTimeMillis (1000) for an orderly consumer (consumeMessageOrderly: true). Set your "
+              "consumers' values; a group whose consumers differ needs a policy per address.",
+              "RocketMQ dead-letters to %DLQ%<consumer group>; here dead letters stay under each message's own "
+              "address, its consumer_group kept in the record."]
+    lines: list[str] = []
+    for paragraph in header:
+        lines += textwrap.wrap(paragraph, width=116, initial_indent="# ", subsequent_indent="# ",
+                               break_on_hyphens=False)
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120)
+    return "\n".join(lines) + "\n" + body
+
+
+__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml", "java_parse_long",
+           "java_split_space", "java_trim"]
