@@ -361,6 +361,49 @@ def test_artemis_without_dla_dead_letters_to_the_default_dlq_never_drops(spark, 
     assert (tmp_path / "wh" / "dlq" / "address=ops.dlq").is_dir()
 
 
+def test_dead_letter_addresses_named_after_each_messages_group_or_address(spark, tmp_path, capsys):
+    """RocketMQ's %DLQ%<consumer group> and ActiveMQ's individual ActiveMQ.DLQ.Queue.<queue>, at the landing's merge
+    and at a re-drive's: each dead letter under its own, a message without a group under the default."""
+    from reprocess.cli import main
+
+    policies = parse_policies("""
+default_dead_letter_address: ops.dlq
+policies:
+  - match: "orders.#"
+    profile: activemq
+    settings: {maximumRedeliveries: 0}
+    dead_letter_address: "ActiveMQ.DLQ.Queue.{address}"
+  - match: "#"
+    profile: rocketmq
+    settings: {maxReconsumeTimes: 1}
+    dead_letter_address: "%DLQ%{consumer_group}"
+""")
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("r-grp", "2026-11-21T10:00:00Z", address="trade.created", delivery_count=2, consumer_group="order-svc"),
+        rec("r-none", "2026-11-21T10:00:00Z", address="trade.created", delivery_count=2),
+        rec("r-empty", "2026-11-21T10:00:00Z", address="trade.created", delivery_count=2, consumer_group=""),
+        rec("r-later", "2026-11-21T10:00:00Z", address="trade.paid", consumer_group="billing-svc"),
+        rec("q-1", "2026-11-21T10:00:00Z", address="orders.created"),
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:00:05Z", policies=policies)
+    assert s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"] == 4
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z", policies=policies)  # r-later's retry (10 s) fails: exhausted
+    assert (s["due"], s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"]) == (1, 1)
+    got = {r.message_id: r.address for r in read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()}
+    assert got == {"r-grp": "%DLQ%order-svc", "r-none": "ops.dlq", "r-empty": "ops.dlq", "r-later": "%DLQ%billing-svc",
+                   "q-1": "ActiveMQ.DLQ.Queue.orders.created"}
+    assert ledger(spark, tmp_path)["r-later"]["dead_letter_address"] == "%DLQ%billing-svc"
+    orders, trade = policies.resolve("orders.created"), policies.resolve("trade.created")
+    assert orders is not None
+    assert trade is not None
+    assert policies.dead_letter_address_for(orders, "orders.created") == got["q-1"]
+    assert [policies.dead_letter_address_for(trade, "trade.created", g) for g in ("order-svc", None, "")] == [
+        got["r-grp"], got["r-none"], got["r-empty"]]
+    assert main(["dlq", "list", "--warehouse", str(tmp_path / "wh"), "--format", "json"]) == 0
+    listed = {d["message_id"]: d["dead_letter_address"] for d in json.loads(capsys.readouterr().out)["dead_letters"]}
+    assert listed == got
+
+
 def test_an_artemis_policy_takes_what_it_leaves_out_from_a_less_specific_one_as_artemis_merges(spark, tmp_path):
     """billing.* gives the delay only; '#' gives the attempts and the dead-letter address, as a broker.xml with a
     '#' address-setting does: Artemis dead-letters billing.eu's messages there after two deliveries."""

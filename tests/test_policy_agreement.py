@@ -173,7 +173,7 @@ def test_a_tie_among_artemis_policies_resolves_in_spark_as_the_broker_does(spark
     idx = policy_index_column(ps, F.col("address"))
     got = {r.address: (r.policy, r.dla) for r in df.select(
         "address", policy_name_column(ps, idx).alias("policy"),
-        dead_letter_address_column(ps, idx, F.col("address")).alias("dla")).collect()}
+        dead_letter_address_column(ps, idx, F.col("address"), F.lit("g")).alias("dla")).collect()}
     assert got == {"shop.eu.cart": ("shop.#", "shop.dlq"), "news.eu.x": ("*.eu.#", "eu.dlq"),
                    "shop.x": ("shop.#", "shop.dlq")}
 
@@ -213,6 +213,10 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
             if rnd.random() < 0.25:
                 policy = {"match": pattern, "profile": "stepped",
                           "settings": {"delays": ["1s", "2s"], "max_deliveries": rnd.randint(1, 4)}}
+                dla = rnd.choice([None, "s.dlq", "%DLQ%{consumer_group}", "DLQ.{address}.{consumer_group}",
+                                  "{address}"])
+                if dla is not None:
+                    policy["dead_letter_address"] = dla
             if rnd.random() < 0.5:
                 policy["non_retryable"] = [{"error_class": f"E{n}"}]
             raw.append(policy)
@@ -220,25 +224,28 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
                                     "policies": raw})
         shifted += [v.base for v in ps.variants] != list(range(len(patterns)))
         files.append(ps)
-        rows += [(f, a, k, f"m{k}", rnd.choice(classes)) for a in addresses for k in (1, 2, 3, 6)]
-    df = spark.createDataFrame(rows, "f int, address string, k long, message_id string, error_class string")
+        rows += [(f, a, k, f"m{k}", rnd.choice(classes), rnd.choice([None, "", "g1"]))
+                 for a in addresses for k in (1, 2, 3, 6)]
+    df = spark.createDataFrame(rows, "f int, address string, k long, message_id string, error_class string, "
+                               "consumer_group string")
     got = {}
     for f, ps in enumerate(files):
         idx = policy_index_column(ps, F.col("address"))
         ex, delay = decision_columns(ps, idx, F.col("k"), F.col("message_id"))
         out = df.where(F.col("f") == f).select(
-            "address", "k", "error_class", idx.alias("idx"), policy_name_column(ps, idx).alias("policy"),
-            ex.alias("ex"), delay.alias("delay"), exhausted_reason_column(ps, idx).alias("reason"),
-            dead_letter_address_column(ps, idx, F.col("address")).alias("dla"),
+            "address", "k", "error_class", "consumer_group", idx.alias("idx"),
+            policy_name_column(ps, idx).alias("policy"), ex.alias("ex"), delay.alias("delay"),
+            exhausted_reason_column(ps, idx).alias("reason"),
+            dead_letter_address_column(ps, idx, F.col("address"), F.col("consumer_group")).alias("dla"),
             non_retryable_column(ps, idx, F.col("error_class"), F.lit(None).cast("string")).alias("nr"),
             _limit(ps, F.col("address")).alias("limit"))
-        got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla, r.nr, r.limit, r.error_class)
-                  for r in out.collect()}
+        got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla, r.nr, r.limit, r.error_class,
+                                     r.consumer_group) for r in out.collect()}
     for f, ps in enumerate(files):
         for address in addresses:
             for k in (1, 2, 3, 6):
                 i = ps.resolve_index(address)
-                *row, error_class = got[f][(address, k)]
+                *row, error_class, group = got[f][(address, k)]
                 if i is None:
                     assert row == [None] * 6 + [error_class == "E5", LONG_MAX]
                     continue
@@ -246,10 +253,12 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
                 reason = "NO_DEAD_LETTER_ADDRESS" if p.drops_without_dla else "MAX_DELIVERIES_EXCEEDED"
                 limit = max_deliveries(p)
                 want = [i, p.match, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
-                        ps.dead_letter_address_for(p, address), ps.is_non_retryable(p, error_class, None),
+                        ps.dead_letter_address_for(p, address, group), ps.is_non_retryable(p, error_class, None),
                         LONG_MAX if limit is None else limit]
                 assert row == want, (f, address, k, p)
     assert shifted > 1  # some files number their variants apart from their policies
+    templated = {dla for f in got.values() for (*_, dla, _nr, _limit, _e, _g) in f.values() if dla and "g1" in dla}
+    assert len(templated) > 3, templated  # dead-letter addresses naming the message's group were met
 
 
 def test_huge_delivery_counts_never_overflow_in_spark(spark):

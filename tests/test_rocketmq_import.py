@@ -137,16 +137,19 @@ def test_an_imported_broker_conf_gives_the_brokers_schedule(tmp_path, capsys):
     assert "messageDelayLevel (16 levels) -> 1 rocketmq policy ('#')" in capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert "maxReconsumeTimes: -1" in text
-    assert "%DLQ%<consumer group>" in text
+    assert "dead_letter_address: '%DLQ%{consumer_group}'" in text
     assert main(["schedule", "--config", str(out), "--address", "orders.created", "--format", "json"]) == 0
     got = json.loads(capsys.readouterr().out)["orders.created"]
     assert got["profile"] == "rocketmq"
-    assert got["max_deliveries"] == 17
+    assert got["max_deliveries"] == 17  # 16 retries: the client's -1
+    assert got["dead_letter_address"] == "%DLQ%{consumer_group}"
+    assert got["schedule"][-1]["action"] == "dead_letter"
     delays = [row["delay_ms"] for row in got["schedule"] if row["action"] == "retry"]
     # retry k waits level k + 2: 10s, 30s, 1m ... and the last level (1d) from the 14th retry on
     assert delays == [10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 600_000, 1_800_000, 3_600_000,
                       7_200_000, 21_600_000, 43_200_000, 86_400_000, 86_400_000, 86_400_000]
-    assert got["schedule"][-1]["action"] == "dead_letter"
+    assert main(["schedule", "--config", str(out), "--address", "a", "--consumer-group", "g1", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["a"]["dead_letter_address"] == "%DLQ%g1"
 
 
 @pytest.mark.unit
@@ -160,6 +163,11 @@ def test_what_the_broker_ignores_is_said_and_what_it_refuses_is_refused(tmp_path
     assert not misspelt.from_file
     assert len(misspelt.levels) == 18
     assert "'messageDelayLevels' is not a key the broker reads" in misspelt.summary()
+    beside = import_rocketmq_conf(conf("brokerName=a\nmessageDelayLevel=1s 5s 9s\nmessageDelayLevel_old=1s\n"))
+    assert beside.levels == (1000, 5000, 9000)
+    assert "warning" not in beside.summary()  # the key is set: the near miss changes nothing
+    assert len(import_rocketmq_conf(conf("rocketmqHome=/opt/rocketmq\n")).levels) == 18  # any key a broker reads
+    assert len(import_rocketmq_conf(conf("")).levels) == 18  # the broker starts on its defaults
     other_digits = import_rocketmq_conf(conf("brokerName=a\nmessageDelayLevel=\\u0663s +2m -0h\n"))
     assert other_digits.levels == (3000, 120_000, 0)
     assert "messageDelayLevel: 3s 2m 0h" in other_digits.text
@@ -172,10 +180,14 @@ def test_what_the_broker_ignores_is_said_and_what_it_refuses_is_refused(tmp_path
         ("brokerName=a\nmessageDelayLevel=1s 5\n", "'5': no unit s, m, h or d at its end"),
         ("brokerName=a\nmessageDelayLevel=1s 1.5m\n", "'1.5m': not a Java long before its unit"),
         ("brokerName=a\nmessageDelayLevel=1s -5s\n", "'-5s' is -5000 ms"),
+        ("brokerName=a\nmessageDelayLevel=\n", "no level at all: the broker does not start"),
     ]:
         with pytest.raises(ConfigError) as info:
             import_rocketmq_conf(conf(text))
         assert says in str(info.value), (text, str(info.value))
+    bom = conf("\ufeffbrokerName=a\nmessageDelayLevel=1s 2s\n".encode().decode("latin-1"), "bom.conf")
+    assert main(["policies", "import", str(bom)]) == 0  # a UTF-8 byte-order mark: still no XML
+    assert "messageDelayLevel: 1s 2s" in capsys.readouterr().out
     path = conf("brokerName=a\n")
     assert main(["policies", "import", str(path), "--property", "a=b"]) == 3
     assert "--property is for ${KEY} in an XML configuration" in capsys.readouterr().err

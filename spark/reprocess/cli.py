@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message-id", metavar="ID",
                    help="compute the exact jittered delays of this message (jitter is seeded by id and delivery; "
                    "default: the delays of message id '')")
+    p.add_argument("--consumer-group", metavar="GROUP",
+                   help="the messages' consumer group, for a dead-letter address that names it "
+                   "(dead_letter_address: '%%DLQ%%{consumer_group}')")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_schedule)
     _add_policies_commands(sub)
@@ -946,8 +949,9 @@ def render_summary(s: dict[str, Any]) -> str:
 
 
 def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: int,
-                    message_id: str | None) -> dict[str, Any]:
-    """The JSON document of ``reprocess schedule``: one object per address."""
+                    message_id: str | None, consumer_group: str | None = None) -> dict[str, Any]:
+    """The JSON document of ``reprocess schedule``: one object per address (a dead-letter address naming the
+    message's consumer group shows ``{consumer_group}`` without one)."""
     out: dict[str, Any] = {}
     for address in addresses:
         policy = policies.resolve(address)
@@ -960,7 +964,8 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
             "policy": policy.match,
             "profile": policy.profile.value,
             "max_deliveries": max_deliveries(policy),
-            "dead_letter_address": policies.dead_letter_address_for(policy, address),
+            "dead_letter_address": policies.dead_letter_address_for(
+                policy, address, "{consumer_group}" if consumer_group is None else consumer_group),
             "schedule": [
                 {"failed_delivery": s.failed_delivery, "action": s.action.value, "delay_ms": s.delay_ms,
                  "cumulative_ms": s.cumulative_ms}
@@ -1016,7 +1021,7 @@ def _render_table(report: dict[str, Any]) -> str:
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     policies = load_config(args.config)
-    report = schedule_report(policies, args.address, args.deliveries, args.message_id)
+    report = schedule_report(policies, args.address, args.deliveries, args.message_id, args.consumer_group)
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:

@@ -9,6 +9,7 @@ message in one batch count one delivery each, in ``failed_at`` order.
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Window
@@ -28,6 +29,7 @@ from reprocess.ledger.model import (
     bucket_column,
 )
 from reprocess.policy.columns import by_policy, decision_columns, policy_index_column
+from reprocess.policy.config import dla_parts
 from reprocess.policy.durations import LONG_MAX
 from reprocess.sparkutil import AS_OF_COLUMN, columns_once, sort_aggregated, sql_lambda, with_as_of
 
@@ -76,10 +78,22 @@ def profile_column(policies: PolicySet, policy_idx: Column) -> Column:
     return by_policy(policies, policy_idx, lambda p: F.lit(p.profile.value))
 
 
-def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column) -> Column:
+def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column,
+                               consumer_group: Column) -> Column:
+    """:meth:`PolicySet.dead_letter_address_for` as a column."""
+    fields = {"address": address, "consumer_group": consumer_group}
+
     def dla(p: Policy) -> Column:
         fixed = policies.fixed_dead_letter_address(p)
-        return address if fixed is None else F.lit(fixed)
+        if fixed is not None:
+            return F.lit(fixed)
+        if p.dead_letter_address is None:
+            return address
+        parts = dla_parts(p.dead_letter_address)
+        named = [fields[text] for is_field, text in parts if is_field]
+        missing = reduce(lambda a, b: a | b, [c.isNull() | (c == "") for c in named])
+        built = F.concat(*[fields[text] if is_field else F.lit(text) for is_field, text in parts])
+        return F.when(missing, F.lit(policies.default_dead_letter_address)).otherwise(built)
 
     return by_policy(policies, policy_idx, dla)
 
@@ -272,7 +286,8 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         pick("error_history", history),
         pick("reason_code", reason),
         pick("dead_letter_address", F.when(new_state == DEAD_LETTERED,
-                                           dead_letter_address_column(policies, F.col("pidx"), last["address"]))),
+                                           dead_letter_address_column(policies, F.col("pidx"), last["address"],
+                                                                      last["consumer_group"]))),
         pick("terminal_ms", F.when(new_state == DEAD_LETTERED, F.col(_MERGE_AS_OF))),
     ]
     c["out_end"] = [
@@ -360,7 +375,7 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
                                   .otherwise(exhausted_reason_column(policies, pidx)))
             .when(redriven, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
             "dead_letter_address": F.when(becomes_dead, F.coalesce(
-                dead_letter_address_column(policies, pidx, F.col("address")),
+                dead_letter_address_column(policies, pidx, F.col("address"), F.col("consumer_group")),
                 F.lit(policies.default_dead_letter_address)))
             .when(redriven, F.lit(None).cast("string")).otherwise(F.col("dead_letter_address")),
             "terminal_ms": F.when(ok | becomes_dead, at)

@@ -13,6 +13,9 @@
         non_retryable:                    # rules for this policy only
           - message: "schema .* invalid"
         target: "amqp://${RABBITMQ_USER}:${RABBITMQ_PASSWORD}@mq:5672/%2F"  # optional; else --target
+      - match: "#"
+        profile: rocketmq
+        dead_letter_address: "%DLQ%{consumer_group}"  # {address} and {consumer_group} are each message's
 """
 
 from __future__ import annotations
@@ -34,6 +37,26 @@ _TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
 _POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target", "broker"}
 _RULE_KEYS = {"error_class", "message"}
 _PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
+# a policy's dead_letter_address may name each message's own: "%DLQ%{consumer_group}" (RocketMQ's dead-letter topic),
+# "ActiveMQ.DLQ.Queue.{address}" (ActiveMQ's individual strategy); a message without a consumer group goes to the
+# file's default_dead_letter_address where its address needs one
+DLA_FIELDS = ("address", "consumer_group")
+_DLA_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def dla_parts(template: str) -> list[tuple[bool, str]]:
+    """``template`` as (is a field, text) parts: ``"%DLQ%{consumer_group}"`` is ``[(False, "%DLQ%"), (True,
+    "consumer_group")]``."""
+    parts: list[tuple[bool, str]] = []
+    at = 0
+    for m in _DLA_PLACEHOLDER.finditer(template):
+        if m.start() > at:
+            parts.append((False, template[at:m.start()]))
+        parts.append((True, m.group(1)))
+        at = m.end()
+    if at < len(template):
+        parts.append((False, template[at:]))
+    return parts
 
 
 @dataclass(frozen=True)
@@ -266,19 +289,28 @@ class PolicySet:
     def is_non_retryable(self, policy: Policy, error_class: str | None, error_message: str | None) -> bool:
         return any(r.matches(error_class, error_message) for r in (*self.non_retryable, *policy.non_retryable))
 
-    def dead_letter_address_for(self, policy: Policy, address: str) -> str:
-        """The DLQ partition: the policy's dead-letter address, Artemis's DLA, else the original address.
+    def dead_letter_address_for(self, policy: Policy, address: str, consumer_group: str | None = None) -> str:
+        """The DLQ partition: the policy's dead-letter address (its ``{address}`` and ``{consumer_group}`` the
+        message's), Artemis's DLA, else the original address.
 
-        An Artemis policy without ``dead-letter-address`` goes to ``default_dead_letter_address``
-        (Artemis would drop the message: reason ``NO_DEAD_LETTER_ADDRESS``).
+        An Artemis policy without ``dead-letter-address`` goes to ``default_dead_letter_address`` (Artemis would drop
+        the message: reason ``NO_DEAD_LETTER_ADDRESS``); so does a message without a consumer group (None or empty)
+        where the policy's address names one.
         """
+        template = policy.dead_letter_address
+        if template is not None and self.fixed_dead_letter_address(policy) is None:
+            fields = {"address": address, "consumer_group": consumer_group}
+            if any(is_field and not fields[text] for is_field, text in dla_parts(template)):
+                return self.default_dead_letter_address
+            return "".join(str(fields[text]) if is_field else text for is_field, text in dla_parts(template))
         return self.fixed_dead_letter_address(policy) or address
 
     def fixed_dead_letter_address(self, policy: Policy) -> str | None:
-        """The policy's dead-letter address when it does not depend on the message's address."""
+        """The policy's dead-letter address when it does not depend on the message (None where it does)."""
         if isinstance(policy.settings, ArtemisSettings):
             return policy.settings.dead_letter_address or self.default_dead_letter_address
-        return policy.dead_letter_address
+        dla = policy.dead_letter_address
+        return None if dla is None or _DLA_PLACEHOLDER.search(dla) else dla
 
 
 class _DuplicateKeyError(yaml.YAMLError):
@@ -396,12 +428,7 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
     ordered = raw.get("ordered", False)
     if not isinstance(ordered, bool):
         raise ConfigError(f"must be true or false, got {ordered!r}", file=source, policy=label, key="ordered")
-    dla = raw.get("dead_letter_address")
-    if dla is not None and (not isinstance(dla, str) or not dla.strip()):
-        raise ConfigError("must be a non-empty address", file=source, policy=label, key="dead_letter_address")
-    if dla is not None and profile is Profile.ARTEMIS:
-        raise ConfigError("artemis policies name their DLA in settings as 'dead-letter-address'",
-                          file=source, policy=label, key="dead_letter_address")
+    dla = _dead_letter_address(raw.get("dead_letter_address"), profile, source, label)
     rules = _rules(raw.get("non_retryable"), source, label)
     target = _target(raw.get("target"), source, label)
     given = tuple(settings_raw.items()) if profile is Profile.ARTEMIS else ()
@@ -413,6 +440,21 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
                           key="broker")
     return Policy(match, profile, settings, ordered, rules, dla, target, given,  # type: ignore[arg-type]
                   broker=broker)
+
+
+def _dead_letter_address(dla: Any, profile: Profile, source: str, label: str) -> str | None:
+    where = {"file": source, "policy": label, "key": "dead_letter_address"}
+    if dla is None:
+        return None
+    if not isinstance(dla, str) or not dla.strip():
+        raise ConfigError("must be a non-empty address", **where)
+    if profile is Profile.ARTEMIS:
+        raise ConfigError("artemis policies name their DLA in settings as 'dead-letter-address'", **where)
+    for is_field, text in dla_parts(dla):
+        if is_field and text not in DLA_FIELDS:
+            raise ConfigError(f"{{{text}}}: a dead-letter address names only each message's {{address}} and "
+                              "{consumer_group}", **where)
+    return dla
 
 
 def _target(value: Any, source: str, label: str) -> str | None:

@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -37,16 +38,16 @@ from reprocess.policy.settings import ROCKETMQ_DEFAULT_DELAY_LEVELS, RocketMQSet
 DELAY_KEY = "messageDelayLevel"
 UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}  # parseDelayLevel's timeUnitTable
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-# keys every RocketMQ 4.x and 5.x broker reads (BrokerConfig, BrokerIdentity, NettyServerConfig, MessageStoreConfig):
-# a properties file with none of them is not a broker.conf
-BROKER_KEYS = frozenset({
-    DELAY_KEY, "brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "brokerIP1", "brokerIP2", "listenPort",
-    "brokerRole", "flushDiskType", "deleteWhen", "fileReservedTime", "storePathRootDir", "storePathCommitLog",
-    "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "defaultTopicQueueNums", "mapedFileSizeCommitLog",
-    "mappedFileSizeCommitLog", "enableDLegerCommitLog", "haListenPort", "aclEnable", "brokerPermission",
-    "sendMessageThreadPoolNums", "pullMessageThreadPoolNums", "transientStorePoolEnable", "timerWheelEnable",
-})
+
+
+def broker_keys() -> frozenset[str]:
+    """The keys a RocketMQ broker (4.1 to 5.3) reads from its properties file (resources/rocketmq_broker_keys.txt)."""
+    text = resources.files("reprocess").joinpath("resources/rocketmq_broker_keys.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
 JNDI_KEYS = ("java.naming.", "connectionFactoryNames")
+DEAD_LETTER_TOPIC = "%DLQ%{consumer_group}"  # MixAll.getDLQTopic(group)
 
 
 @dataclass
@@ -70,17 +71,16 @@ class RocketMQImport:
 
 
 def is_xml(path: str | Path) -> bool:
-    """True when the file at ``path`` starts (after a byte-order mark and blanks) with ``<``; an unreadable file is
-    left to the importer to report."""
+    """True when the file at ``path`` starts with ``<`` (after a UTF-8 byte-order mark and blanks) or with a UTF-16
+    byte-order mark; an unreadable file is left to the XML importer to report."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError:
         return True
-    for bom in (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"):
-        if head.startswith(bom):
-            return True  # UTF-16 files are XML here, never a Properties file
-    return head.lstrip(b" \t\r\n").startswith(b"<")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True  # UTF-16: XML here, never a file java.util.Properties reads
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"<")
 
 
 def java_trim(text: str) -> str:
@@ -127,8 +127,8 @@ def delay_levels(value: str, source: str) -> tuple[tuple[int, ...], tuple[str, .
     for i, token in enumerate(java_split_space(value), start=1):
         where = {"file": source, "policy": f"level {i}", "key": DELAY_KEY}
         if not token:
-            raise ConfigError(f"an empty level (two spaces in a row, in {ascii(value)}): the broker does not start "
-                              "(parseDelayLevel fails)", **where)
+            why = "no level at all" if not value else f"an empty level (two spaces in a row, in {ascii(value)})"
+            raise ConfigError(f"{why}: the broker does not start (parseDelayLevel fails)", **where)
         number = java_parse_long(token[:-1])
         if number is None or token[-1] not in UNITS:
             why = "no unit s, m, h or d at its end" if token[-1] not in UNITS else "not a Java long before its unit"
@@ -167,20 +167,22 @@ def import_rocketmq_conf(path: str | Path) -> RocketMQImport:
     if any(k.startswith(JNDI_KEYS) for k in props):
         raise ConfigError("a jndi.properties (java.naming.* keys): give an ActiveMQ Classic client's file with "
                           "--client", file=source)
-    if not BROKER_KEYS.intersection(props):
-        raise ConfigError("neither XML nor a RocketMQ broker.conf (no key a broker reads: brokerName, namesrvAddr, "
-                          f"{DELAY_KEY}...): give an Artemis broker.xml, an ActiveMQ Classic activemq.xml or a "
-                          "RocketMQ broker.conf", file=source)
-    warnings = [f"{k!r} is not a key the broker reads, so it keeps the default {DELAY_KEY}: did you mean "
-                f"{DELAY_KEY!r}?" for k in _near_misses(sorted(props))]
+    if props and not broker_keys().intersection(props):
+        raise ConfigError("neither XML nor a RocketMQ broker.conf (none of its keys is one a RocketMQ broker reads, "
+                          f"such as brokerName, namesrvAddr or {DELAY_KEY}): give an Artemis broker.xml, an ActiveMQ "
+                          "Classic activemq.xml or a RocketMQ broker.conf", file=source)
     from_file = DELAY_KEY in props
+    warnings = [] if from_file else [
+        f"{k!r} is not a key the broker reads, so it keeps the default {DELAY_KEY}: did you mean {DELAY_KEY!r}?"
+        for k in _near_misses(sorted(props))]
     value = java_trim(props[DELAY_KEY]) if from_file else ROCKETMQ_DEFAULT_DELAY_LEVELS
     levels, written = delay_levels(value, source)
     if len(levels) < 3:
         warnings.append(f"{len(levels)} delay level(s): a retry waits level 3 + reconsumeTimes, clamped to the last, "
                         "so every retry waits the last level")
     settings = {DELAY_KEY: " ".join(written), "maxReconsumeTimes": -1}
-    doc = {"policies": [{"match": "#", "profile": "rocketmq", "settings": settings}]}
+    doc = {"policies": [{"match": "#", "profile": "rocketmq", "settings": settings,
+                         "dead_letter_address": DEAD_LETTER_TOPIC}]}
     policy_set = policies_from_mapping(doc, source=source)
     text = _render(source, from_file, doc)
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
@@ -200,8 +202,8 @@ def _render(source: str, from_file: bool, doc: Mapping[str, object]) -> str:
               "the broker's: -1, the client's default, is 16 retries, and unlimited retries every "
               "suspendCurrentQueueTimeMillis (1000) for an orderly consumer (consumeMessageOrderly: true). Set your "
               "consumers' values; a group whose consumers differ needs a policy per address.",
-              "RocketMQ dead-letters to %DLQ%<consumer group>; here dead letters stay under each message's own "
-              "address, its consumer_group kept in the record."]
+              "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them (MixAll.getDLQTopic); a message "
+              "that names no consumer group to the file's default_dead_letter_address (DLQ)."]
     lines: list[str] = []
     for paragraph in header:
         lines += textwrap.wrap(paragraph, width=116, initial_indent="# ", subsequent_indent="# ",
