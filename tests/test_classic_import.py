@@ -118,6 +118,9 @@ SHARED = ('<policyEntry queue="{queue}"><deadLetterStrategy><sharedDeadLetterStr
           "</policyEntry>")
 INDIVIDUAL = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queuePrefix="DLQ."/>'
               "</deadLetterStrategy></policyEntry>")
+# ActiveMQ's own prefix (ActiveMQ.DLQ.Queue.) and a suffix
+SUFFIXED = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queueSuffix=".dead"/>'
+            "</deadLetterStrategy></policyEntry>")
 
 
 @pytest.mark.unit
@@ -139,9 +142,9 @@ def test_dead_letters_follow_the_policy_entry_activemq_takes_for_each_queue(tmp_
 
     assert {q: (_max(ps, q), dlq(q)) for q in ("orders.x", "orders.eu.x", "orders.eu", "billing")} == {
         "orders.x": (3, "ActiveMQ.DLQ"), "orders.eu.x": (3, "eu.dead"), "orders.eu": (3, "eu.dead"),
-        "billing": (9, "billing")}
+        "billing": (9, "DLQ.billing")}  # the individual strategy's queuePrefix before each queue's name
     assert imported.added == ["orders.eu.# (the entry for orders.>, dead letters to eu.dead)"]
-    assert "DLQ.<queue>" in imported.summary()
+    assert "dead_letter_address: DLQ.{address}" in imported.text
 
 
 @pytest.mark.unit
@@ -159,7 +162,7 @@ def test_dead_letters_of_a_narrower_policy_entry_and_many_literal_ones(tmp_path)
     imported = import_activemq_xml(_write(tmp_path, _plugin([], default='<redeliveryPolicy/>', policies=many)))
     assert len(imported.added) == 70
     assert imported.policies.dead_letter_address_for(imported.policies.resolve("app.q42"), "app.q42") == "dead42"  # type: ignore[arg-type]
-    assert imported.policies.dead_letter_address_for(imported.policies.resolve("app.x"), "app.x") == "app.x"  # type: ignore[arg-type]
+    assert imported.policies.dead_letter_address_for(imported.policies.resolve("app.x"), "app.x") == "DLQ.app.x"  # type: ignore[arg-type]
 
 
 @pytest.mark.unit
@@ -372,7 +375,7 @@ def _random_policy_entries(rnd: random.Random, dead: list[str], default: bool) -
     """Policy entries for the queues ``dead``, each with a shared, an individual or no dead-letter strategy, and an
     individual default entry when ``default``."""
     policies = "<policyEntries>" + "".join(
-        rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q),
+        rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q), SUFFIXED.format(queue=q),
                     f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
     policies += "</policyEntries>"
     if default:
@@ -389,8 +392,7 @@ def _ours(ps, queue: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     settings = (f"{s.maximum_redeliveries},{s.initial_redelivery_delay},{s.redelivery_delay},"
                 f"{str(s.use_exponential_back_off).lower()},{s.back_off_multiplier},{s.maximum_redelivery_delay},"
                 f"{str(s.use_collision_avoidance).lower()},{round(s.collision_avoidance_factor * 100)}")
-    dlq = ps.dead_letter_address_for(policy, queue)
-    return settings, "individual:DLQ." if dlq == queue else f"shared:{dlq}"
+    return settings, f"dlq:{ps.dead_letter_address_for(policy, queue)}"
 
 
 @pytest.mark.jvm
@@ -451,10 +453,10 @@ def test_random_plugins_with_policy_entries_import_and_agree_with_the_emulation(
     for n in range(100):
         names = _random_names(rnd, rnd.choice([1, 3, 5]), importable=True)
         dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True)
-        strategies = [rnd.choice([f"dead{i}", None, "ActiveMQ.DLQ"]) for i in range(len(dead))]
+        strategies = [rnd.choice([f"dead{i}", "DLQ.{address}", "ActiveMQ.DLQ"]) for i in range(len(dead))]
         entries = [f'<redeliveryPolicy queue="{q}" maximumRedeliveries="{i}"/>' for i, q in enumerate(names)]
         policies = "<policyEntries>" + "".join(
-            SHARED.format(queue=q, dlq=d) if d and d != "ActiveMQ.DLQ" else INDIVIDUAL.format(queue=q) if d is None
+            SHARED.format(queue=q, dlq=d) if d.startswith("dead") else INDIVIDUAL.format(queue=q) if "{" in d
             else f'<policyEntry queue="{q}"/>' for q, d in zip(dead, strategies, strict=True)) + "</policyEntries>"
         ps = import_activemq_xml(_write(tmp_path, _plugin(
             entries, default='<redeliveryPolicy maximumRedeliveries="99"/>', policies=policies), f"{n}.xml")).policies
@@ -560,7 +562,7 @@ def test_a_client_policy_alone_and_what_is_refused(tmp_path, capsys):
                  str(_write(tmp_path, _no_plugin(INDIVIDUAL.format(queue="orders.>").join(
                      ["<policyEntries>", "</policyEntries>"])))), "--out", str(out)]) == 0
     ps = load_policies(out)
-    assert ps.dead_letter_address_for(ps.resolve("orders.eu"), "orders.eu") == "orders.eu"  # type: ignore[arg-type]
+    assert ps.dead_letter_address_for(ps.resolve("orders.eu"), "orders.eu") == "DLQ.orders.eu"  # type: ignore[arg-type]
     assert ps.dead_letter_address_for(ps.resolve("billing"), "billing") == "ActiveMQ.DLQ"  # type: ignore[arg-type]
     assert "the client's redelivery policy -> 2 activemq policies" in capsys.readouterr().err
     assert main(["policies", "import"]) == 3

@@ -39,6 +39,7 @@ import org.apache.activemq.broker.region.policy.PolicyMap;
 import org.apache.activemq.broker.region.policy.RedeliveryPolicyMap;
 import org.apache.activemq.broker.region.policy.SharedDeadLetterStrategy;
 import org.apache.activemq.broker.util.RedeliveryPlugin;
+import org.apache.activemq.command.ActiveMQMessage;
 import org.apache.activemq.command.ActiveMQQueue;
 import org.apache.activemq.filter.DestinationFilter;
 import org.apache.xbean.spring.context.FileSystemXmlApplicationContext;
@@ -123,7 +124,7 @@ public class ClassicBrokerChoice {
             RedeliveryPolicy entry = map == null ? null : map.getEntryFor(destination);
             PolicyEntry policy = policies == null ? null : policies.getEntryFor(destination);
             out.println((entry == null ? "none" : settings(entry)) + "|"
-                  + dead(policy == null ? null : policy.getDeadLetterStrategy()));
+                  + dead(policy == null ? null : policy.getDeadLetterStrategy(), destination));
          }
       } finally {
          context.close();
@@ -158,18 +159,18 @@ public class ClassicBrokerChoice {
             + p.isUseCollisionAvoidance() + "," + p.getCollisionAvoidancePercent();
    }
 
-   static String dead(DeadLetterStrategy strategy) {
+   /** The queue the strategy sends a dead letter of a message on the queue to: "dlq:<name>". */
+   static String dead(DeadLetterStrategy strategy, ActiveMQQueue queue) {
       if (strategy == null) {
-         return "shared:ActiveMQ.DLQ";  // BaseDestination's DEFAULT_DEAD_LETTER_STRATEGY, with no policy entry
-      }
-      if (strategy instanceof SharedDeadLetterStrategy shared) {
-         return "shared:" + shared.getDeadLetterQueue().getPhysicalName();
-      }
-      if (strategy instanceof IndividualDeadLetterStrategy individual) {
-         return "individual:" + individual.getQueuePrefix();
+         return "dlq:ActiveMQ.DLQ";  // BaseDestination's DEFAULT_DEAD_LETTER_STRATEGY, with no policy entry
       }
       if (strategy instanceof DiscardingDeadLetterStrategy) {
          return "discarding";
+      }
+      if (strategy instanceof SharedDeadLetterStrategy || strategy instanceof IndividualDeadLetterStrategy) {
+         ActiveMQMessage message = new ActiveMQMessage();
+         message.setDestination(queue);
+         return "dlq:" + strategy.getDeadLetterQueueFor(message, null).getPhysicalName();
       }
       return strategy.getClass().getSimpleName();
    }

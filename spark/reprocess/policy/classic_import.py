@@ -10,8 +10,9 @@ delay, not fed back into the next one as ActiveMQ does (ADR 0002).
 
 Where dead letters go is the ``deadLetterStrategy`` of the ``<policyEntry>`` the broker's ``PolicyMap`` takes for the
 queue (a ``SharedDeadLetterStrategy`` of ``ActiveMQ.DLQ`` when none says otherwise): a shared strategy's queue
-becomes the policy's ``dead_letter_address``; an individual one (``ActiveMQ.DLQ.Queue.<queue>``) leaves it out, so
-dead letters stay under each message's own address.
+becomes the policy's ``dead_letter_address``; an individual one (``ActiveMQ.DLQ.Queue.<queue>``) becomes
+``ActiveMQ.DLQ.Queue.{address}`` (its ``queuePrefix`` and ``queueSuffix`` around each message's address), the queue
+``IndividualDeadLetterStrategy.createDestination`` names.
 
 Which entries a queue takes is ActiveMQ's choice (:mod:`reprocess.policy.classic`), not the policy file's
 precedence: the import walks every kind of queue name the entries of both maps tell apart
@@ -51,13 +52,14 @@ from reprocess.policy.classic_client import (
     percent_factor,
     redact,
 )
-from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.config import PolicySet, dla_parts, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
 CORE = "http://activemq.apache.org/schema/core"
 SHARED_DLQ = "ActiveMQ.DLQ"  # SharedDeadLetterStrategy's queue, and BaseDestination's default strategy's
 INDIVIDUAL_PREFIX = "ActiveMQ.DLQ.Queue."  # IndividualDeadLetterStrategy's queuePrefix
+INDIVIDUAL = "{address}"  # where an individual strategy's dead-letter queue names the message's queue
 # RedeliveryPolicy's properties that are policy settings, and their schema types
 DESTINATIONS = ("queue", "topic", "tempQueue", "tempTopic")
 CLIENT_ONLY = ("preDispatchCheck",)  # a consumer's setting, not the plugin's
@@ -205,8 +207,8 @@ def _boolean(element: ET.Element, name: str, default: bool, source: str) -> bool
 @dataclass
 class _Dead:
     """The dead-letter strategy of a queue ``<policyEntry>`` (``name``; ``None`` for the policy map's default entry,
-    or the broker's default strategy): ``dlq`` the shared queue, ``None`` for an individual strategy (each message's
-    own address)."""
+    or the broker's default strategy): ``dlq`` the shared queue, or an individual strategy's
+    ``<prefix>{address}<suffix>``."""
 
     name: str | None
     dlq: str | None
@@ -242,9 +244,11 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
             raise ConfigError("an individual strategy sending queues' dead letters to topics: this import keeps them "
                               "per queue; remove useQueueForQueueMessages=\"false\" or set the policies' "
                               "dead_letter_address by hand", **where, key="useQueueForQueueMessages")
-        return _Dead(name, None, f"ActiveMQ names the dead-letter queue of each queue {prefix}<queue>{suffix} "
-                     "(individualDeadLetterStrategy): reprocess keeps dead letters under each message's own address "
-                     "(dlq/address=<queue>/)", not keeps)
+        if any(is_field for is_field, _ in dla_parts(prefix + suffix)):
+            raise ConfigError("an individual strategy's queuePrefix or queueSuffix holding '{...}', which a policy "
+                              "file's dead_letter_address reads as a field: set the policies' dead_letter_address by "
+                              "hand", **where, key="queuePrefix")
+        return _Dead(name, f"{prefix}{{address}}{suffix}", None, not keeps)
     if "deadLetterQueue" in s.attrib:
         raise ConfigError(f"{_REFERENCE} (deadLetterQueue={s.get('deadLetterQueue')!r})", **where,
                           key="deadLetterQueue")
@@ -407,7 +411,8 @@ class _Broker:
 
 class _Choices(NamedTuple):
     """What ActiveMQ can do for a queue: the redelivery entries it can take (``-1``: none matches, the default's
-    turn), the dead-letter queues it can send its dead letters to (``None``: an individual one), and the redelivery
+    turn), the dead-letter queues it can send its dead letters to (an individual one's ``<prefix>{address}``), and the
+    redelivery
     and policy entries matching the queue (indexes)."""
 
     entries: list[int]
@@ -546,7 +551,9 @@ def _finish(broker: _Broker, header: str, what: str, not_carried: Counter[str], 
     described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
                       else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
                                                                                                  strict=True)]
-    doc = {"default_dead_letter_address": broker.dead_default.dlq or SHARED_DLQ, "policies": [p for p, _ in ordered]}
+    default = broker.dead_default.dlq
+    doc = {"default_dead_letter_address": SHARED_DLQ if default is None or INDIVIDUAL in default else default,
+           "policies": [p for p, _ in ordered]}
     policy_set = policies_from_mapping(doc, source=source)
     text = _render(header, doc, not_carried, described, notes, warnings, bool(broker.entries or broker.dead))
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
@@ -707,7 +714,7 @@ def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, ent
                             + " or ".join(names) + " at random (its comparison is not an order; the identity hashes "
                             f"of its entries decide): this file takes {broker.names[ours]}'s")
     if len(dlqs) > 1 and our_dlq in dlqs:
-        shown = [d or "each queue's own" for d in dlqs]
+        shown = [d or "its own address" for d in dlqs]
         warnings.setdefault(("dead", *shown), f"for queues like {queue}, ActiveMQ sends dead letters to "
                             + " or ".join(shown) + " at random (its policy entries' comparison is not an order): "
                             f"this file sends them to {our_dlq or 'their own address'}")
