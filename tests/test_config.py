@@ -343,6 +343,13 @@ def _error(text: str, tmp_path) -> ConfigError:
         ("policies: [{match: 'a.#', profile: stepped}, {match: 'a.#', profile: stepped}]", "a.#", "match"),
         ("policies: [{match: 'a.#', profile: stepped, non_retryable: [{error_class: '('}]}]", "a.#",
          "non_retryable[0].error_class"),
+        ("policies: [{match: 'a.#', profile: stepped, dead_letter_address: 'DLQ.{group}'}]", "a.#",
+         "dead_letter_address"),
+        ("policies: [{match: 'a.#', profile: artemis, consumer_group: g}]", "a.#", "consumer_group"),
+        ("policies: [{match: 'a.#', profile: stepped, consumer_group: ''}]", "a.#", "consumer_group"),
+        ("policies: [{match: 'a.#', profile: stepped, consumer_group: 7}]", "a.#", "consumer_group"),
+        ("policies: [{match: 'a.#', profile: stepped, consumer_group: g}, "
+         "{match: 'a.#', profile: stepped, consumer_group: g}]", "a.# @g", "match"),
     ],
 )
 def test_invalid_config_names_file_policy_and_key(text, policy, key, tmp_path):
@@ -427,3 +434,23 @@ def test_broker_false_is_for_artemis_policies_and_a_lone_surrogate_is_no_crash()
     ps = policies_from_mapping({"policies": [{"match": "a\ud800.#", "profile": "artemis"},
                                              {"match": "b\ud800.#", "profile": "artemis"}]})
     assert sorted(ps.precedence) == [0, 1]  # Java hashes UTF-16 units, a lone surrogate too
+
+
+@pytest.mark.unit
+def test_a_consumer_groups_policies_come_first_for_its_messages_only():
+    ps = parse_policies("""
+policies:
+  - {match: "#", profile: stepped}
+  - {match: "a.b", profile: stepped}
+  - {match: "a.#", profile: rocketmq, consumer_group: g}
+  - {match: "a.b", profile: rocketmq, consumer_group: h}
+""")
+
+    def name(address: str, group: str | None) -> str | None:
+        policy = ps.resolve(address, group)
+        return None if policy is None else policy.name
+
+    # the group's match wins over a more specific match of no group; another group's never applies
+    assert [name("a.b", g) for g in (None, "g", "h", "x")] == ["a.b", "a.# @g", "a.b @h", "a.b"]
+    assert [name("a.c", g) for g in (None, "g", "h")] == ["#", "a.# @g", "#"]
+    assert name("z", "g") == "#"

@@ -404,6 +404,41 @@ policies:
     assert listed == got
 
 
+def test_a_consumer_groups_policy_takes_its_messages_with_its_bound_and_its_target(spark, tmp_path):
+    """Two RocketMQ groups consume one topic with different maxReconsumeTimes: each message takes its group's
+    policy, named after it in the ledger, with its bound and its own re-drive target."""
+    policies = parse_policies("""
+default_dead_letter_address: ops.dlq
+policies:
+  - match: "#"
+    profile: rocketmq
+    settings: {maxReconsumeTimes: 1}
+    dead_letter_address: "%DLQ%{consumer_group}"
+  - match: "trade.#"
+    consumer_group: patient-svc
+    profile: rocketmq
+    settings: {maxReconsumeTimes: 3}
+    target: "python:reprocess.targets.examples:always_ok"
+""")
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("fast", "2026-11-21T10:00:00Z", address="trade.created", delivery_count=2, consumer_group="fast-svc"),
+        rec("patient", "2026-11-21T10:00:00Z", address="trade.created", delivery_count=2, consumer_group="patient-svc"),
+        rec("other", "2026-11-21T10:00:00Z", address="audit.created", delivery_count=2, consumer_group="patient-svc"),
+    ])
+    s = cycle(spark, tmp_path, "2026-11-21T10:00:05Z", policies=policies)
+    assert s["dead_lettered"]["MAX_DELIVERIES_EXCEEDED"] == 2  # 'fast' and 'other': 2 deliveries are their bound
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["policy"], r["state"]) for m, r in rows.items()} == {
+        "fast": ("#", "DEAD_LETTERED"), "other": ("#", "DEAD_LETTERED"),
+        "patient": ("trade.# @patient-svc", "WAITING_RETRY")}
+    assert rows["patient"]["next_attempt_ms"] == parse_instant("2026-11-21T10:00:30Z")  # retry 2 waits level 4, 30s
+    dlq = {r.message_id: r.address for r in read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()}
+    assert dlq == {"fast": "%DLQ%fast-svc", "other": "%DLQ%patient-svc"}
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z", policies=policies)  # the run's target fails, the group's not
+    assert (s["due"], s["delivered"]) == (1, 1)
+    assert ledger(spark, tmp_path)["patient"]["state"] == "DELIVERED"
+
+
 def test_an_artemis_policy_takes_what_it_leaves_out_from_a_less_specific_one_as_artemis_merges(spark, tmp_path):
     """billing.* gives the delay only; '#' gives the attempts and the dead-letter address, as a broker.xml with a
     '#' address-setting does: Artemis dead-letters billing.eu's messages there after two deliveries."""

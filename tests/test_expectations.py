@@ -192,6 +192,6 @@ def test_the_ledger_suite_matches_each_address_against_a_pattern_once(spark):
         return df._jdf.queryExecution().optimizedPlan().toString().count("RLIKE")
 
     ledger = spark.createDataFrame(LEDGER_GOOD, LEDGER_SCHEMA).repartition(2)  # no folding into a local relation
-    once = rlikes(ledger.select(_limit(POLICIES, F.col("address")).alias("bound")))
+    once = rlikes(ledger.select(_limit(POLICIES, F.col("address"), F.col("consumer_group")).alias("bound")))
     assert once > 0
     assert rlikes(ledger_frame(ledger, POLICIES)) == once

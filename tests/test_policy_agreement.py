@@ -131,13 +131,23 @@ def test_policy_resolution_in_spark_matches_python(spark):
         {"match": "orders.*", "profile": "stepped"}, {"match": "orders.created", "profile": "stepped"},
         {"match": "*.created", "profile": "stepped"}, {"match": "a.#.z", "profile": "stepped"},
         {"match": "we(ird).[x]+", "profile": "stepped"},
+        # a consumer group's policies: before any of no group, for that group's messages only
+        {"match": "#", "profile": "rocketmq", "consumer_group": "g1", "settings": {"maxReconsumeTimes": 3}},
+        {"match": "orders.*", "profile": "stepped", "consumer_group": "g1"},
+        {"match": "orders.#", "profile": "exponential", "consumer_group": "g2"},
     ]})
     addresses = ["orders.created", "orders.updated", "orders", "orders.eu.x", "billing.created", "a.z", "a.b.c.z",
                  "a.b.c", "we(ird).[x]+", "weird.xx", "x", "ünï.cødé", "with space.x"]
-    df = spark.createDataFrame([(a,) for a in addresses], "address string")
-    got = {r.address: r.idx for r in df.select("address", policy_index_column(ps, F.col("address")).alias("idx"))
-           .collect()}
-    assert got == {a: ps.resolve_index(a) for a in addresses}
+    groups = [None, "", "g1", "g2", "g3", "G1"]
+    df = spark.createDataFrame([(a, g) for a in addresses for g in groups], "address string, consumer_group string")
+    got = {(r.address, r.consumer_group): r.idx for r in df.select(
+        "address", "consumer_group", policy_index_column(ps, F.col("address"), F.col("consumer_group")).alias("idx"))
+        .collect()}
+    assert got == {(a, g): ps.resolve_index(a, g) for a in addresses for g in groups}
+    names = {g: ps.effective[got[("orders.created", g)]].name for g in groups}
+    assert names == {None: "orders.created", "": "orders.created", "g1": "orders.* @g1", "g2": "orders.# @g2",
+                     "g3": "orders.created", "G1": "orders.created"}
+    assert ps.effective[got[("x", "g1")]].name == "# @g1"
 
 
 def test_an_imported_activemq_xml_resolves_in_spark_as_activemq_chooses(spark, tmp_path):
@@ -154,8 +164,8 @@ def test_an_imported_activemq_xml_resolves_in_spark_as_activemq_chooses(spark, t
         '<redeliveryPolicy queue="orders.>" maximumRedeliveries="3"/>']))).policies
     addresses = ["orders.eu", "orders.us", "shop.eu", "orders", "orders.eu.x", "billing"]
     df = spark.createDataFrame([(a,) for a in addresses], "address string")
-    got = {r.address: r.idx for r in df.select("address", policy_index_column(ps, F.col("address")).alias("idx"))
-           .collect()}
+    got = {r.address: r.idx for r in df.select(
+        "address", policy_index_column(ps, F.col("address"), F.lit(None).cast("string")).alias("idx")).collect()}
     assert got == {a: ps.resolve_index(a) for a in addresses}
     assert {a: ps.effective[got[a]].settings.maximum_redeliveries for a in addresses} == {  # type: ignore[union-attr]
         "orders.eu": 2, "orders.us": 1, "shop.eu": 2, "orders": 3, "orders.eu.x": 3, "billing": 0}
@@ -170,7 +180,7 @@ def test_a_tie_among_artemis_policies_resolves_in_spark_as_the_broker_does(spark
         {"match": "*.eu.#", "profile": "artemis", "settings": {"dead-letter-address": "eu.dlq"}},
         {"match": "shop.#", "profile": "artemis", "settings": {"dead-letter-address": "shop.dlq"}}]})
     df = spark.createDataFrame([(a,) for a in ("shop.eu.cart", "news.eu.x", "shop.x")], "address string")
-    idx = policy_index_column(ps, F.col("address"))
+    idx = policy_index_column(ps, F.col("address"), F.lit(None).cast("string"))
     got = {r.address: (r.policy, r.dla) for r in df.select(
         "address", policy_name_column(ps, idx).alias("policy"),
         dead_letter_address_column(ps, idx, F.col("address"), F.lit("g")).alias("dla")).collect()}
@@ -217,6 +227,8 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
                                   "{address}"])
                 if dla is not None:
                     policy["dead_letter_address"] = dla
+                if rnd.random() < 0.4:
+                    policy["consumer_group"] = "g1"
             if rnd.random() < 0.5:
                 policy["non_retryable"] = [{"error_class": f"E{n}"}]
             raw.append(policy)
@@ -230,7 +242,7 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
                                "consumer_group string")
     got = {}
     for f, ps in enumerate(files):
-        idx = policy_index_column(ps, F.col("address"))
+        idx = policy_index_column(ps, F.col("address"), F.col("consumer_group"))
         ex, delay = decision_columns(ps, idx, F.col("k"), F.col("message_id"))
         out = df.where(F.col("f") == f).select(
             "address", "k", "error_class", "consumer_group", idx.alias("idx"),
@@ -238,25 +250,27 @@ def test_merged_artemis_settings_in_spark_match_python(spark):
             exhausted_reason_column(ps, idx).alias("reason"),
             dead_letter_address_column(ps, idx, F.col("address"), F.col("consumer_group")).alias("dla"),
             non_retryable_column(ps, idx, F.col("error_class"), F.lit(None).cast("string")).alias("nr"),
-            _limit(ps, F.col("address")).alias("limit"))
+            _limit(ps, F.col("address"), F.col("consumer_group")).alias("limit"))
         got[f] = {(r.address, r.k): (r.idx, r.policy, r.ex, r.delay, r.reason, r.dla, r.nr, r.limit, r.error_class,
                                      r.consumer_group) for r in out.collect()}
     for f, ps in enumerate(files):
         for address in addresses:
             for k in (1, 2, 3, 6):
-                i = ps.resolve_index(address)
                 *row, error_class, group = got[f][(address, k)]
+                i = ps.resolve_index(address, group)
                 if i is None:
                     assert row == [None] * 6 + [error_class == "E5", LONG_MAX]
                     continue
                 p = ps.effective[i]
                 reason = "NO_DEAD_LETTER_ADDRESS" if p.drops_without_dla else "MAX_DELIVERIES_EXCEEDED"
                 limit = max_deliveries(p)
-                want = [i, p.match, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
+                want = [i, p.name, exhausted(p, k), max(0, ref_delay(p, k, f"m{k}")), reason,
                         ps.dead_letter_address_for(p, address, group), ps.is_non_retryable(p, error_class, None),
                         LONG_MAX if limit is None else limit]
                 assert row == want, (f, address, k, p)
     assert shifted > 1  # some files number their variants apart from their policies
+    grouped = {r[1] for f in got.values() for r in f.values() if r[1] and "@g1" in r[1]}
+    assert len(grouped) > 3, grouped  # messages of a group took their group's policies
     templated = {dla for f in got.values() for (*_, dla, _nr, _limit, _e, _g) in f.values() if dla and "g1" in dla}
     assert len(templated) > 3, templated  # dead-letter addresses naming the message's group were met
 

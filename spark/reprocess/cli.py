@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compute the exact jittered delays of this message (jitter is seeded by id and delivery; "
                    "default: the delays of message id '')")
     p.add_argument("--consumer-group", metavar="GROUP",
-                   help="the messages' consumer group, for a dead-letter address that names it "
+                   help="the messages' consumer group: the policy of that group where one matches the address "
+                   "(consumer_group: in the policy file), and its name in a dead-letter address "
                    "(dead_letter_address: '%%DLQ%%{consumer_group}')")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_schedule)
@@ -954,14 +955,14 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
     message's consumer group shows ``{consumer_group}`` without one)."""
     out: dict[str, Any] = {}
     for address in addresses:
-        policy = policies.resolve(address)
+        policy = policies.resolve(address, consumer_group)
         if policy is None:
             out[address] = {"policy": None, "profile": None, "schedule": [],
                             "error": "no policy matches this address (add a '#' default policy)"}
             continue
         steps = schedule(policy, deliveries, message_id or "")
         entry: dict[str, Any] = {
-            "policy": policy.match,
+            "policy": policy.name,
             "profile": policy.profile.value,
             "max_deliveries": max_deliveries(policy),
             "dead_letter_address": policies.dead_letter_address_for(

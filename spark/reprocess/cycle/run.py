@@ -205,7 +205,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
 
 def _policy_targets(policies: PolicySet) -> dict[str, str]:
     """Each policy's own target, by its match, as written (``${VAR}`` unexpanded)."""
-    return {p.match: p.target for p in policies.policies if p.target}
+    return {p.name: p.target for p in policies.policies if p.target}
 
 
 def _written_targets(run_target: str, policies: PolicySet) -> dict[str, str]:
@@ -535,8 +535,9 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     policies = opts.policies
     batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen,
                        opts.max_line_bytes)
-    rec = batch.records.withColumns({"policy_idx": policy_index_column(policies, F.col("address")),
-                                     suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})
+    rec = batch.records.withColumns({
+        "policy_idx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
+        suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})
     rec = rec.withColumn("problem", F.when(F.col("problem").isNull() & F.col("policy_idx").isNull(),
                                            F.lit(contract.UNKNOWN_ADDRESS)).otherwise(F.col("problem")))
     rec = rec.withColumn("problem_detail", F.when(
@@ -849,7 +850,7 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     rows of the keys due, and a semi-join keeps the due messages that are their key's head. Every DataFrame made
     here is analysed in the JVM at once, though the step runs no job (bench/RESULTS.md, forty-seventh run): as few
     as the logic needs."""
-    ordered = [p.match for p in policies.policies if p.ordered]
+    ordered = [p.name for p in policies.policies if p.ordered]
     if not ordered:
         return due
     is_ordered = F.coalesce(F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull(), F.lit(False))

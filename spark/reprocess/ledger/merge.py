@@ -71,7 +71,7 @@ def non_retryable_column(policies: PolicySet, policy_idx: Column, error_class: C
 
 
 def policy_name_column(policies: PolicySet, policy_idx: Column) -> Column:
-    return by_policy(policies, policy_idx, lambda p: F.lit(p.match))
+    return by_policy(policies, policy_idx, lambda p: F.lit(p.name))
 
 
 def profile_column(policies: PolicySet, policy_idx: Column) -> Column:
@@ -361,7 +361,7 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
                     F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
                     F.col("error_message").alias("o_message")],
         "redriven": redriven,
-        "pidx": policy_index_column(policies, F.col("address")),
+        "pidx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
         "columns": {
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),

@@ -138,17 +138,19 @@ def exhausted_column(policy: Policy, k: Column) -> Column:
     return k.cast("long") >= F.lit(limit).cast("long")
 
 
-def policy_index_column(policies: PolicySet, address: Column) -> Column:
-    """Index in ``policies.effective`` of the policy ``address`` takes (:meth:`PolicySet.resolve_index`): the most
-    specific match, in the variant its other matches give; null when none matches."""
-    return policy_case(policies, address, lambda n, _policy: F.lit(n))
+def policy_index_column(policies: PolicySet, address: Column, consumer_group: Column) -> Column:
+    """Index in ``policies.effective`` of the policy a message of ``consumer_group`` on ``address`` takes
+    (:meth:`PolicySet.resolve_index`): its group's most specific match, else the most specific match of no group, in
+    the variant its other matches give; null when none matches."""
+    return policy_case(policies, address, consumer_group, lambda n, _policy: F.lit(n))
 
 
-def policy_case(policies: PolicySet, address: Column, build: Callable[[int, Policy], Column]) -> Column:
-    """``build(n, policy)`` for the policy ``address`` takes, ``n`` its index in ``policies.effective``; null when
-    no policy matches. One ``CASE`` over the addresses' matches: where only one column depends on the policy, it is
-    smaller than :func:`by_policy` over :func:`policy_index_column`, which repeats the whole match for each
-    policy."""
+def policy_case(policies: PolicySet, address: Column, consumer_group: Column,
+                build: Callable[[int, Policy], Column]) -> Column:
+    """``build(n, policy)`` for the policy a message of ``consumer_group`` on ``address`` takes, ``n`` its index in
+    ``policies.effective``; null when no policy matches. One ``CASE`` over the addresses' matches: where only one
+    column depends on the policy, it is smaller than :func:`by_policy` over :func:`policy_index_column`, which
+    repeats the whole match for each policy."""
     probe = F.concat(address, F.lit("."))
     matched: dict[int, Column] = {}
 
@@ -158,7 +160,13 @@ def policy_case(policies: PolicySet, address: Column, build: Callable[[int, Poli
         return matched[j]
 
     out = None
+    for i, n in policies.group_precedence:
+        p = policies.effective[n]
+        cond = F.coalesce(consumer_group == F.lit(p.consumer_group), F.lit(False)) & match(i)
+        out = F.when(cond, build(n, p)) if out is None else out.when(cond, build(n, p))
     for i in policies.precedence:
+        if policies.policies[i].consumer_group is not None:
+            continue
         for n, v in enumerate(policies.variants):
             if v.base != i:
                 continue

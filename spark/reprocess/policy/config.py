@@ -16,6 +16,10 @@
       - match: "#"
         profile: rocketmq
         dead_letter_address: "%DLQ%{consumer_group}"  # {address} and {consumer_group} are each message's
+      - match: "trade.#"
+        consumer_group: settlement-svc    # this group's messages only, before the policies of no group
+        profile: rocketmq
+        settings: {maxReconsumeTimes: 3}
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from reprocess.policy import wildcard
 from reprocess.policy.settings import SETTINGS_BY_PROFILE, AnySettings, ArtemisSettings, Profile, _Bad
 
 _TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
-_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target", "broker"}
+_POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target", "broker",
+                "consumer_group"}
 _RULE_KEYS = {"error_class", "message"}
 _PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
 # a policy's dead_letter_address may name each message's own: "%DLQ%{consumer_group}" (RocketMQ's dead-letter topic),
@@ -96,6 +101,15 @@ class Policy:
     # an artemis policy that is one of the broker's address settings (``broker: false``: added here, such as a '#'
     # giving unmatched addresses Artemis's defaults): only those decide the broker's order on ties
     broker: bool = True
+    # only the messages of this consumer group (landing records' consumer_group): taken before every policy without
+    # one, for the addresses it matches; None: any message
+    consumer_group: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What the ledger's and the DLQ's ``policy`` column call it: its ``match``, and ``@group`` after a space
+        for a consumer group's (no pattern holds a space)."""
+        return self.match if self.consumer_group is None else f"{self.match} @{self.consumer_group}"
 
     @property
     def gives(self) -> dict[str, Any]:
@@ -235,11 +249,25 @@ class PolicySet:
         return out
 
     def _matching(self, address: str) -> list[int]:
-        """Indexes of the policies whose pattern matches ``address``, most specific first (:attr:`precedence`)."""
-        return [i for i in self.precedence if wildcard.matches(self.policies[i].match, address)]
+        """Indexes of the policies of no consumer group whose pattern matches ``address``, most specific first
+        (:attr:`precedence`)."""
+        return [i for i in self.precedence
+                if self.policies[i].consumer_group is None and wildcard.matches(self.policies[i].match, address)]
 
-    def resolve_index(self, address: str) -> int | None:
-        """Index in :attr:`effective` of the policy ``address`` takes, or ``None`` when no pattern matches."""
+    @cached_property
+    def group_precedence(self) -> list[tuple[int, int]]:
+        """(file index, :attr:`effective` index) of the policies of a consumer group, most specific first: a
+        message of the group takes the first whose pattern matches its address, before any policy of no group."""
+        variant = {v.base: n for n, v in enumerate(self.variants)}  # one variant each: they are never artemis
+        return [(i, variant[i]) for i in self.precedence if self.policies[i].consumer_group is not None]
+
+    def resolve_index(self, address: str, consumer_group: str | None = None) -> int | None:
+        """Index in :attr:`effective` of the policy a message of ``consumer_group`` on ``address`` takes, or
+        ``None`` when no pattern matches."""
+        for i, n in self.group_precedence:
+            p = self.policies[i]
+            if consumer_group is not None and p.consumer_group == consumer_group and wildcard.matches(p.match, address):
+                return n
         matching = self._matching(address)
         if not matching:
             return None
@@ -281,9 +309,10 @@ class PolicySet:
         by = "broker" if len(members) == len(tied) + 1 else "file" if not members else "both"
         return [patterns[i] for i in tied], by
 
-    def resolve(self, address: str) -> Policy | None:
-        """The policy for ``address`` (its settings merged), or ``None`` when no pattern matches (no ``#``)."""
-        i = self.resolve_index(address)
+    def resolve(self, address: str, consumer_group: str | None = None) -> Policy | None:
+        """The policy for a message of ``consumer_group`` on ``address`` (its settings merged), or ``None`` when no
+        pattern matches (no ``#``)."""
+        i = self.resolve_index(address, consumer_group)
         return None if i is None else self.effective[i]
 
     def is_non_retryable(self, policy: Policy, error_class: str | None, error_message: str | None) -> bool:
@@ -386,10 +415,11 @@ def policies_from_mapping(doc: Any, source: str = "<inline>") -> PolicySet:
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_policies):
         policy = _policy(raw, i, source)
-        if policy.match in seen:
-            raise ConfigError(f"duplicate match; policy #{seen[policy.match]} already has it",
-                              file=source, policy=policy.match, key="match")
-        seen[policy.match] = i
+        if policy.name in seen:
+            also = "" if policy.consumer_group is None else f" for consumer group {policy.consumer_group!r}"
+            raise ConfigError(f"duplicate match{also}; policy #{seen[policy.name]} already has it",
+                              file=source, policy=policy.name, key="match")
+        seen[policy.name] = i
         policies.append(policy)
     out = PolicySet(tuple(policies), global_rules, dla, source)
     _ = out.variants  # an artemis policy merging from too many partial matches is refused now, not at a cycle
@@ -439,7 +469,19 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
         raise ConfigError("only artemis policies are a broker's address settings", file=source, policy=label,
                           key="broker")
     return Policy(match, profile, settings, ordered, rules, dla, target, given,  # type: ignore[arg-type]
-                  broker=broker)
+                  broker=broker, consumer_group=_consumer_group(raw.get("consumer_group"), profile, source, label))
+
+
+def _consumer_group(group: Any, profile: Profile, source: str, label: str) -> str | None:
+    where = {"file": source, "policy": label, "key": "consumer_group"}
+    if group is None:
+        return None
+    if not isinstance(group, str) or not group:
+        raise ConfigError(f"must be a consumer group's name, got {group!r}", **where)
+    if profile is Profile.ARTEMIS:
+        raise ConfigError("artemis policies are a broker's address settings, which consumer groups do not choose "
+                          "among", **where)
+    return group
 
 
 def _dead_letter_address(dla: Any, profile: Profile, source: str, label: str) -> str | None:

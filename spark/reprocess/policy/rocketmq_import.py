@@ -201,7 +201,8 @@ def _render(source: str, from_file: bool, doc: Mapping[str, object]) -> str:
               "maxReconsumeTimes is each consumer's own (DefaultMQPushConsumer.setMaxReconsumeTimes, in its code), not "
               "the broker's: -1, the client's default, is 16 retries, and unlimited retries every "
               "suspendCurrentQueueTimeMillis (1000) for an orderly consumer (consumeMessageOrderly: true). Set your "
-              "consumers' values; a group whose consumers differ needs a policy per address.",
+              "consumers' values; a consumer group whose consumers differ takes a policy of its own (consumer_group: "
+              "its name).",
               "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them (MixAll.getDLQTopic); a message "
               "that names no consumer group to the file's default_dead_letter_address (DLQ)."]
     lines: list[str] = []

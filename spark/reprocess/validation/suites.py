@@ -332,12 +332,12 @@ def validate(df: DataFrame, suite: str | dict[str, Any], only: list[int] | None 
     return Validator().validate(df, suite, only=only, params=params, engine=engine)
 
 
-def _limit(policies: PolicySet, address: Column) -> Column:
+def _limit(policies: PolicySet, address: Column, consumer_group: Column) -> Column:
     def bound(p: Policy) -> Column:
         limit = max_deliveries(p)
         return F.lit(LONG_MAX if limit is None else limit).cast("long")
 
-    out = policy_case(policies, address, lambda _n, p: bound(p))
+    out = policy_case(policies, address, consumer_group, lambda _n, p: bound(p))
     return F.coalesce(out, F.lit(LONG_MAX).cast("long"))  # an address no policy matches any more: no bound
 
 
@@ -345,7 +345,7 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
     """The ledger with the boolean columns the ledger suite expects to be true."""
     waiting = F.col("state") == WAITING
     # the bound in a projection of its own: used twice below, inlined it would match every address twice
-    ledger = ledger.withColumn("_bound", _limit(policies, F.col("address")))
+    ledger = ledger.withColumn("_bound", _limit(policies, F.col("address"), F.col("consumer_group")))
     limit = F.col("_bound")
     if "released_deliveries" in ledger.columns:
         # moved back from the DLQ by an operator without a reset: one delivery beyond its count then
@@ -376,7 +376,7 @@ def _true(check: Column) -> Column:
 def dlq_frame(dlq: DataFrame, policies: PolicySet) -> DataFrame:
     """DLQ rows with ``really_exhausted_or_non_retryable``."""
     ok = F.col("reason_code").isin(NON_RETRYABLE, NO_POLICY) | (
-        F.col("deliveries") >= _limit(policies, F.col("original_address")))
+        F.col("deliveries") >= _limit(policies, F.col("original_address"), F.col("consumer_group")))
     return dlq.select("message_id", "original_address", "reason_code",
                       _true(ok).alias("really_exhausted_or_non_retryable"))
 
