@@ -49,7 +49,8 @@ def _variants(spark: Any, landing: Path, as_of: int) -> dict[str, Callable[[], A
         return read_batch(spark, files, {}, as_of, *limits).records
 
     def with_policy() -> Any:
-        return batch().withColumn("policy_idx", policy_index_column(policies, F.col("address")))
+        return batch().withColumn("policy_idx", policy_index_column(policies, F.col("address"),
+                                                                                F.col("consumer_group")))
 
     def with_rowchecks() -> Any:
         params = suites.landing_params(*limits)

@@ -361,7 +361,8 @@ def _schedule(spark: Any, work: Path) -> dict[str, Any]:
     if not files:
         raise SystemExit("the schedule part reads the ledger of the cycle part: run --parts cycle first")
     rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*files).select("message_id", "address", "deliveries")
-    rows = rows.withColumn("idx", policy_index_column(policies, F.col("address"))).cache()
+    rows = rows.withColumn("idx", policy_index_column(policies, F.col("address"),
+                                                                F.lit(None).cast("string"))).cache()
     n = rows.count()
 
     def scan_only(policies: Any, index: Any, k: Any, message_id: Any) -> tuple[Any, Any]:

@@ -119,7 +119,7 @@ SHARED = ('<policyEntry queue="{queue}"><deadLetterStrategy><sharedDeadLetterStr
 INDIVIDUAL = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queuePrefix="DLQ."/>'
               "</deadLetterStrategy></policyEntry>")
 # ActiveMQ's own prefix (ActiveMQ.DLQ.Queue.) and a suffix
-SUFFIXED = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queueSuffix=".dead"/>'
+SUFFIXED = ('<policyEntry queue="{queue}"><deadLetterStrategy><individualDeadLetterStrategy queueSuffix=".{{x}}"/>'
             "</deadLetterStrategy></policyEntry>")
 
 
@@ -376,6 +376,7 @@ def _random_policy_entries(rnd: random.Random, dead: list[str], default: bool) -
     individual default entry when ``default``."""
     policies = "<policyEntries>" + "".join(
         rnd.choice([SHARED.format(queue=q, dlq=f"dead{i}"), INDIVIDUAL.format(queue=q), SUFFIXED.format(queue=q),
+                    SHARED.format(queue=q, dlq=f"d{{{i}}}"),  # a literal brace in a queue's name
                     f'<policyEntry queue="{q}" memoryLimit="1mb"/>']) for i, q in enumerate(dead))
     policies += "</policyEntries>"
     if default:

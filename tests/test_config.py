@@ -348,6 +348,7 @@ def _error(text: str, tmp_path) -> ConfigError:
         ("policies: [{match: 'a.#', profile: artemis, consumer_group: g}]", "a.#", "consumer_group"),
         ("policies: [{match: 'a.#', profile: stepped, consumer_group: ''}]", "a.#", "consumer_group"),
         ("policies: [{match: 'a.#', profile: stepped, consumer_group: 7}]", "a.#", "consumer_group"),
+        ("policies: [{match: 'a.#', profile: stepped, consumer_group: null}]", "a.#", "consumer_group"),
         ("policies: [{match: 'a.#', profile: stepped, consumer_group: g}, "
          "{match: 'a.#', profile: stepped, consumer_group: g}]", "a.# @g", "match"),
     ],
@@ -454,3 +455,27 @@ policies:
     assert [name("a.b", g) for g in (None, "g", "h", "x")] == ["a.b", "a.# @g", "a.b @h", "a.b"]
     assert [name("a.c", g) for g in (None, "g", "h")] == ["#", "a.# @g", "#"]
     assert name("z", "g") == "#"
+    assert ps.tie("a.b", "h") is None
+    assert ps.merged_from("a.b", "g") == []
+
+
+@pytest.mark.unit
+def test_a_groups_tie_and_merges_are_its_own_and_braces_double_in_dead_letter_addresses():
+    ps = parse_policies("""
+default_dead_letter_address: ops.dlq
+policies:
+  - {match: "#", profile: artemis, settings: {max-delivery-attempts: 4}}
+  - {match: "*.created", profile: artemis, settings: {redelivery-delay: 5000}}
+  - {match: "shop.#", profile: stepped, consumer_group: g, dead_letter_address: "dead.{{address}}"}
+  - {match: "*.eu.#", profile: stepped, consumer_group: g, dead_letter_address: "{{{address}}}-{consumer_group}"}
+""")
+    assert ps.merged_from("shop.created") == ["#"]
+    assert ps.merged_from("shop.created", "g") == []  # the group's policy is not an artemis one
+    assert ps.tie("shop.eu.cart", "g") == (["*.eu.# @g"], "file")
+    shop = ps.resolve("shop.eu.cart", "g")
+    assert shop is not None
+    assert shop.name == "shop.# @g"
+    assert ps.fixed_dead_letter_address(shop) == "dead.{address}"  # doubled braces are one literal brace
+    eu = ps.resolve("news.eu.x", "g")
+    assert eu is not None
+    assert ps.dead_letter_address_for(eu, "news.eu.x", "g") == "{news.eu.x}-g"

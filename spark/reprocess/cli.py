@@ -958,7 +958,8 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
         policy = policies.resolve(address, consumer_group)
         if policy is None:
             out[address] = {"policy": None, "profile": None, "schedule": [],
-                            "error": "no policy matches this address (add a '#' default policy)"}
+                            "error": "no policy matches this address (add a '#' default policy; a consumer group's "
+                            "policies take only its messages: --consumer-group)"}
             continue
         steps = schedule(policy, deliveries, message_id or "")
         entry: dict[str, Any] = {
@@ -975,10 +976,10 @@ def schedule_report(policies: PolicySet, addresses: Sequence[str], deliveries: i
         }
         if has_jitter(policy):
             entry["jitter_seed"] = message_id or ""
-        merged_from = policies.merged_from(address)
+        merged_from = policies.merged_from(address, consumer_group)
         if merged_from:
             entry["merged_from"] = merged_from
-        tie = policies.tie(address)
+        tie = policies.tie(address, consumer_group)
         if tie:
             entry["tied_with"], entry["tie_broken_by"] = tie
         out[address] = entry

@@ -132,7 +132,7 @@ class CycleOptions:
     # the Data Docs of cycles with an as-of more than this many days earlier are removed at the commit; None: kept
     data_docs_days: float | None = DATA_DOCS_DAYS
     extra: dict[str, Any] = field(default_factory=dict)
-    # a resumed run's: each policy's own target (by match) as its prepared.json recorded it; None: the policies'
+    # a resumed run's: each policy's own target (by name) as its prepared.json recorded it; None: the policies'
     policy_targets: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -204,7 +204,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
 
 
 def _policy_targets(policies: PolicySet) -> dict[str, str]:
-    """Each policy's own target, by its match, as written (``${VAR}`` unexpanded)."""
+    """Each policy's own target, by its name (:attr:`Policy.name`), as written (``${VAR}`` unexpanded)."""
     return {p.name: p.target for p in policies.policies if p.target}
 
 
@@ -543,7 +543,8 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     rec = rec.withColumn("problem_detail", F.when(
         F.col("problem") == contract.UNKNOWN_ADDRESS,
         F.concat(F.lit("no policy matches address "), F.to_json(F.array("address")),
-                 F.lit(" (add a '#' default policy or a matching one)"))).otherwise(F.col("problem_detail")))
+                 F.lit(" (add a '#' default policy or a matching one; a consumer group's policies take only its "
+                       "messages)"))).otherwise(F.col("problem_detail")))
     # The landing suite's row-level expectations, in the same pass: a record that parsed but breaks one is
     # quarantined with the names of the expectations it broke (records that did not parse name none).
     params = suites.landing_params(opts.max_payload_bytes, opts.max_future_ms)

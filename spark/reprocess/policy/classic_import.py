@@ -52,14 +52,13 @@ from reprocess.policy.classic_client import (
     percent_factor,
     redact,
 )
-from reprocess.policy.config import PolicySet, dla_parts, parse_policies, policies_from_mapping
+from reprocess.policy.config import PolicySet, dla_literal, dla_parts, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
 CORE = "http://activemq.apache.org/schema/core"
 SHARED_DLQ = "ActiveMQ.DLQ"  # SharedDeadLetterStrategy's queue, and BaseDestination's default strategy's
 INDIVIDUAL_PREFIX = "ActiveMQ.DLQ.Queue."  # IndividualDeadLetterStrategy's queuePrefix
-INDIVIDUAL = "{address}"  # where an individual strategy's dead-letter queue names the message's queue
 # RedeliveryPolicy's properties that are policy settings, and their schema types
 DESTINATIONS = ("queue", "topic", "tempQueue", "tempTopic")
 CLIENT_ONLY = ("preDispatchCheck",)  # a consumer's setting, not the plugin's
@@ -214,6 +213,7 @@ class _Dead:
     dlq: str | None
     note: str | None = None  # what ActiveMQ does that reprocess does not
     drops_non_persistent: bool = True  # processNonPersistent="false", the default
+    individual: bool = False  # dlq names each message's queue
 
 
 _DEFAULT_DEAD = _Dead(None, SHARED_DLQ)
@@ -244,11 +244,7 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
             raise ConfigError("an individual strategy sending queues' dead letters to topics: this import keeps them "
                               "per queue; remove useQueueForQueueMessages=\"false\" or set the policies' "
                               "dead_letter_address by hand", **where, key="useQueueForQueueMessages")
-        if any(is_field for is_field, _ in dla_parts(prefix + suffix)):
-            raise ConfigError("an individual strategy's queuePrefix or queueSuffix holding '{...}', which a policy "
-                              "file's dead_letter_address reads as a field: set the policies' dead_letter_address by "
-                              "hand", **where, key="queuePrefix")
-        return _Dead(name, f"{prefix}{{address}}{suffix}", None, not keeps)
+        return _Dead(name, f"{dla_literal(prefix)}{{address}}{dla_literal(suffix)}", None, not keeps, individual=True)
     if "deadLetterQueue" in s.attrib:
         raise ConfigError(f"{_REFERENCE} (deadLetterQueue={s.get('deadLetterQueue')!r})", **where,
                           key="deadLetterQueue")
@@ -261,9 +257,9 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
                               key="deadLetterQueue")
         queue = named[0].get("physicalName", "").strip()
     if kind == "discarding":
-        return _Dead(name, queue, "ActiveMQ discards the dead letters of some queues (<discarding/>): reprocess keeps "
-                     f"them, under {queue}", not keeps)
-    return _Dead(name, queue, None, not keeps)
+        return _Dead(name, dla_literal(queue), "ActiveMQ discards the dead letters of some queues (<discarding/>): "
+                     f"reprocess keeps them, under {queue}", not keeps)
+    return _Dead(name, dla_literal(queue), None, not keeps)
 
 
 def _dead_letters(broker: ET.Element, source: str) -> tuple[list[_Dead], _Dead]:
@@ -551,8 +547,9 @@ def _finish(broker: _Broker, header: str, what: str, not_carried: Counter[str], 
     described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
                       else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
                                                                                                  strict=True)]
-    default = broker.dead_default.dlq
-    doc = {"default_dead_letter_address": SHARED_DLQ if default is None or INDIVIDUAL in default else default,
+    default = broker.dead_default
+    doc = {"default_dead_letter_address": SHARED_DLQ if default.dlq is None or default.individual
+           else "".join(text for _, text in dla_parts(default.dlq)),  # a shared queue's name, its braces single
            "policies": [p for p, _ in ordered]}
     policy_set = policies_from_mapping(doc, source=source)
     text = _render(header, doc, not_carried, described, notes, warnings, bool(broker.entries or broker.dead))

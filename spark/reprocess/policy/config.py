@@ -46,22 +46,33 @@ _PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
 # "ActiveMQ.DLQ.Queue.{address}" (ActiveMQ's individual strategy); a message without a consumer group goes to the
 # file's default_dead_letter_address where its address needs one
 DLA_FIELDS = ("address", "consumer_group")
-_DLA_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_DLA_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")  # '{{' and '}}' are a literal brace, as in str.format
 
 
 def dla_parts(template: str) -> list[tuple[bool, str]]:
     """``template`` as (is a field, text) parts: ``"%DLQ%{consumer_group}"`` is ``[(False, "%DLQ%"), (True,
-    "consumer_group")]``."""
+    "consumer_group")]``; ``{{`` and ``}}`` are a literal ``{`` and ``}``, another lone brace itself."""
     parts: list[tuple[bool, str]] = []
-    at = 0
-    for m in _DLA_PLACEHOLDER.finditer(template):
-        if m.start() > at:
-            parts.append((False, template[at:m.start()]))
-        parts.append((True, m.group(1)))
+    literal, at = "", 0
+    for m in _DLA_TOKEN.finditer(template):
+        literal += template[at:m.start()]
+        if m.group(1) is None:
+            literal += m.group(0)[0]
+        else:
+            if literal:
+                parts.append((False, literal))
+            parts.append((True, m.group(1)))
+            literal = ""
         at = m.end()
-    if at < len(template):
-        parts.append((False, template[at:]))
+    literal += template[at:]
+    if literal:
+        parts.append((False, literal))
     return parts
+
+
+def dla_literal(text: str) -> str:
+    """``text`` as a dead-letter address that names no field: its braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ class Policy:
     @property
     def name(self) -> str:
         """What the ledger's and the DLQ's ``policy`` column call it: its ``match``, and ``@group`` after a space
-        for a consumer group's (no pattern holds a space)."""
+        for a consumer group's (a file whose pattern ``a @g`` would read the same is refused)."""
         return self.match if self.consumer_group is None else f"{self.match} @{self.consumer_group}"
 
     @property
@@ -248,11 +259,14 @@ class PolicySet:
                 file=self.source, policy=p.match, key="settings")
         return out
 
-    def _matching(self, address: str) -> list[int]:
-        """Indexes of the policies of no consumer group whose pattern matches ``address``, most specific first
-        (:attr:`precedence`)."""
-        return [i for i in self.precedence
-                if self.policies[i].consumer_group is None and wildcard.matches(self.policies[i].match, address)]
+    def _matching(self, address: str, consumer_group: str | None = None) -> list[int]:
+        """Indexes of the policies whose pattern matches ``address``, most specific first (:attr:`precedence`): those
+        of ``consumer_group`` where any matches, else those of no group."""
+        def of(group: str | None) -> list[int]:
+            return [i for i in self.precedence
+                    if self.policies[i].consumer_group == group and wildcard.matches(self.policies[i].match, address)]
+
+        return (consumer_group is not None and of(consumer_group)) or of(None)
 
     @cached_property
     def group_precedence(self) -> list[tuple[int, int]]:
@@ -264,11 +278,7 @@ class PolicySet:
     def resolve_index(self, address: str, consumer_group: str | None = None) -> int | None:
         """Index in :attr:`effective` of the policy a message of ``consumer_group`` on ``address`` takes, or
         ``None`` when no pattern matches."""
-        for i, n in self.group_precedence:
-            p = self.policies[i]
-            if consumer_group is not None and p.consumer_group == consumer_group and wildcard.matches(p.match, address):
-                return n
-        matching = self._matching(address)
+        matching = self._matching(address, consumer_group)
         if not matching:
             return None
         base, patterns = matching[0], [p.match for p in self.policies]
@@ -277,10 +287,10 @@ class PolicySet:
                 return n
         raise AssertionError(f"no variant of policy {base} applies to {address!r}")  # the variants cover them all
 
-    def merged_from(self, address: str) -> list[str]:
+    def merged_from(self, address: str, consumer_group: str | None = None) -> list[str]:
         """The less specific ``artemis`` policies that give ``address`` a setting its own policy leaves out, most
         specific first (empty when its policy gives every setting, or is not an ``artemis`` policy)."""
-        order = self._matching(address)
+        order = self._matching(address, consumer_group)
         if not order or self.policies[order[0]].profile is not Profile.ARTEMIS:
             return []
         settled = set(self.policies[order[0]].gives)
@@ -293,12 +303,12 @@ class PolicySet:
                 settled |= gives
         return out
 
-    def tie(self, address: str) -> tuple[list[str], str] | None:
+    def tie(self, address: str, consumer_group: str | None = None) -> tuple[list[str], str] | None:
         """The patterns matching ``address`` that precedence calls equal to the one it takes, in the order after it,
         and what broke the tie: ``"broker"`` (all are the broker's settings: its order), ``"file"`` (none are: file
         order) or ``"both"`` (the broker's settings in its order, in the places they hold in the file); ``None``
-        when there is no tie."""
-        order = self._matching(address)
+        when there is no tie. A consumer group's policies tie among themselves, in file order."""
+        order = self._matching(address, consumer_group)
         if not order:
             return None
         patterns = [p.match for p in self.policies]
@@ -307,7 +317,7 @@ class PolicySet:
             return None
         members = {order[0], *tied} & set(self.broker)
         by = "broker" if len(members) == len(tied) + 1 else "file" if not members else "both"
-        return [patterns[i] for i in tied], by
+        return [self.policies[i].name for i in tied], by
 
     def resolve(self, address: str, consumer_group: str | None = None) -> Policy | None:
         """The policy for a message of ``consumer_group`` on ``address`` (its settings merged), or ``None`` when no
@@ -327,7 +337,8 @@ class PolicySet:
         where the policy's address names one.
         """
         template = policy.dead_letter_address
-        if template is not None and self.fixed_dead_letter_address(policy) is None:
+        if template is not None and not isinstance(policy.settings, ArtemisSettings) and any(
+                is_field for is_field, _ in dla_parts(template)):
             fields = {"address": address, "consumer_group": consumer_group}
             if any(is_field and not fields[text] for is_field, text in dla_parts(template)):
                 return self.default_dead_letter_address
@@ -339,7 +350,9 @@ class PolicySet:
         if isinstance(policy.settings, ArtemisSettings):
             return policy.settings.dead_letter_address or self.default_dead_letter_address
         dla = policy.dead_letter_address
-        return None if dla is None or _DLA_PLACEHOLDER.search(dla) else dla
+        if dla is None or any(is_field for is_field, _ in dla_parts(dla)):
+            return None
+        return "".join(text for _, text in dla_parts(dla))
 
 
 class _DuplicateKeyError(yaml.YAMLError):
@@ -417,8 +430,8 @@ def policies_from_mapping(doc: Any, source: str = "<inline>") -> PolicySet:
         policy = _policy(raw, i, source)
         if policy.name in seen:
             also = "" if policy.consumer_group is None else f" for consumer group {policy.consumer_group!r}"
-            raise ConfigError(f"duplicate match{also}; policy #{seen[policy.name]} already has it",
-                              file=source, policy=policy.name, key="match")
+            raise ConfigError(f"duplicate match{also}; policy #{seen[policy.name]} already has it (or its name, "
+                              f"{policy.name!r})", file=source, policy=policy.name, key="match")
         seen[policy.name] = i
         policies.append(policy)
     out = PolicySet(tuple(policies), global_rules, dla, source)
@@ -469,13 +482,15 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
         raise ConfigError("only artemis policies are a broker's address settings", file=source, policy=label,
                           key="broker")
     return Policy(match, profile, settings, ordered, rules, dla, target, given,  # type: ignore[arg-type]
-                  broker=broker, consumer_group=_consumer_group(raw.get("consumer_group"), profile, source, label))
+                  broker=broker, consumer_group=_consumer_group(raw["consumer_group"], profile, source, label)
+                  if "consumer_group" in raw else None)
 
 
 def _consumer_group(group: Any, profile: Profile, source: str, label: str) -> str | None:
     where = {"file": source, "policy": label, "key": "consumer_group"}
     if group is None:
-        return None
+        raise ConfigError("must be a consumer group's name (left out, the policy takes every group's messages)",
+                          **where)
     if not isinstance(group, str) or not group:
         raise ConfigError(f"must be a consumer group's name, got {group!r}", **where)
     if profile is Profile.ARTEMIS:
