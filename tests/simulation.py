@@ -31,6 +31,7 @@ class Msg:
     payload: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     ordering_key: str | None = None
+    consumer_group: str | None = None
     state: str = "WAITING_RETRY"
     deliveries: int = 0
     first_failed_ms: int = 0
@@ -79,7 +80,7 @@ class Simulation:
         m.state, m.reason_code, m.next_attempt_ms = "DEAD_LETTERED", reason, None
 
     def _after_failure(self, m: Msg, k: int, failed_ms: int, non_retryable: bool) -> None:
-        policy = self.policies.resolve(m.address)
+        policy = self.policies.resolve(m.address, m.consumer_group)
         assert policy is not None
         m.deliveries = k
         if non_retryable:
@@ -93,8 +94,9 @@ class Simulation:
             m.state, m.reason_code = "WAITING_RETRY", None
             m.next_attempt_ms = failed_ms + d.delay_ms
 
-    def _non_retryable(self, address: str, error_class: str | None, error_message: str | None) -> bool:
-        policy = self.policies.resolve(address)
+    def _non_retryable(self, address: str, group: str | None, error_class: str | None,
+                       error_message: str | None) -> bool:
+        policy = self.policies.resolve(address, group)
         assert policy is not None
         return self.policies.is_non_retryable(policy, error_class, error_message)
 
@@ -104,7 +106,7 @@ class Simulation:
         self.ingested_through = as_of_ms
         by_msg: dict[str, list[dict[str, Any]]] = {}
         for r in batch:
-            if self.policies.resolve(r["address"]) is None:
+            if self.policies.resolve(r["address"], r.get("consumer_group")) is None:
                 continue
             by_msg.setdefault(r["message_id"], []).append(r)
         for mid, recs in by_msg.items():
@@ -125,10 +127,11 @@ class Simulation:
             for r in fresh:
                 k = max(prev + 1, int(r.get("delivery_count", 1)))
                 prev = k
-                any_nr = any_nr or self._non_retryable(r["address"], r.get("error_class"), r.get("error_message"))
+                any_nr = any_nr or self._non_retryable(r["address"], r.get("consumer_group"), r.get("error_class"),
+                                                       r.get("error_message"))
             last = fresh[-1]
             m.address, m.payload, m.headers = last["address"], last["payload"], dict(last.get("headers") or {})
-            m.ordering_key = last.get("ordering_key")
+            m.ordering_key, m.consumer_group = last.get("ordering_key"), last.get("consumer_group")
             m.first_failed_ms = fresh[0]["_ms"] if new else min(m.first_failed_ms, fresh[0]["_ms"])
             self._after_failure(m, prev, last["_ms"], any_nr)
             self.messages[mid] = m
@@ -143,16 +146,17 @@ class Simulation:
             except Exception as exc:  # noqa: BLE001
                 cls = type(exc)
                 name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-                self._after_failure(m, delivery, as_of_ms, self._non_retryable(m.address, name, str(exc)))
+                self._after_failure(m, delivery, as_of_ms,
+                                    self._non_retryable(m.address, m.consumer_group, name, str(exc)))
             else:
                 m.state, m.deliveries, m.next_attempt_ms, m.reason_code = "DELIVERED", delivery, None, None
 
     def _is_head(self, m: Msg) -> bool:
-        policy = self.policies.resolve(m.address)
+        policy = self.policies.resolve(m.address, m.consumer_group)
         if policy is None or not policy.ordered or m.ordering_key is None:
             return True
         same = [o for o in self.messages.values() if o.state == "WAITING_RETRY" and o.ordering_key == m.ordering_key
-                and (p := self.policies.resolve(o.address)) is not None and p.ordered]
+                and (p := self.policies.resolve(o.address, o.consumer_group)) is not None and p.ordered]
         head = min(same, key=lambda o: (o.first_failed_ms, o.message_id))
         return head.message_id == m.message_id
 

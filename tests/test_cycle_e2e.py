@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -39,13 +40,35 @@ def _ledger_states(spark, warehouse: str) -> dict[str, tuple]:
     return {r.message_id: (r.state, r.deliveries, r.next_attempt_ms, r.reason_code) for r in rows}
 
 
-def test_cycles_match_the_pure_python_simulation(spark, landing, tmp_path, monkeypatch):
+# consumer groups' policies added to the embedded file (the generator's groups are '<first word>-service'): the
+# shipping group's messages on any address, the orders group's under orders.eu only (ordered, without keys)
+GROUP_POLICIES = [
+    {"match": "#", "consumer_group": "shipping-service", "profile": "stepped",
+     "settings": {"delays": ["2m"], "max_deliveries": 3}, "dead_letter_address": "%DLQ%{consumer_group}"},
+    {"match": "orders.eu.#", "consumer_group": "orders-service", "profile": "exponential",
+     "settings": {"initial_delay": "1m", "max_deliveries": 4, "jitter": "full"}, "ordered": True},
+    {"match": "search.#", "consumer_group": "nobody", "profile": "stepped"},
+]
+
+
+def _with_groups():  # type: ignore[no-untyped-def]
+    import yaml
+
+    from reprocess.policy.config import policies_from_mapping
+
+    doc = yaml.safe_load(resources.files("reprocess").joinpath("resources/policies.yaml").read_text(encoding="utf-8"))
+    doc["policies"] = GROUP_POLICIES + doc["policies"]
+    return policies_from_mapping(doc)
+
+
+@pytest.mark.parametrize("groups", [False, True])
+def test_cycles_match_the_pure_python_simulation(spark, landing, tmp_path, monkeypatch, groups):
     from reprocess import sparkutil
 
     # With generated code, as cycles above INTERPRETED_BELOW_BYTES of input run: the small cycles of the other tests
     # run interpreted, and tests/test_bad_input.py shows both give the same outcome.
     monkeypatch.setattr(sparkutil, "INTERPRETED_BELOW_BYTES", 0)
-    policies = load_config(None)
+    policies = _with_groups() if groups else load_config(None)
     sim = Simulation(policies, flaky)
     records = read_landing(landing)
     wh = str(tmp_path / "wh")
@@ -67,6 +90,11 @@ def test_cycles_match_the_pure_python_simulation(spark, landing, tmp_path, monke
     dead = {m for m, (s, *_rest) in final.items() if s == "DEAD_LETTERED"}
     assert dlq.groupBy("message_id").count().filter(F.col("count") > 1).count() == 0
     assert {r.message_id for r in dlq.select("message_id").collect()} == dead
+    if groups:  # the groups' policies took their messages, and dead letters went where they name
+        taken = {r.policy for r in read_dataset(spark, wh, "ledger").select("policy").distinct().collect()}
+        assert {"# @shipping-service", "orders.eu.# @orders-service"} <= taken
+        shipping = {r.address for r in dlq.where(F.col("original_address").startswith("shipping.")).collect()}
+        assert shipping == {"%DLQ%shipping-service"}
 
 
 @pytest.fixture(scope="module")
