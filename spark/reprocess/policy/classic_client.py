@@ -225,8 +225,8 @@ def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, 
         query = _decode_uri(body.split("?", 1)[1])  # URI.getQuery(): decoded once
         options = _parse_query(query, warnings, where)
     else:
-        ssp = body[scheme_end + 1:].strip(_JAVA_SPACE)
-        ssp = (ssp[2:] if ssp.startswith("//") else ssp).strip(_JAVA_SPACE)
+        ssp = body[scheme_end + 1:].strip(JAVA_SPACE)
+        ssp = (ssp[2:] if ssp.startswith("//") else ssp).strip(JAVA_SPACE)
         composite = _composite_options(ssp, warnings, where)
         if composite is None and "jms." in ssp and not warnings:
             warnings.append("ActiveMQ reads no jms. option of this URL (a composite URL's options go after the "
@@ -271,7 +271,7 @@ def _apply(options: dict[str, str | None], where: dict[str, str], prefix: str = 
 
 _UNSET = object()
 _QUALIFIED = ("queue://", "topic://", "temp-queue://", "temp-topic://")
-_JAVA_SPACE = "".join(chr(c) for c in range(0x21))  # String.trim: every character up to U+0020
+JAVA_SPACE = "".join(chr(c) for c in range(0x21))  # String.trim: every character up to U+0020
 
 
 def _set(setters: dict[str, str], name: str, value: str | None) -> Any:
@@ -302,13 +302,10 @@ def _convert(kind: str, value: str) -> Any:
     if kind == "boolean":
         return value.lower() == "true"
     if kind in JAVA_RANGES:
-        if not _JAVA_INTEGER.fullmatch(value) or not all(ord(c) < 0x10000 for c in value):
-            return _UNSET
-        number = int(value)
-        low, high = JAVA_RANGES[kind]
-        return number if low <= number <= high else _UNSET
+        number = java_integer(value, kind)
+        return _UNSET if number is None else number
     if kind == "double":
-        text = value.strip(_JAVA_SPACE)
+        text = value.strip(JAVA_SPACE)
         hexadecimal = _JAVA_HEX_DOUBLE.fullmatch(text)
         if hexadecimal:
             try:
@@ -319,13 +316,23 @@ def _convert(kind: str, value: str) -> Any:
             return _UNSET
         return float(text[:-1] if text[-1] in "fFdD" else text)
     if kind == "list":  # StringToListOfActiveMQDestinationConverter: "[a, b]", each a queue
-        inner = value[1:-1].strip(_JAVA_SPACE) if value.startswith("[") and value.endswith("]") else ""
-        return value if inner and all(_destination_ok(item.strip(_JAVA_SPACE), qualified=True)
-                                      for item in _java_split(inner, ",")) else _UNSET
+        inner = value[1:-1].strip(JAVA_SPACE) if value.startswith("[") and value.endswith("]") else ""
+        return value if inner and all(_destination_ok(item.strip(JAVA_SPACE), qualified=True)
+                                      for item in java_split(inner, ",")) else _UNSET
     return _UNSET  # no converter from a String
 
 
-def _java_split(text: str, separator: str) -> list[str]:
+def java_integer(value: str, kind: str = "long") -> int | None:
+    """``Long.parseLong`` (``Integer.parseInt``... by ``kind``, of :data:`JAVA_RANGES`): a sign, then decimal
+    digits (``Character.digit``: any Unicode decimal digit of one Java char); ``None`` where it throws."""
+    if not _JAVA_INTEGER.fullmatch(value) or not all(ord(c) < 0x10000 for c in value):
+        return None
+    number = int(value)
+    low, high = JAVA_RANGES[kind]
+    return number if low <= number <= high else None
+
+
+def java_split(text: str, separator: str) -> list[str]:
     """``String.split``: its trailing empty strings dropped."""
     if separator not in text:
         return [text]
@@ -341,12 +348,12 @@ def _destination_ok(value: str, *, qualified: bool) -> bool:
     last '?', each part with '=' decoded), and makes a queue of each name of a composite ``a,b``."""
     if qualified:
         value = next((value[len(q):] for q in _QUALIFIED if value.startswith(q)), value)
-    name = value.strip(_JAVA_SPACE)
+    name = value.strip(JAVA_SPACE)
     if not name:
         return False
     name, _, options = name.partition("?")
     if options:
-        for part in _java_split(options[options.rfind("?") + 1:], "&"):
+        for part in java_split(options[options.rfind("?") + 1:], "&"):
             if "=" in part:
                 try:
                     for side in part.split("=", 1):
@@ -456,12 +463,12 @@ def _composite_options(ssp: str, warnings: list[str], where: dict[str, str]) -> 
             break
     for component in _split_components(ssp[1:close]):
         try:
-            _check_uri(component.strip(_JAVA_SPACE), where)
+            _check_uri(component.strip(JAVA_SPACE), where)
         except ConfigError as exc:
-            raise _Unparsed(f"ActiveMQ cannot parse {redact(component.strip(_JAVA_SPACE))!r} inside the parentheses "
+            raise _Unparsed(f"ActiveMQ cannot parse {redact(component.strip(JAVA_SPACE))!r} inside the parentheses "
                             f"({exc.message.split(': ActiveMQ')[0]}): it reads no option of the URL, and the client's "
                             "transport refuses it when it connects ('Invalid location')", **where) from None
-    params = ssp[close + 1:].strip(_JAVA_SPACE)
+    params = ssp[close + 1:].strip(JAVA_SPACE)
     if "?" not in params:
         return None
     return _parse_query(params[params.index("?") + 1:], warnings, where)
@@ -678,7 +685,7 @@ def jndi_policies(path: str) -> dict[str, ClientPolicy]:
                           "redeliveryPolicy.* key: not the jndi.properties of an ActiveMQ client", file=path)
     listed = properties.get("connectionFactoryNames")
     # StringTokenizer: no empty token, but a blank one is kept, trimmed to ""
-    names = [t.strip(_JAVA_SPACE) for t in (listed or "").split(",") if t] or list(DEFAULT_FACTORIES)
+    names = [t.strip(JAVA_SPACE) for t in (listed or "").split(",") if t] or list(DEFAULT_FACTORIES)
     return {name: _factory_policy(properties, name, path) for name in dict.fromkeys(names)}
 
 

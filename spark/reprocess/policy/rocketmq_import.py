@@ -21,7 +21,6 @@ file cannot hold it.
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -31,13 +30,13 @@ from pathlib import Path
 import yaml
 
 from reprocess.errors import ConfigError
-from reprocess.policy.classic_client import load_properties
+from reprocess.policy.classic_client import JAVA_SPACE, java_integer, java_split, load_properties
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.durations import LONG_MAX, LONG_MIN
 from reprocess.policy.settings import ROCKETMQ_DEFAULT_DELAY_LEVELS, RocketMQSettings
 
 DELAY_KEY = "messageDelayLevel"
 UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}  # parseDelayLevel's timeUnitTable
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
 def broker_keys() -> frozenset[str]:
@@ -83,53 +82,17 @@ def is_xml(path: str | Path) -> bool:
     return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"<")
 
 
-def java_trim(text: str) -> str:
-    """``String.trim``: every character up to U+0020 off both ends (Python's ``strip`` takes others)."""
-    start, end = 0, len(text)
-    while start < end and text[start] <= " ":
-        start += 1
-    while end > start and text[end - 1] <= " ":
-        end -= 1
-    return text[start:end]
-
-
-def java_split_space(text: str) -> list[str]:
-    """``String.split(" ")``: the whole string when it has no space, else the parts, trailing empty ones dropped."""
-    if " " not in text:
-        return [text]
-    parts = text.split(" ")
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def java_parse_long(text: str) -> int | None:
-    """``Long.parseLong``: an optional sign, then decimal digits (``Character.digit``: any decimal digit of the BMP,
-    one Java char each); ``None`` where it throws."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits:
-        return None
-    value = 0
-    for ch in digits:
-        d = unicodedata.decimal(ch, -1) if ord(ch) <= 0xFFFF else -1
-        if d < 0:
-            return None
-        value = value * 10 + d
-    value = -value if text[0] == "-" else value
-    return value if LONG_MIN <= value <= LONG_MAX else None
-
-
 def delay_levels(value: str, source: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The delay of each level in milliseconds, as ``parseDelayLevel`` computes it from the trimmed ``value``, and
     each level written as a policy file writes it; a :class:`ConfigError` where the broker would not start or a
     policy cannot hold the delay."""
     parsed: list[tuple[str, int, str]] = []  # (token, number, unit), every level first: one bad level stops it
-    for i, token in enumerate(java_split_space(value), start=1):
+    for i, token in enumerate(java_split(value, " "), start=1):
         where = {"file": source, "policy": f"level {i}", "key": DELAY_KEY}
         if not token:
             why = "no level at all" if not value else f"an empty level (two spaces in a row, in {ascii(value)})"
             raise ConfigError(f"{why}: the broker does not start (parseDelayLevel fails)", **where)
-        number = java_parse_long(token[:-1])
+        number = java_integer(token[:-1])
         if number is None or token[-1] not in UNITS:
             why = "no unit s, m, h or d at its end" if token[-1] not in UNITS else "not a Java long before its unit"
             raise ConfigError(f"{ascii(token)}: {why}; the broker does not start (parseDelayLevel fails)", **where)
@@ -175,7 +138,7 @@ def import_rocketmq_conf(path: str | Path) -> RocketMQImport:
     warnings = [] if from_file else [
         f"{k!r} is not a key the broker reads, so it keeps the default {DELAY_KEY}: did you mean {DELAY_KEY!r}?"
         for k in _near_misses(sorted(props))]
-    value = java_trim(props[DELAY_KEY]) if from_file else ROCKETMQ_DEFAULT_DELAY_LEVELS
+    value = props[DELAY_KEY].strip(JAVA_SPACE) if from_file else ROCKETMQ_DEFAULT_DELAY_LEVELS
     levels, written = delay_levels(value, source)
     if len(levels) < 3:
         warnings.append(f"{len(levels)} delay level(s): a retry waits level 3 + reconsumeTimes, clamped to the last, "
@@ -213,5 +176,4 @@ def _render(source: str, from_file: bool, doc: Mapping[str, object]) -> str:
     return "\n".join(lines) + "\n" + body
 
 
-__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml", "java_parse_long",
-           "java_split_space", "java_trim"]
+__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml"]
