@@ -52,7 +52,7 @@ from reprocess.policy.classic_client import (
     percent_factor,
     redact,
 )
-from reprocess.policy.config import PolicySet, dla_literal, dla_parts, parse_policies, policies_from_mapping
+from reprocess.policy.config import PolicySet, dla_fixed, dla_literal, parse_policies, policies_from_mapping
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
@@ -210,10 +210,9 @@ class _Dead:
     ``<prefix>{address}<suffix>``."""
 
     name: str | None
-    dlq: str | None
+    dlq: str
     note: str | None = None  # what ActiveMQ does that reprocess does not
     drops_non_persistent: bool = True  # processNonPersistent="false", the default
-    individual: bool = False  # dlq names each message's queue
 
 
 _DEFAULT_DEAD = _Dead(None, SHARED_DLQ)
@@ -244,7 +243,7 @@ def _strategy(entry: ET.Element, name: str | None, where: dict[str, str]) -> _De
             raise ConfigError("an individual strategy sending queues' dead letters to topics: this import keeps them "
                               "per queue; remove useQueueForQueueMessages=\"false\" or set the policies' "
                               "dead_letter_address by hand", **where, key="useQueueForQueueMessages")
-        return _Dead(name, f"{dla_literal(prefix)}{{address}}{dla_literal(suffix)}", None, not keeps, individual=True)
+        return _Dead(name, f"{dla_literal(prefix)}{{address}}{dla_literal(suffix)}", None, not keeps)
     if "deadLetterQueue" in s.attrib:
         raise ConfigError(f"{_REFERENCE} (deadLetterQueue={s.get('deadLetterQueue')!r})", **where,
                           key="deadLetterQueue")
@@ -412,7 +411,7 @@ class _Choices(NamedTuple):
     and policy entries matching the queue (indexes)."""
 
     entries: list[int]
-    dlqs: list[str | None]
+    dlqs: list[str]
     found: list[int]
     found_dead: list[int]
 
@@ -544,12 +543,10 @@ def _finish(broker: _Broker, header: str, what: str, not_carried: Counter[str], 
     added = [(p, e) for p, e in ordered if id(p) not in base]
     described = [f"{p['match']} (the entry for {broker.names[e]}" if e >= 0 else f"{p['match']} (the default entry"
                  for p, e in added]
-    described = [d + (f", dead letters to {p['dead_letter_address']})" if "dead_letter_address" in p
-                      else ", dead letters under each message's address)") for d, (p, _) in zip(described, added,
-                                                                                                 strict=True)]
-    default = broker.dead_default
-    doc = {"default_dead_letter_address": SHARED_DLQ if default.dlq is None or default.individual
-           else "".join(text for _, text in dla_parts(default.dlq)),  # a shared queue's name, its braces single
+    described = [f"{d}, dead letters to {p['dead_letter_address']})" for d, (p, _) in zip(described, added,
+                                                                                          strict=True)]
+    # a shared default queue's name; an individual default names no one queue
+    doc = {"default_dead_letter_address": dla_fixed(broker.dead_default.dlq) or SHARED_DLQ,
            "policies": [p for p, _ in ordered]}
     policy_set = policies_from_mapping(doc, source=source)
     text = _render(header, doc, not_carried, described, notes, warnings, bool(broker.entries or broker.dead))
@@ -597,11 +594,8 @@ def _settings(broker: _Broker, entry: int) -> dict[str, Any]:
     return dict(broker.default.settings) if broker.default is not None else {"maximumRedeliveries": 0}
 
 
-def _policy(pattern: str, settings: dict[str, Any], dlq: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"match": pattern, "profile": "activemq", "settings": settings}
-    if dlq is not None:
-        out["dead_letter_address"] = dlq
-    return out
+def _policy(pattern: str, settings: dict[str, Any], dlq: str) -> dict[str, Any]:
+    return {"match": pattern, "profile": "activemq", "settings": settings, "dead_letter_address": dlq}
 
 
 def _base_policies(broker: _Broker) -> tuple[list[dict[str, Any]], list[int]]:
@@ -650,7 +644,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
                 assert broker.default is None, queue
                 assert not broker.fallback, queue
                 continue
-            ours, our_dlq = current[i][1], current[i][0].get("dead_letter_address")
+            ours, our_dlq = current[i][1], current[i][0]["dead_letter_address"]
             _warn(warnings, broker, queue, entries, dlqs, ours, our_dlq)
             if ours in entries and our_dlq in dlqs:
                 continue
@@ -663,7 +657,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
             if fix is None:
                 raise ConfigError(f"for the queue {queue}, ActiveMQ takes the entry for "
                                   f"{broker.names[want] if want >= 0 else 'defaultEntry'} with dead letters to "
-                                  f"{dlq or 'its own'}, and no policy this import can add does: add an entry for it",
+                                  f"{dlq}, and no policy this import can add does: add an entry for it",
                                   file=source)
             fixes.setdefault(fix, (_policy(fix, _settings(broker, want), dlq), want))
         if not fixes:
@@ -676,7 +670,7 @@ def _agree(broker: _Broker, policies: list[dict[str, Any]], stands: list[int],
 
 
 def _fix(queue: str, candidates: list[str | None], patterns: list[str], current: list[tuple[dict[str, Any], int]],
-         taken: int, entries: list[int], dlqs: list[str | None]) -> str | None:
+         taken: int, entries: list[int], dlqs: list[str]) -> str | None:
     """The first of ``candidates`` (patterns matching ``queue``) that can give it ActiveMQ's choice: one no policy
     has yet, or the pattern of a policy giving one of ``entries`` and ``dlqs`` that only loses a tie to the policy
     ``taken`` (moved to the front, it wins)."""
@@ -686,7 +680,7 @@ def _fix(queue: str, candidates: list[str | None], patterns: list[str], current:
         if pattern not in patterns:
             return pattern
         policy, entry = current[patterns.index(pattern)]
-        if (entry in entries and policy.get("dead_letter_address") in dlqs
+        if (entry in entries and policy["dead_letter_address"] in dlqs
                 and specificity(pattern) == specificity(patterns[taken])):
             return pattern
     return None
@@ -703,7 +697,7 @@ def _kind(queue: str, patterns: list[str]) -> str:
 
 
 def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, entries: list[int],
-          dlqs: list[str | None], ours: int, our_dlq: str | None) -> None:
+          dlqs: list[str], ours: int, our_dlq: str) -> None:
     """Names a random choice of ActiveMQ's, once per set of entries it chooses among."""
     if len(entries) > 1 and ours in entries:
         names = [broker.names[e] for e in entries]
@@ -711,10 +705,9 @@ def _warn(warnings: dict[tuple[str, ...], str], broker: _Broker, queue: str, ent
                             + " or ".join(names) + " at random (its comparison is not an order; the identity hashes "
                             f"of its entries decide): this file takes {broker.names[ours]}'s")
     if len(dlqs) > 1 and our_dlq in dlqs:
-        shown = [d or "its own address" for d in dlqs]
-        warnings.setdefault(("dead", *shown), f"for queues like {queue}, ActiveMQ sends dead letters to "
-                            + " or ".join(shown) + " at random (its policy entries' comparison is not an order): "
-                            f"this file sends them to {our_dlq or 'their own address'}")
+        warnings.setdefault(("dead", *dlqs), f"for queues like {queue}, ActiveMQ sends dead letters to "
+                            + " or ".join(dlqs) + " at random (its policy entries' comparison is not an order): "
+                            f"this file sends them to {our_dlq}")
 
 
 def _render(origin: str, doc: dict[str, Any], not_carried: Counter[str], added: list[str],

@@ -70,6 +70,12 @@ def dla_parts(template: str) -> list[tuple[bool, str]]:
     return parts
 
 
+def dla_fixed(template: str) -> str | None:
+    """The address ``template`` names when it names no field (its doubled braces single), else ``None``."""
+    parts = dla_parts(template)
+    return None if any(is_field for is_field, _ in parts) else "".join(text for _, text in parts)
+
+
 def dla_literal(text: str) -> str:
     """``text`` as a dead-letter address that names no field: its braces doubled."""
     return text.replace("{", "{{").replace("}", "}}")
@@ -336,23 +342,20 @@ class PolicySet:
         the message: reason ``NO_DEAD_LETTER_ADDRESS``); so does a message without a consumer group (None or empty)
         where the policy's address names one.
         """
-        template = policy.dead_letter_address
-        if template is not None and not isinstance(policy.settings, ArtemisSettings) and any(
-                is_field for is_field, _ in dla_parts(template)):
-            fields = {"address": address, "consumer_group": consumer_group}
-            if any(is_field and not fields[text] for is_field, text in dla_parts(template)):
-                return self.default_dead_letter_address
-            return "".join(str(fields[text]) if is_field else text for is_field, text in dla_parts(template))
-        return self.fixed_dead_letter_address(policy) or address
+        fixed = self.fixed_dead_letter_address(policy)
+        if fixed is not None or policy.dead_letter_address is None:
+            return fixed or address
+        parts = dla_parts(policy.dead_letter_address)
+        fields = {"address": address, "consumer_group": consumer_group}
+        if any(is_field and not fields[text] for is_field, text in parts):
+            return self.default_dead_letter_address
+        return "".join(str(fields[text]) if is_field else text for is_field, text in parts)
 
     def fixed_dead_letter_address(self, policy: Policy) -> str | None:
         """The policy's dead-letter address when it does not depend on the message (None where it does)."""
         if isinstance(policy.settings, ArtemisSettings):
             return policy.settings.dead_letter_address or self.default_dead_letter_address
-        dla = policy.dead_letter_address
-        if dla is None or any(is_field for is_field, _ in dla_parts(dla)):
-            return None
-        return "".join(text for _, text in dla_parts(dla))
+        return None if policy.dead_letter_address is None else dla_fixed(policy.dead_letter_address)
 
 
 class _DuplicateKeyError(yaml.YAMLError):
