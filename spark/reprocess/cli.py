@@ -443,7 +443,9 @@ def _add_policies_commands(sub: Any) -> None:
         "beans and #references are refused. An ActiveMQ Classic client's own redelivery policy, which its broker URL "
         "sets (jms.redeliveryPolicy.*), with --client URL, or its jndi.properties, with --client FILE. A RocketMQ "
         "broker.conf (a properties file): its messageDelayLevel, read as the broker reads it, as one '#' rocketmq "
-        "policy (maxReconsumeTimes is each consumer's own: -1 is written, to set).",
+        "policy (maxReconsumeTimes is each consumer's own: -1 is written, to set). A RocketMQ 5 subscriptionGroup."
+        "json (the broker's store/config one, or `mqadmin exportMetadata -g`'s): each consumer group's "
+        "retryMaxTimes and groupRetryPolicy, as its gRPC clients follow them, as a policy of that group.",
         epilog="examples:\n  reprocess policies import etc/broker.xml --out policies.yaml\n"
         "  reprocess policies import etc/broker.xml --property artemis.instance.etc=/var/lib/broker/etc\n"
         "  reprocess policies import conf/activemq.xml --out policies.yaml\n"
@@ -451,11 +453,12 @@ def _add_policies_commands(sub: Any) -> None:
         "jms.redeliveryPolicy.maximumRedeliveries=3' conf/activemq.xml\n"
         "  reprocess policies import --client app/jndi.properties --factory ConnectionFactory\n"
         "  reprocess policies import conf/broker.conf --out policies.yaml\n"
+        "  reprocess policies import store/config/subscriptionGroup.json --out policies.yaml\n"
         "  reprocess schedule --config policies.yaml --address orders.eu.created",
         formatter_class=_ExamplesFormatter)
     p.add_argument("broker_xml", metavar="BROKER_XML", nargs="?",
                    help="the broker's configuration: Artemis's broker.xml, ActiveMQ Classic's activemq.xml or "
-                   "RocketMQ's broker.conf")
+                   "RocketMQ's broker.conf or subscriptionGroup.json")
     p.add_argument("--client", metavar="URL|FILE",
                    help="an ActiveMQ Classic client's broker URL (tcp://mq:61616?jms.redeliveryPolicy."
                    "maximumRedeliveries=3) or its jndi.properties file: its redelivery policy, read as "
@@ -485,6 +488,7 @@ def _property(text: str) -> tuple[str, str]:
 def cmd_policies_import(args: argparse.Namespace) -> int:
     from reprocess.policy.classic_import import import_activemq_client, import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
+    from reprocess.policy.rocketmq_groups import import_subscription_groups, is_json
     from reprocess.policy.rocketmq_import import import_rocketmq_conf, is_xml
 
     if args.client is not None:
@@ -497,10 +501,12 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
     elif args.broker_xml is None:
         raise ConfigError("give BROKER_XML, or --client URL|FILE for an ActiveMQ Classic client's redelivery policy")
     elif not is_xml(args.broker_xml):
+        json_file = is_json(args.broker_xml)
         if args.property:
-            raise ConfigError("--property is for ${KEY} in an XML configuration; a RocketMQ broker.conf has none",
+            raise ConfigError("--property is for ${KEY} in an XML configuration; a RocketMQ "
+                              f"{'subscriptionGroup.json' if json_file else 'broker.conf'} has none",
                               file=args.broker_xml)
-        imported = import_rocketmq_conf(args.broker_xml)
+        imported = import_subscription_groups(args.broker_xml) if json_file else import_rocketmq_conf(args.broker_xml)
     else:
         read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
         imported = read(args.broker_xml, dict(args.property))

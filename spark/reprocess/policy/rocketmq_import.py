@@ -133,7 +133,7 @@ def import_rocketmq_conf(path: str | Path) -> RocketMQImport:
     if props and not broker_keys().intersection(props):
         raise ConfigError("neither XML nor a RocketMQ broker.conf (none of its keys is one a RocketMQ broker reads, "
                           f"such as brokerName, namesrvAddr or {DELAY_KEY}): give an Artemis broker.xml, an ActiveMQ "
-                          "Classic activemq.xml or a RocketMQ broker.conf", file=source)
+                          "Classic activemq.xml, a RocketMQ broker.conf or its subscriptionGroup.json", file=source)
     from_file = DELAY_KEY in props
     warnings = [] if from_file else [
         f"{k!r} is not a key the broker reads, so it keeps the default {DELAY_KEY}: did you mean {DELAY_KEY!r}?"
@@ -168,12 +168,18 @@ def _render(source: str, from_file: bool, doc: Mapping[str, object]) -> str:
               "its name).",
               "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them (MixAll.getDLQTopic); a message "
               "that names no consumer group to the file's default_dead_letter_address (DLQ)."]
+    return policy_file(header, doc)
+
+
+def policy_file(header: list[str], doc: Mapping[str, object], flow: bool | None = False) -> str:
+    """A policy file's text: the ``header`` paragraphs as comments, then ``doc`` as YAML (``flow=None``: lists and
+    mappings of plain values on one line, ``delays: [1s, 5s]``)."""
     lines: list[str] = []
     for paragraph in header:
         lines += textwrap.wrap(paragraph, width=116, initial_indent="# ", subsequent_indent="# ",
                                break_on_hyphens=False)
-    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120)
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=flow, width=120)
     return "\n".join(lines) + "\n" + body
 
 
-__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml"]
+__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml", "policy_file"]

@@ -1,0 +1,310 @@
+"""A policy file from a RocketMQ 5 broker's ``subscriptionGroup.json``: each consumer group's own retry policy, as
+RocketMQ's gRPC clients follow it.
+
+RocketMQ 5 keeps a retry policy per consumer group (``SubscriptionGroupConfig``: ``retryMaxTimes``, default 16, and
+``groupRetryPolicy``, set with ``mqadmin updateSubGroup -r ... -p '{...}'``). The proxy hands it to every gRPC client
+of the group (``GrpcClientSettingsManager.mergeSubscriptionData``): ``maxAttempts = retryMaxTimes + 1`` (a Java int:
+``Integer.MAX_VALUE`` wraps around) and the backoff, CUSTOMIZED (``next``: one delay in milliseconds per attempt, the
+default the broker's 18 delay levels) or EXPONENTIAL (``initial``, ``max`` in milliseconds, a whole ``multiplier``,
+sent as a protobuf float). The client (``rocketmq-clients``, every language) nacks failed delivery ``k`` for
+``next[min(k, len) - 1]``, or for ``min(initial * multiplier^(k-1), max)`` computed in double nanoseconds and cast to
+a long, which the proxy truncates to milliseconds; delivery ``maxAttempts`` failed goes to ``%DLQ%<group>`` (the
+proxy's ``PopMessageResultFilterImpl`` when the message would come back, a FIFO client at once). That is our
+``stepped`` profile (``delays: next``) and ``exponential`` profile, with ``max_deliveries = retryMaxTimes + 1``.
+
+Clients of the remoting protocol (``DefaultMQPushConsumer``) do not follow it: their retries wait the broker's
+``messageDelayLevel`` and their bound is their own ``maxReconsumeTimes`` (import the ``broker.conf`` for them).
+
+The file is the broker's ``store/config/subscriptionGroup.json``, or what ``mqadmin exportMetadata -g`` writes: a
+JSON object with a ``subscriptionGroupTable`` of group name -> config. fastjson reads it into RocketMQ's classes:
+a field left out keeps its default, a field of another type or spelling than the broker writes is refused here
+(fastjson would convert or match it by rules this reader does not copy), and a value the proxy or the client fails
+on (``"type": null``, an empty ``next``, a delay too large for a protobuf duration in nanoseconds) is refused, as the
+group's clients would get no retry policy. The broker's own groups (``TOOLS_CONSUMER``, ``CID_RMQ_SYS_*``...) are
+left out; a group the file does not name is created by the broker with the defaults (``autoCreateSubscriptionGroup``),
+which the file's ``#`` policy without a group gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reprocess.errors import ConfigError
+from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.durations import INT_MAX, LONG_MAX, java_d2l, java_pow
+from reprocess.policy.rocketmq_import import DEAD_LETTER_TOPIC, policy_file
+
+INT_MIN = -(1 << 31)
+# CustomizedRetryPolicy's default ``next``: the broker's default messageDelayLevel (1s 5s 10s 30s 1m ... 1h 2h)
+DEFAULT_NEXT = (1000, 5000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000,
+                540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
+DEFAULT_EXPONENTIAL = (5000, 7_200_000, 2)  # ExponentialRetryPolicy's initial, max (ms), multiplier
+DEFAULT_RETRY_MAX_TIMES = 16
+# a delay in ms the client can hold: Durations.toNanos multiplies the seconds by 10^9 exactly (else ArithmeticException)
+MAX_DELAY_MS = LONG_MAX // 1_000_000
+EXACT_NS = 2**53  # doubles hold every nanosecond up to here: the exponential profile computes the same delays
+# the groups SubscriptionGroupManager.init makes for the broker's own use, and MixAll.isSysConsumerGroup's prefix
+SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                           "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER"})
+SYSTEM_PREFIX = "CID_RMQ_SYS_"
+TYPES = ("EXPONENTIAL", "CUSTOMIZED")  # GroupRetryPolicyType, in declaration order (fastjson takes an ordinal too)
+_GROUP_KEYS = ("retryMaxTimes", "groupRetryPolicy", "consumeMessageOrderly", "groupName")
+_POLICY_KEYS = ("type", "exponentialRetryPolicy", "customizedRetryPolicy")
+
+
+@dataclass(frozen=True)
+class GroupRetry:
+    """One consumer group's retry policy as its gRPC clients get it: ``max_attempts`` (``retryMaxTimes + 1`` as a
+    Java int), and ``next`` (CUSTOMIZED) or ``exponential`` (initial ms, max ms, multiplier as the protobuf float)."""
+
+    group: str
+    retry_max_times: int
+    orderly: bool
+    next: tuple[int, ...] | None = None
+    exponential: tuple[int, int, float] | None = None
+
+    @property
+    def max_attempts(self) -> int:
+        """``retryMaxTimes + 1`` in Java int arithmetic (``Integer.MAX_VALUE`` wraps to ``Integer.MIN_VALUE``)."""
+        return (self.retry_max_times + 1 - INT_MIN) % 2**32 + INT_MIN
+
+    def delay_ms(self, attempt: int) -> int:
+        """The client's ``getNextAttemptDelay(attempt)``, in the milliseconds the proxy makes of it."""
+        if self.next is not None:
+            return self.next[min(attempt, len(self.next)) - 1]
+        assert self.exponential is not None
+        initial, maximum, multiplier = self.exponential
+        nanos = min(float(initial * 1_000_000) * java_pow(multiplier, float(attempt - 1)), float(maximum * 1_000_000))
+        if math.isnan(nanos) or nanos <= 0:  # Math.min of NaN is NaN, and (long) NaN is 0
+            return 0
+        return java_d2l(nanos) // 1_000_000
+
+
+def _float32(value: int) -> float:
+    """Java's widening of a long to a float (the protobuf ``multiplier``), then to a double."""
+    return float(struct.unpack("f", struct.pack("f", float(value)))[0])
+
+
+@dataclass
+class GroupsImport:
+    """A policy file made from a ``subscriptionGroup.json``: its YAML ``text``, the :class:`PolicySet` it reads
+    as, each group's retry policy, the broker's own groups left out, and warnings."""
+
+    text: str
+    policies: PolicySet
+    groups: list[GroupRetry]
+    system: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"RocketMQ subscriptionGroup.json, {len(self.groups)} consumer group(s) -> {len(self.groups)} "
+                 "policies of one group and a '#' policy for the others (the broker's defaults), as the groups' gRPC "
+                 "clients retry; remoting clients (DefaultMQPushConsumer) follow broker.conf instead"]
+        if self.system:
+            lines.append(f"the broker's own groups left out: {', '.join(self.system)}")
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def is_json(path: str | Path) -> bool:
+    """True when the file at ``path`` starts with ``{`` (after a UTF-8 byte-order mark and blanks)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"{")
+
+
+class _Reader:
+    """Reads the values of one group's config, refusing what fastjson would read otherwise or the proxy fails on."""
+
+    def __init__(self, source: str, group: str) -> None:
+        self.where = {"file": source, "policy": group}
+
+    def fail(self, key: str, why: str) -> ConfigError:
+        return ConfigError(why, **self.where, key=key)
+
+    def mapping(self, raw: Any, key: str, known: tuple[str, ...]) -> Mapping[str, Any]:
+        if not isinstance(raw, Mapping):
+            raise self.fail(key, f"must be a JSON object, got {json.dumps(raw)}")
+        for name in raw:
+            flat = name.replace("_", "").replace("-", "").lower()
+            near = [k for k in known if k.lower() == flat and k != name]
+            if near:
+                raise self.fail(f"{key}.{name}" if key else name,
+                                f"the broker writes {near[0]!r}; fastjson may or may not read this spelling as it: "
+                                f"write {near[0]!r}")
+        return raw
+
+    def integer(self, raw: Any, key: str, low: int, high: int, kind: str) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise self.fail(key, f"must be a JSON integer (a Java {kind}), got {json.dumps(raw)}")
+        if not low <= raw <= high:
+            raise self.fail(key, f"{raw} is not a Java {kind}: fastjson refuses it")
+        return raw
+
+    def delay(self, raw: Any, key: str) -> int:
+        ms = self.integer(raw, key, -(1 << 63), LONG_MAX, "long")
+        if ms < 0:
+            raise self.fail(key, f"{ms} ms: a negative delay, which the client sends as is; write the delay you "
+                                 "mean (0: at once)")
+        if ms > MAX_DELAY_MS:
+            raise self.fail(key, f"{ms} ms is more than a protobuf duration holds in nanoseconds ({MAX_DELAY_MS} "
+                                 "ms): the group's gRPC clients fail on it (ArithmeticException)")
+        return ms
+
+
+def _group(name: str, raw: Any, source: str) -> tuple[GroupRetry, list[str]]:
+    r = _Reader(source, name)
+    config = r.mapping(raw, "", _GROUP_KEYS)
+    warnings = []
+    if "groupName" in config and config["groupName"] != name:
+        warnings.append(f"group {name!r} says groupName {config['groupName']!r}: the broker finds it by {name!r}")
+    retry_max_times = r.integer(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES), "retryMaxTimes",
+                                INT_MIN, INT_MAX, "int")
+    orderly = config.get("consumeMessageOrderly", False)
+    if not isinstance(orderly, bool):
+        raise r.fail("consumeMessageOrderly", f"must be true or false, got {json.dumps(orderly)}")
+    policy = r.mapping(config.get("groupRetryPolicy", {}), "groupRetryPolicy", _POLICY_KEYS)
+    kind = policy.get("type", "CUSTOMIZED")
+    if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind < len(TYPES):
+        kind = TYPES[kind]
+    if kind not in TYPES:
+        raise r.fail("groupRetryPolicy.type", f"must be one of {list(TYPES)}, got {json.dumps(kind)}: the proxy "
+                                              "fails on the group's settings")
+    if kind == "CUSTOMIZED":
+        custom = policy.get("customizedRetryPolicy")
+        nxt: tuple[int, ...] = DEFAULT_NEXT
+        if custom is not None:
+            custom = r.mapping(custom, "groupRetryPolicy.customizedRetryPolicy", ("next",))
+            if "next" in custom:
+                key = "groupRetryPolicy.customizedRetryPolicy.next"
+                if not isinstance(custom["next"], list) or not custom["next"]:
+                    raise r.fail(key, f"must be a non-empty list of delays in milliseconds, got "
+                                      f"{json.dumps(custom['next'])}: the group's clients fail on it")
+                nxt = tuple(r.delay(v, f"{key}[{i}]") for i, v in enumerate(custom["next"]))
+        retry = GroupRetry(name, retry_max_times, orderly, next=nxt)
+    else:
+        exp = policy.get("exponentialRetryPolicy")
+        initial, maximum, multiplier = DEFAULT_EXPONENTIAL
+        if exp is not None:
+            key = "groupRetryPolicy.exponentialRetryPolicy"
+            exp = r.mapping(exp, key, ("initial", "max", "multiplier"))
+            initial = r.delay(exp.get("initial", initial), f"{key}.initial")
+            maximum = r.delay(exp.get("max", maximum), f"{key}.max")
+            multiplier = r.integer(exp.get("multiplier", multiplier), f"{key}.multiplier", -(1 << 63), LONG_MAX,
+                                   "long")
+            if multiplier < 0:
+                raise r.fail(f"{key}.multiplier", f"{multiplier}: a negative multiplier makes every other delay 0 "
+                                                  "in the client; write the multiplier you mean")
+        retry = GroupRetry(name, retry_max_times, orderly, exponential=(initial, maximum, _float32(multiplier)))
+    if retry.max_attempts < 1:
+        warnings.append(f"group {name!r}: retryMaxTimes {retry_max_times} makes maxAttempts {retry.max_attempts}, "
+                        "so the broker sends its messages to %DLQ% before delivering them (a FIFO group after the "
+                        "first delivery): max_deliveries 1 written")
+    return retry, warnings
+
+
+def _text(ms: int) -> str | int:
+    """A delay as a policy file writes it: in the largest unit that divides it (``90s``, ``1500ms``)."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def _settings(retry: GroupRetry) -> tuple[str, dict[str, Any]]:
+    """The profile and settings giving ``retry``'s delays and bound: ``exponential`` where our formula computes
+    the client's delays exactly, else ``stepped``, its delays tabulated until they stop changing."""
+    bound = max(1, retry.max_attempts)
+    if retry.next is not None:
+        return "stepped", {"delays": [_text(d) for d in retry.next], "max_deliveries": bound}
+    assert retry.exponential is not None
+    initial, maximum, multiplier = retry.exponential
+    if initial <= maximum and multiplier >= 1 and maximum * 1_000_000 <= EXACT_NS:
+        return "exponential", {"initial_delay": _text(initial), "multiplier": multiplier,
+                               "max_delay": _text(maximum), "max_deliveries": bound}
+    # a multiplier of 0, an initial delay above the cap, or a cap past 104 days (where doubles round nanoseconds):
+    # the client's own arithmetic, up to where it settles (a whole multiplier >= 1 grows to the cap or stays)
+    delays = [retry.delay_ms(1)]
+    while len(delays) < bound - 1:
+        nxt = retry.delay_ms(len(delays) + 1)
+        if nxt == delays[-1]:
+            break
+        delays.append(nxt)
+    return "stepped", {"delays": [_text(d) for d in delays], "max_deliveries": bound}
+
+
+def read_groups(path: str | Path) -> tuple[list[GroupRetry], list[str], list[str]]:
+    """Each consumer group of the ``subscriptionGroup.json`` at ``path`` (the broker's own left out, named in the
+    second list), and warnings."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"not JSON: {exc}", file=source) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("subscriptionGroupTable"), dict):
+        raise ConfigError("no subscriptionGroupTable: give a RocketMQ broker's store/config/subscriptionGroup.json "
+                          "or what `mqadmin exportMetadata -g` writes", file=source)
+    groups: list[GroupRetry] = []
+    system: list[str] = []
+    warnings: list[str] = []
+    for name, raw in doc["subscriptionGroupTable"].items():
+        if name in SYSTEM_GROUPS or name.startswith(SYSTEM_PREFIX):
+            system.append(name)
+            continue
+        if not name or any(c.isspace() for c in name):
+            raise ConfigError(f"{json.dumps(name)} is not a consumer group's name RocketMQ takes", file=source)
+        retry, said = _group(name, raw, source)
+        groups.append(retry)
+        warnings += said
+    return groups, system, warnings
+
+
+def import_subscription_groups(path: str | Path) -> GroupsImport:
+    """The policy file of the consumer groups in the ``subscriptionGroup.json`` at ``path``."""
+    source = str(path)
+    groups, system, warnings = read_groups(path)
+    policies: list[dict[str, Any]] = []
+    for retry in groups:
+        profile, settings = _settings(retry)
+        policy: dict[str, Any] = {"match": "#", "consumer_group": retry.group, "profile": profile,
+                                  "settings": settings, "dead_letter_address": DEAD_LETTER_TOPIC}
+        if retry.orderly:
+            policy["ordered"] = True
+        policies.append(policy)
+    default_profile, default_settings = _settings(GroupRetry("", DEFAULT_RETRY_MAX_TIMES, False, next=DEFAULT_NEXT))
+    policies.append({"match": "#", "profile": default_profile, "settings": default_settings,
+                     "dead_letter_address": DEAD_LETTER_TOPIC})
+    doc = {"policies": policies}
+    policy_set = policies_from_mapping(doc, source=source)
+    text = _render(source, doc)
+    assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
+    return GroupsImport(text, policy_set, groups, system, warnings)
+
+
+def _render(source: str, doc: Mapping[str, object]) -> str:
+    header = [f"Imported from {Path(source).name} by `reprocess policies import`: each consumer group's retry policy "
+              "as RocketMQ 5's gRPC clients follow it (the proxy's maxAttempts = retryMaxTimes + 1, the "
+              "groupRetryPolicy's delays); a '#' policy of no group gives other groups the broker's defaults.",
+              "CUSTOMIZED: failed delivery k waits next[k], the last one repeating (stepped). EXPONENTIAL: "
+              "min(initial * multiplier^(k-1), max) (exponential, or stepped where the client's doubles round).",
+              "Remoting clients (DefaultMQPushConsumer) do not follow these: import the broker.conf for them.",
+              "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them; a message that names no consumer "
+              "group to the file's default_dead_letter_address (DLQ). A FIFO group (consumeMessageOrderly) is "
+              "ordered: later failures of an ordering key wait for the earlier ones."]
+    return policy_file(header, doc, flow=None)
+
+
+__all__ = ["GroupRetry", "GroupsImport", "import_subscription_groups", "is_json", "read_groups"]
