@@ -51,6 +51,23 @@ def _random_group(rng: random.Random) -> tuple[dict, str]:
     return config, line
 
 
+EXP = "EXPONENTIAL"
+# groups written by hand, with the line of the same settings for the Java program: fields left out take their
+# defaults; a multiplier a float cannot hold (2^24 + 1 is 2^24 to the client) within the exact range
+HANDWRITTEN = [
+    ({}, "C 16 " + ",".join(map(str, DEFAULT_NEXT))),
+    ({"groupRetryPolicy": {"type": EXP}}, "E 16 5000 7200000 2"),
+    ({"groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {"max": 60000}}, "retryMaxTimes": 9},
+     "E 9 5000 60000 2"),
+    ({"groupRetryPolicy": {"type": 1, "customizedRetryPolicy": {}}}, "C 16 " + ",".join(map(str, DEFAULT_NEXT))),
+    ({"groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {
+        "initial": 1, "max": 9_007_199_254, "multiplier": 2**24 + 1}}, "retryMaxTimes": 5},
+     f"E 5 1 9007199254 {2**24 + 1}"),
+    ({"groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {
+        "initial": 3, "max": 9_007_199_254, "multiplier": 3}}, "retryMaxTimes": 40}, "E 40 3 9007199254 3"),
+]
+
+
 def _file(tmp_path: Path, table: dict, name: str = "subscriptionGroup.json") -> Path:
     path = tmp_path / name
     path.write_text(json.dumps({"dataVersion": {"counter": 1}, "subscriptionGroupTable": table}, indent=2),
@@ -64,7 +81,7 @@ def test_group_policies_give_what_the_grpc_client_computes(tmp_path):
     policy retries failed delivery k after the client's delay, millisecond for millisecond, and dead-letters
     delivery maxAttempts (the first, where maxAttempts wraps or is below 1, as the broker never redelivers)."""
     rng = random.Random(11)
-    groups = [_random_group(rng) for _ in range(400)]
+    groups = HANDWRITTEN + [_random_group(rng) for _ in range(400)]
     java = run_java("RocketMQGroupRetry.java", "".join(line + "\n" for _, line in groups)).splitlines()
     assert len(java) == len(groups)
     outcomes = {"refused": 0, "exponential": 0, "stepped": 0, "stepped from exponential": 0, "wrapped": 0}
@@ -73,14 +90,14 @@ def test_group_policies_give_what_the_grpc_client_computes(tmp_path):
         words = out.split()
         if words[0] == "FAIL":
             with pytest.raises(ConfigError, match="gRPC clients fail on it"):
-                import_subscription_groups(path)
+                import_subscription_groups(path, max_invisible=0)
             outcomes["refused"] += 1
             continue
-        imported = import_subscription_groups(path)
+        imported = import_subscription_groups(path, max_invisible=0)  # a proxy that takes any nack
         max_attempts, delays = int(words[0]), [int(w) for w in words[1:]]
         policy = imported.policies.policies[0]
         assert policy.consumer_group == f"GID_{n}"
-        assert policy.ordered == config["consumeMessageOrderly"]
+        assert policy.ordered == config.get("consumeMessageOrderly", False)
         assert imported.policies.policies[-1].consumer_group is None  # the broker's defaults for other groups
         kind = type(policy.settings).__name__
         if max_attempts < 1:
@@ -225,3 +242,37 @@ def test_imported_group_policies_give_the_reference_delays_in_spark(spark, tmp_p
     rows = spark.createDataFrame(data, schema).select("idx", "k", ex.alias("ex"), delay.alias("delay")).collect()
     want = [(i, k, exhausted(policies.effective[i], k), delay_ms(policies.effective[i], k)) for i, k, _ in data]
     assert [(r.idx, r.k, r.ex, r.delay) for r in rows] == want
+
+
+@pytest.mark.unit
+def test_a_nack_longer_than_the_proxy_takes_is_refused_unless_fifo(tmp_path, capsys):
+    """The proxy refuses a nack past its maxInvisibleTimeMills (12h by default): only the delays a group's bound lets
+    happen count, a FIFO group waits in its client, and --max-invisible gives the proxy's own value."""
+    def group(retry: int, orderly: bool = False) -> Path:
+        return _file(tmp_path, {"G": {"retryMaxTimes": retry, "consumeMessageOrderly": orderly, "groupRetryPolicy": {
+            "customizedRetryPolicy": {"next": [1000, 13 * 3_600_000]}}}})
+
+    assert import_subscription_groups(group(1)).groups[0].delays() == [1000]  # delivery 2 is the last: no wait
+    with pytest.raises(ConfigError, match=r"failed delivery 2 waits 13h, more than the proxy's maxInvisibleTimeMills "
+                                          r"\(12h\)") as info:
+        import_subscription_groups(group(2))
+    assert "key='groupRetryPolicy'" in str(info.value)
+    assert import_subscription_groups(group(2, orderly=True)).policies.policies[0].ordered
+    exp = _file(tmp_path, {"G": {"groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {
+        "initial": 3_600_000, "max": 86_400_000, "multiplier": 2}}, "retryMaxTimes": 4}})
+    # 1h 2h 4h 8h: within 12h, and delivery 5 is the last
+    assert import_subscription_groups(exp).groups[0].delays() == [3_600_000, 7_200_000, 14_400_000, 28_800_000]
+    out = tmp_path / "p.yaml"
+    assert main(["policies", "import", str(group(2)), "--out", str(out)]) == 3
+    assert "--max-invisible" in capsys.readouterr().err
+    assert main(["policies", "import", str(group(2)), "--max-invisible", "1d", "--out", str(out)]) == 0
+    assert "delays: [1s, 13h]" in out.read_text(encoding="utf-8")
+    assert main(["policies", "import", str(group(2)), "--max-invisible", "0", "--out", str(out), "--force"]) == 0
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=a\n", encoding="latin-1")
+    assert main(["policies", "import", str(conf), "--max-invisible", "1d"]) == 3
+    assert "--max-invisible goes with a RocketMQ subscriptionGroup.json" in capsys.readouterr().err
+    longer = _file(tmp_path, {"G": {"groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {
+        "initial": 3_600_000, "max": 86_400_000, "multiplier": 2}}, "retryMaxTimes": 5}})
+    with pytest.raises(ConfigError, match="failed delivery 5 waits 16h"):
+        import_subscription_groups(longer)

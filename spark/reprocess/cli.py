@@ -475,7 +475,20 @@ def _add_policies_commands(sub: Any) -> None:
     p.add_argument("--property", metavar="KEY=VALUE", type=_property, action="append", default=[],
                    help="a system property of the broker, for ${KEY} in the file (repeatable; ${KEY:default} "
                    "takes its default without one; Spring's placeholders in an activemq.xml alike)")
+    p.add_argument("--max-invisible", metavar="DURATION", type=_duration_arg,
+                   help="with a subscriptionGroup.json: the RocketMQ proxy's maxInvisibleTimeMills, the longest nack "
+                   "it takes (default 12h; 0: no limit); a group that is not FIFO with a longer delay is refused, as "
+                   "its messages would not wait it")
     p.set_defaults(func=cmd_policies_import)
+
+
+def _duration_arg(text: str) -> int:
+    from reprocess.policy.durations import parse_duration_ms
+
+    try:
+        return parse_duration_ms(int(text) if text.isdigit() else text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _property(text: str) -> tuple[str, str]:
@@ -488,9 +501,11 @@ def _property(text: str) -> tuple[str, str]:
 def cmd_policies_import(args: argparse.Namespace) -> int:
     from reprocess.policy.classic_import import import_activemq_client, import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
-    from reprocess.policy.rocketmq_groups import import_subscription_groups, is_json
+    from reprocess.policy.rocketmq_groups import MAX_INVISIBLE_MS, import_subscription_groups, is_json
     from reprocess.policy.rocketmq_import import import_rocketmq_conf, is_xml
 
+    if args.max_invisible is not None and (args.broker_xml is None or not is_json(args.broker_xml)):
+        raise ConfigError("--max-invisible goes with a RocketMQ subscriptionGroup.json")
     if args.client is not None:
         if args.broker_xml is not None and not is_activemq_xml(args.broker_xml):
             raise ConfigError("--client goes with an ActiveMQ Classic activemq.xml (for its dead-letter strategies), "
@@ -506,7 +521,11 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
             raise ConfigError("--property is for ${KEY} in an XML configuration; a RocketMQ "
                               f"{'subscriptionGroup.json' if json_file else 'broker.conf'} has none",
                               file=args.broker_xml)
-        imported = import_subscription_groups(args.broker_xml) if json_file else import_rocketmq_conf(args.broker_xml)
+        if json_file:
+            imported = import_subscription_groups(args.broker_xml, MAX_INVISIBLE_MS if args.max_invisible is None
+                                                  else args.max_invisible)
+        else:
+            imported = import_rocketmq_conf(args.broker_xml)
     else:
         read = import_activemq_xml if is_activemq_xml(args.broker_xml) else import_broker_xml
         imported = read(args.broker_xml, dict(args.property))

@@ -1,16 +1,20 @@
 """A policy file from a RocketMQ 5 broker's ``subscriptionGroup.json``: each consumer group's own retry policy, as
-RocketMQ's gRPC clients follow it.
+RocketMQ's Java and Go gRPC clients follow it.
 
 RocketMQ 5 keeps a retry policy per consumer group (``SubscriptionGroupConfig``: ``retryMaxTimes``, default 16, and
 ``groupRetryPolicy``, set with ``mqadmin updateSubGroup -r ... -p '{...}'``). The proxy hands it to every gRPC client
 of the group (``GrpcClientSettingsManager.mergeSubscriptionData``): ``maxAttempts = retryMaxTimes + 1`` (a Java int:
 ``Integer.MAX_VALUE`` wraps around) and the backoff, CUSTOMIZED (``next``: one delay in milliseconds per attempt, the
 default the broker's 18 delay levels) or EXPONENTIAL (``initial``, ``max`` in milliseconds, a whole ``multiplier``,
-sent as a protobuf float). The client (``rocketmq-clients``, every language) nacks failed delivery ``k`` for
-``next[min(k, len) - 1]``, or for ``min(initial * multiplier^(k-1), max)`` computed in double nanoseconds and cast to
-a long, which the proxy truncates to milliseconds; delivery ``maxAttempts`` failed goes to ``%DLQ%<group>`` (the
+sent as a protobuf float). The Java client of ``rocketmq-clients`` (the Go one alike) nacks failed delivery ``k``
+for ``next[min(k, len) - 1]``, or for ``min(initial * multiplier^(k-1), max)`` computed in double nanoseconds and cast
+to a long, which the proxy truncates to milliseconds; delivery ``maxAttempts`` failed goes to ``%DLQ%<group>`` (the
 proxy's ``PopMessageResultFilterImpl`` when the message would come back, a FIFO client at once). That is our
-``stepped`` profile (``delays: next``) and ``exponential`` profile, with ``max_deliveries = retryMaxTimes + 1``.
+``stepped`` profile (``delays: next``) and ``exponential`` profile, with ``max_deliveries = retryMaxTimes + 1``. The
+other languages' clients compute otherwise (C++ one step ahead and its exponential base 2, Node and Python whole
+seconds or a fixed delay, Rust in 32-bit floats): not followed. The proxy refuses a nack longer than its
+``maxInvisibleTimeMills`` (12 hours by default), and the message then comes back when its receipt runs out, not
+after the delay: a group that is not FIFO (a FIFO client waits in its own process) with a delay past it is refused.
 
 Clients of the remoting protocol (``DefaultMQPushConsumer``) do not follow it: their retries wait the broker's
 ``messageDelayLevel`` and their bound is their own ``maxReconsumeTimes`` (import the ``broker.conf`` for them).
@@ -21,8 +25,8 @@ a field left out keeps its default, a field of another type or spelling than the
 (fastjson would convert or match it by rules this reader does not copy), and a value the proxy or the client fails
 on (``"type": null``, an empty ``next``, a delay too large for a protobuf duration in nanoseconds) is refused, as the
 group's clients would get no retry policy. The broker's own groups (``TOOLS_CONSUMER``, ``CID_RMQ_SYS_*``...) are
-left out; a group the file does not name is created by the broker with the defaults (``autoCreateSubscriptionGroup``),
-which the file's ``#`` policy without a group gives.
+left out; the proxy gives a group the file does not name the settings of a fresh ``SubscriptionGroupConfig``, which
+the file's ``#`` policy without a group gives.
 """
 
 from __future__ import annotations
@@ -31,13 +35,13 @@ import json
 import math
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
-from reprocess.policy.durations import INT_MAX, LONG_MAX, java_d2l, java_pow
+from reprocess.policy.durations import INT_MAX, LONG_MAX, human, java_d2l, java_pow
 from reprocess.policy.rocketmq_import import DEAD_LETTER_TOPIC, policy_file
 
 INT_MIN = -(1 << 31)
@@ -48,6 +52,7 @@ DEFAULT_EXPONENTIAL = (5000, 7_200_000, 2)  # ExponentialRetryPolicy's initial, 
 DEFAULT_RETRY_MAX_TIMES = 16
 # a delay in ms the client can hold: Durations.toNanos multiplies the seconds by 10^9 exactly (else ArithmeticException)
 MAX_DELAY_MS = LONG_MAX // 1_000_000
+MAX_INVISIBLE_MS = 12 * 3_600_000  # ProxyConfig.maxInvisibleTimeMills: the longest nack the proxy takes (<= 0: any)
 EXACT_NS = 2**53  # doubles hold every nanosecond up to here: the exponential profile computes the same delays
 # the groups SubscriptionGroupManager.init makes for the broker's own use, and MixAll.isSysConsumerGroup's prefix
 SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
@@ -84,6 +89,21 @@ class GroupRetry:
         if math.isnan(nanos) or nanos <= 0:  # Math.min of NaN is NaN, and (long) NaN is 0
             return 0
         return java_d2l(nanos) // 1_000_000
+
+    def delays(self) -> list[int]:
+        """The delays after failed deliveries 1, 2, ... that the bound lets happen (one at least): CUSTOMIZED's
+        ``next`` up to the last retry; EXPONENTIAL's up to where they stop changing (a whole multiplier >= 1 grows
+        to the cap or stays, 0 gives ``[initial, 0]``), the last repeating after them."""
+        last = max(1, self.max_attempts - 1)
+        if self.next is not None:
+            return list(self.next[:last])
+        delays = [self.delay_ms(1)]
+        while len(delays) < last:
+            nxt = self.delay_ms(len(delays) + 1)
+            if nxt == delays[-1]:
+                break
+            delays.append(nxt)
+        return delays
 
 
 def _float32(value: int) -> float:
@@ -161,7 +181,7 @@ class _Reader:
         return ms
 
 
-def _group(name: str, raw: Any, source: str) -> tuple[GroupRetry, list[str]]:
+def _group(name: str, raw: Any, source: str, max_invisible: int) -> tuple[GroupRetry, list[str]]:
     r = _Reader(source, name)
     config = r.mapping(raw, "", _GROUP_KEYS)
     warnings = []
@@ -172,7 +192,23 @@ def _group(name: str, raw: Any, source: str) -> tuple[GroupRetry, list[str]]:
     orderly = config.get("consumeMessageOrderly", False)
     if not isinstance(orderly, bool):
         raise r.fail("consumeMessageOrderly", f"must be true or false, got {json.dumps(orderly)}")
-    policy = r.mapping(config.get("groupRetryPolicy", {}), "groupRetryPolicy", _POLICY_KEYS)
+    retry = _backoff(r, GroupRetry(name, retry_max_times, orderly), config.get("groupRetryPolicy", {}))
+    if retry.max_attempts < 1:
+        warnings.append(f"group {name!r}: retryMaxTimes {retry_max_times} makes maxAttempts {retry.max_attempts}, "
+                        "so the proxy sends its messages to %DLQ% before delivering them: max_deliveries 1 written")
+    if not orderly and max_invisible > 0:
+        for k, delay in enumerate(retry.delays(), start=1):
+            if delay > max_invisible:
+                raise r.fail("groupRetryPolicy", f"failed delivery {k} waits {human(delay)}, more than the proxy's "
+                             f"maxInvisibleTimeMills ({human(max_invisible)}): the proxy refuses that nack and the "
+                             "message comes back when its receipt runs out, not after the delay; give the proxy's "
+                             "value with --max-invisible if it is higher (0: no limit)")
+    return retry, warnings
+
+
+def _backoff(r: _Reader, retry: GroupRetry, raw: Any) -> GroupRetry:
+    """``retry`` with the backoff of the group's ``groupRetryPolicy`` (``raw``)."""
+    policy = r.mapping(raw, "groupRetryPolicy", _POLICY_KEYS)
     kind = policy.get("type", "CUSTOMIZED")
     if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind < len(TYPES):
         kind = TYPES[kind]
@@ -190,29 +226,23 @@ def _group(name: str, raw: Any, source: str) -> tuple[GroupRetry, list[str]]:
                     raise r.fail(key, f"must be a non-empty list of delays in milliseconds, got "
                                       f"{json.dumps(custom['next'])}: the group's clients fail on it")
                 nxt = tuple(r.delay(v, f"{key}[{i}]") for i, v in enumerate(custom["next"]))
-        retry = GroupRetry(name, retry_max_times, orderly, next=nxt)
-    else:
-        exp = policy.get("exponentialRetryPolicy")
-        initial, maximum, multiplier = DEFAULT_EXPONENTIAL
-        if exp is not None:
-            key = "groupRetryPolicy.exponentialRetryPolicy"
-            exp = r.mapping(exp, key, ("initial", "max", "multiplier"))
-            initial = r.delay(exp.get("initial", initial), f"{key}.initial")
-            maximum = r.delay(exp.get("max", maximum), f"{key}.max")
-            multiplier = r.integer(exp.get("multiplier", multiplier), f"{key}.multiplier", -(1 << 63), LONG_MAX,
-                                   "long")
-            if multiplier < 0:
-                raise r.fail(f"{key}.multiplier", f"{multiplier}: a negative multiplier makes every other delay 0 "
-                                                  "in the client; write the multiplier you mean")
-        retry = GroupRetry(name, retry_max_times, orderly, exponential=(initial, maximum, _float32(multiplier)))
-    if retry.max_attempts < 1:
-        warnings.append(f"group {name!r}: retryMaxTimes {retry_max_times} makes maxAttempts {retry.max_attempts}, "
-                        "so the broker sends its messages to %DLQ% before delivering them (a FIFO group after the "
-                        "first delivery): max_deliveries 1 written")
-    return retry, warnings
+        return replace(retry, next=nxt)
+    exp = policy.get("exponentialRetryPolicy")
+    initial, maximum, multiplier = DEFAULT_EXPONENTIAL
+    if exp is not None:
+        key = "groupRetryPolicy.exponentialRetryPolicy"
+        exp = r.mapping(exp, key, ("initial", "max", "multiplier"))
+        initial = r.delay(exp.get("initial", initial), f"{key}.initial")
+        maximum = r.delay(exp.get("max", maximum), f"{key}.max")
+        multiplier = r.integer(exp.get("multiplier", multiplier), f"{key}.multiplier", -(1 << 63), LONG_MAX,
+                               "long")
+        if multiplier < 0:
+            raise r.fail(f"{key}.multiplier", f"{multiplier}: a negative multiplier makes every other delay 0 "
+                                              "in the client; write the multiplier you mean")
+    return replace(retry, exponential=(initial, maximum, _float32(multiplier)))
 
 
-def _text(ms: int) -> str | int:
+def _text(ms: int) -> str:
     """A delay as a policy file writes it: in the largest unit that divides it (``90s``, ``1500ms``)."""
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
         if ms and ms % size == 0:
@@ -232,19 +262,14 @@ def _settings(retry: GroupRetry) -> tuple[str, dict[str, Any]]:
         return "exponential", {"initial_delay": _text(initial), "multiplier": multiplier,
                                "max_delay": _text(maximum), "max_deliveries": bound}
     # a multiplier of 0, an initial delay above the cap, or a cap past 104 days (where doubles round nanoseconds):
-    # the client's own arithmetic, up to where it settles (a whole multiplier >= 1 grows to the cap or stays)
-    delays = [retry.delay_ms(1)]
-    while len(delays) < bound - 1:
-        nxt = retry.delay_ms(len(delays) + 1)
-        if nxt == delays[-1]:
-            break
-        delays.append(nxt)
-    return "stepped", {"delays": [_text(d) for d in delays], "max_deliveries": bound}
+    # the client's own arithmetic, up to where it settles
+    return "stepped", {"delays": [_text(d) for d in retry.delays()], "max_deliveries": bound}
 
 
-def read_groups(path: str | Path) -> tuple[list[GroupRetry], list[str], list[str]]:
+def read_groups(path: str | Path, max_invisible: int = MAX_INVISIBLE_MS) -> tuple[list[GroupRetry], list[str],
+                                                                                   list[str]]:
     """Each consumer group of the ``subscriptionGroup.json`` at ``path`` (the broker's own left out, named in the
-    second list), and warnings."""
+    second list), and warnings; ``max_invisible`` is the proxy's ``maxInvisibleTimeMills``."""
     source = str(path)
     try:
         data = Path(path).read_bytes()
@@ -266,16 +291,17 @@ def read_groups(path: str | Path) -> tuple[list[GroupRetry], list[str], list[str
             continue
         if not name or any(c.isspace() for c in name):
             raise ConfigError(f"{json.dumps(name)} is not a consumer group's name RocketMQ takes", file=source)
-        retry, said = _group(name, raw, source)
+        retry, said = _group(name, raw, source, max_invisible)
         groups.append(retry)
         warnings += said
     return groups, system, warnings
 
 
-def import_subscription_groups(path: str | Path) -> GroupsImport:
-    """The policy file of the consumer groups in the ``subscriptionGroup.json`` at ``path``."""
+def import_subscription_groups(path: str | Path, max_invisible: int = MAX_INVISIBLE_MS) -> GroupsImport:
+    """The policy file of the consumer groups in the ``subscriptionGroup.json`` at ``path``, for a proxy whose
+    ``maxInvisibleTimeMills`` is ``max_invisible`` (<= 0: no limit)."""
     source = str(path)
-    groups, system, warnings = read_groups(path)
+    groups, system, warnings = read_groups(path, max_invisible)
     policies: list[dict[str, Any]] = []
     for retry in groups:
         profile, settings = _settings(retry)
@@ -296,10 +322,12 @@ def import_subscription_groups(path: str | Path) -> GroupsImport:
 
 def _render(source: str, doc: Mapping[str, object]) -> str:
     header = [f"Imported from {Path(source).name} by `reprocess policies import`: each consumer group's retry policy "
-              "as RocketMQ 5's gRPC clients follow it (the proxy's maxAttempts = retryMaxTimes + 1, the "
-              "groupRetryPolicy's delays); a '#' policy of no group gives other groups the broker's defaults.",
-              "CUSTOMIZED: failed delivery k waits next[k], the last one repeating (stepped). EXPONENTIAL: "
-              "min(initial * multiplier^(k-1), max) (exponential, or stepped where the client's doubles round).",
+              "as RocketMQ 5's Java and Go gRPC clients follow it (the proxy's maxAttempts = retryMaxTimes + 1, the "
+              "groupRetryPolicy's delays); a '#' policy of no group gives other groups the proxy's defaults.",
+              "CUSTOMIZED: failed delivery k waits the k-th delay of next, the last one repeating (stepped). "
+              "EXPONENTIAL: min(initial * multiplier^(k-1), max) (exponential, or stepped where the client's doubles "
+              "round). RocketMQ dead-letters a message that is not FIFO when it would come back after its last "
+              "failure's delay; here at that failure.",
               "Remoting clients (DefaultMQPushConsumer) do not follow these: import the broker.conf for them.",
               "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them; a message that names no consumer "
               "group to the file's default_dead_letter_address (DLQ). A FIFO group (consumeMessageOrderly) is "
@@ -307,4 +335,4 @@ def _render(source: str, doc: Mapping[str, object]) -> str:
     return policy_file(header, doc, flow=None)
 
 
-__all__ = ["GroupRetry", "GroupsImport", "import_subscription_groups", "is_json", "read_groups"]
+__all__ = ["MAX_INVISIBLE_MS", "GroupRetry", "GroupsImport", "import_subscription_groups", "is_json", "read_groups"]
