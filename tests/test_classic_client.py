@@ -284,6 +284,10 @@ JNDI_HANDWRITTEN = [t.encode("latin-1") for t in [
     "maximumRedeliveries=%25zz\n",
     f"{URL}?jms.redeliveryPolicy.maximumRedeliveries=2\nbrokerURL=failover:tcp://127.0.0.1:1?jms.redeliveryPolicy."
     "maximumRedeliveries=5\n",
+    # a continuation at the end of the file: a lone backslash is an empty line (the key ""), with one line break
+    # after it too, not two, nor \r\n, nor a blank or a comment
+    f"{URL}\n\\", f"{URL}\n\\\n", f"{URL}\n\\\r", f"{URL}\n\\\r\n", f"{URL}\n\\\n\n", f"{URL}\n\\\n  ",
+    f"{URL}\n\\\n#c", f"{URL}\nx=1\\", f"{URL}\nx=1\\\n", f"{URL}\n  \\", f"{URL}\r\\", f"{URL}\n#c\\\n",
 ]]
 
 
@@ -316,7 +320,8 @@ def _random_jndi(rng: random.Random) -> bytes:
         odd = ["# a comment \\", "! another", "   ", "\\u00e9t\\u00e9=1", "bad\\u00zz=1", "key\\=with\\:colon = v\\t"]
         lines.insert(rng.randrange(len(lines) + 1), rng.choice(odd))
     rng.shuffle(lines)
-    return rng.choice(["\n", "\r\n", "\r"]).join(lines).encode("latin-1")
+    end = rng.choice(["", "", "", "", "\n", "\\", "\\\n", "\\\r\n", "\\\r", "\n\\"])  # continued at the end
+    return (rng.choice(["\n", "\r\n", "\r"]).join(lines) + end).encode("latin-1")
 
 
 @pytest.mark.jvm
@@ -337,7 +342,8 @@ def test_jndi_properties_read_as_activemqs_initial_context_reads_them(tmp_path):
         except ConfigError:
             assert props == ["refused"], path.read_bytes()
             continue
-        assert sorted(f"{k.encode().hex()}={v.encode().hex()}" for k, v in ours_props.items()) == props
+        assert [f"{k}={v}" for k, v in sorted((k.encode().hex(), v.encode().hex())
+                                              for k, v in ours_props.items())] == props
         try:
             ours = jndi_policies(str(path))
         except ConfigError as exc:

@@ -616,24 +616,33 @@ def load_properties(data: bytes, source: str) -> dict[str, str]:
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """``Properties.LineReader``: (the number of the line it starts on, the logical line, its continuations joined).
     While nothing is read of a logical line, a blank line or a comment ('#', '!') is skipped, even after a
-    continuation; a comment line is never continued."""
+    continuation; a comment line is never continued. A file ending in a continuation, even a lone backslash, ends
+    a logical line there (an empty one: the key ""), as one whose continuation's line break is a single character at
+    the very end of the file does (``LineReader`` returns what it has when it meets the end right after a break,
+    before it skips to the next line; after a ``\r\n`` it is past the break)."""
+    if text.endswith(("\n", "\r")) and not text.endswith("\r\n") and _continued(
+            re.split(r"\r\n|\r|\n", text[:-1])[-1].lstrip(_WHITE)):
+        text = text[:-1]
     lines: list[tuple[int, str]] = []
     read = ""
     start = 0
+    continued = False  # the last line read ended in a continuation
     for number, natural in enumerate(re.split(r"\r\n|\r|\n", text), 1):
         content = natural.lstrip(_WHITE)
         if not read and (not content or content[0] in "#!"):
+            continued = False
             continue
         if not read:
             start = number
-        if _continued(content):
+        continued = _continued(content)
+        if continued:
             read += content[:-1]
             continue
         read += content
         if read:
             lines.append((start, read))
         read = ""
-    if read:
+    if read or continued:
         lines.append((start, read))
     return lines
 
