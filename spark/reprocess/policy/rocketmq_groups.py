@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,8 +106,15 @@ class GroupRetry:
 
 
 def _float32(value: int) -> float:
-    """Java's widening of a long to a float (the protobuf ``multiplier``), then to a double."""
-    return float(struct.unpack("f", struct.pack("f", float(value)))[0])
+    """Java's widening of a long to a float (the protobuf ``multiplier``), then to a double: the long rounded to
+    24 significant bits, ties to even, at once (through a double it could round twice)."""
+    magnitude = abs(value)
+    shift = max(0, magnitude.bit_length() - 24)
+    kept, rest = divmod(magnitude, 1 << shift)
+    half = (1 << shift) >> 1
+    if shift and (rest > half or (rest == half and kept & 1)):
+        kept += 1
+    return math.copysign(float(kept << shift), value)
 
 
 @dataclass
@@ -124,7 +130,7 @@ class GroupsImport:
 
     def summary(self) -> str:
         lines = [f"RocketMQ subscriptionGroup.json, {len(self.groups)} consumer group(s) -> {len(self.groups)} "
-                 "policies of one group and a '#' policy for the others (the broker's defaults), as the groups' gRPC "
+                 "policies of one group and a '#' policy for the others (the proxy's defaults), as the groups' gRPC "
                  "clients retry; remoting clients (DefaultMQPushConsumer) follow broker.conf instead"]
         if self.system:
             lines.append(f"the broker's own groups left out: {', '.join(self.system)}")
