@@ -190,6 +190,12 @@ def test_what_the_grpc_clients_fail_on_or_fastjson_may_read_otherwise_is_refused
         ({"retryMaxTimes": "3"}, "retryMaxTimes", "must be a JSON integer"),
         ({"retry_max_times": 3}, "retry_max_times", "the broker writes 'retryMaxTimes'"),
         ({"consumeMessageOrderly": "yes"}, "consumeMessageOrderly", "must be true or false"),
+        ({"isConsumeMessageOrderly": True}, "isConsumeMessageOrderly", "the broker writes 'consumeMessageOrderly'"),
+        # fastjson reads the policy the type does not use too: its values must be of their types
+        ({"groupRetryPolicy": {"type": "CUSTOMIZED", "exponentialRetryPolicy": {"initial": "x"}}},
+         "groupRetryPolicy.exponentialRetryPolicy.initial", "must be a JSON integer"),
+        ({"groupRetryPolicy": {"type": EXP, "customizedRetryPolicy": {"next": 5}}},
+         "groupRetryPolicy.customizedRetryPolicy.next", "must be a non-empty list"),
     ]:
         with pytest.raises(ConfigError) as info:
             import_subscription_groups(_file(tmp_path, {"G": {**base, **change}}))
@@ -198,7 +204,8 @@ def test_what_the_grpc_clients_fail_on_or_fastjson_may_read_otherwise_is_refused
         assert f"key={key!r}" in message, (change, message)
         assert "policy='G'" in message, (change, message)
     for text, says in [("{}", "no subscriptionGroupTable"), ("{\"subscriptionGroupTable\": [1]}",
-                                                             "no subscriptionGroupTable"), ("{,", "not JSON")]:
+                                                             "no subscriptionGroupTable"), ("{,", "not JSON"),
+                       ('{"subscriptionGroupTable": {"G": {"retryMaxTimes": 1' + "0" * 5000 + "}}}", "not JSON")]:
         path = tmp_path / "bad.json"
         path.write_text(text, encoding="utf-8")
         with pytest.raises(ConfigError, match=says):
@@ -206,6 +213,10 @@ def test_what_the_grpc_clients_fail_on_or_fastjson_may_read_otherwise_is_refused
     wrapped = import_subscription_groups(_file(tmp_path, {"G": {**base, "retryMaxTimes": INT_MAX}}))
     assert "makes maxAttempts -2147483648" in wrapped.summary()
     assert wrapped.policies.policies[0].settings.max_deliveries == 1  # type: ignore[union-attr]
+    # the unused policy's values are not checked as the client would take them: it never takes them
+    unused = import_subscription_groups(_file(tmp_path, {"G": {**base, "groupRetryPolicy": {
+        "type": "CUSTOMIZED", "exponentialRetryPolicy": {"initial": -5, "multiplier": -2}}}}))
+    assert unused.groups[0].next == DEFAULT_NEXT
     named = import_subscription_groups(_file(tmp_path, {"G": {**base, "groupName": "H"}}))
     assert "the broker finds it by 'G'" in named.summary()
     path = _file(tmp_path, {"G": base})
@@ -253,6 +264,10 @@ def test_a_nack_longer_than_the_proxy_takes_is_refused_unless_fifo(tmp_path, cap
             "customizedRetryPolicy": {"next": [1000, 13 * 3_600_000]}}}})
 
     assert import_subscription_groups(group(1)).groups[0].delays() == [1000]  # delivery 2 is the last: no wait
+    for never_retried in ({"retryMaxTimes": 0, "groupRetryPolicy": {"customizedRetryPolicy": {"next": [86_400_000]}}},
+                          {"retryMaxTimes": -1, "groupRetryPolicy": {"type": EXP, "exponentialRetryPolicy": {
+                              "initial": 86_400_000, "max": 86_400_000}}}):
+        assert import_subscription_groups(_file(tmp_path, {"G": never_retried})).groups  # no delay is ever waited
     with pytest.raises(ConfigError, match=r"failed delivery 2 waits 13h, more than the proxy's maxInvisibleTimeMills "
                                           r"\(12h\)") as info:
         import_subscription_groups(group(2))
@@ -268,6 +283,9 @@ def test_a_nack_longer_than_the_proxy_takes_is_refused_unless_fifo(tmp_path, cap
     assert main(["policies", "import", str(group(2)), "--max-invisible", "1d", "--out", str(out)]) == 0
     assert "delays: [1s, 13h]" in out.read_text(encoding="utf-8")
     assert main(["policies", "import", str(group(2)), "--max-invisible", "0", "--out", str(out), "--force"]) == 0
+    with pytest.raises(SystemExit):  # rounds to 0, which would mean no limit
+        main(["policies", "import", str(group(2)), "--max-invisible", "0.5ms"])
+    assert "is less than 1 ms: give 0 for no limit" in capsys.readouterr().err
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=a\n", encoding="latin-1")
     assert main(["policies", "import", str(conf), "--max-invisible", "1d"]) == 3

@@ -483,12 +483,17 @@ def _add_policies_commands(sub: Any) -> None:
 
 
 def _duration_arg(text: str) -> int:
+    """A duration: ``12h``, ``90s``, or milliseconds (``43200000``); ``0`` alone is 0, which means no limit."""
     from reprocess.policy.durations import parse_duration_ms
 
+    plain = text.strip()
     try:
-        return parse_duration_ms(int(text) if text.isdigit() else text)
+        ms = parse_duration_ms(int(plain) if plain.isascii() and plain.isdigit() else plain)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if ms == 0 and any(c in "123456789" for c in plain):
+        raise argparse.ArgumentTypeError(f"{text!r} is less than 1 ms: give 0 for no limit")
+    return ms
 
 
 def _property(text: str) -> tuple[str, str]:
@@ -504,7 +509,8 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
     from reprocess.policy.rocketmq_groups import MAX_INVISIBLE_MS, import_subscription_groups, is_json
     from reprocess.policy.rocketmq_import import import_rocketmq_conf, is_xml
 
-    if args.max_invisible is not None and (args.broker_xml is None or not is_json(args.broker_xml)):
+    if args.max_invisible is not None and (args.broker_xml is None or (
+            os.path.isfile(args.broker_xml) and not is_json(args.broker_xml))):  # an unreadable file: said below
         raise ConfigError("--max-invisible goes with a RocketMQ subscriptionGroup.json")
     if args.client is not None:
         if args.broker_xml is not None and not is_activemq_xml(args.broker_xml):

@@ -162,7 +162,8 @@ class _Reader:
             raise self.fail(key, f"must be a JSON object, got {json.dumps(raw)}")
         for name in raw:
             flat = name.replace("_", "").replace("-", "").lower()
-            near = [k for k in known if k.lower() == flat and k != name]
+            flat_is = flat.removeprefix("is")  # fastjson also matches a boolean's key with an "is" before it
+            near = [k for k in known if k.lower() in (flat, flat_is) and k != name]
             if near:
                 raise self.fail(f"{key}.{name}" if key else name,
                                 f"the broker writes {near[0]!r}; fastjson may or may not read this spelling as it: "
@@ -202,8 +203,8 @@ def _group(name: str, raw: Any, source: str, max_invisible: int) -> tuple[GroupR
     if retry.max_attempts < 1:
         warnings.append(f"group {name!r}: retryMaxTimes {retry_max_times} makes maxAttempts {retry.max_attempts}, "
                         "so the proxy sends its messages to %DLQ% before delivering them: max_deliveries 1 written")
-    if not orderly and max_invisible > 0:
-        for k, delay in enumerate(retry.delays(), start=1):
+    if not orderly and max_invisible > 0:  # the delays after deliveries 1 .. maxAttempts - 1, which are retried
+        for k, delay in enumerate(retry.delays()[:max(0, retry.max_attempts - 1)], start=1):
             if delay > max_invisible:
                 raise r.fail("groupRetryPolicy", f"failed delivery {k} waits {human(delay)}, more than the proxy's "
                              f"maxInvisibleTimeMills ({human(max_invisible)}): the proxy refuses that nack and the "
@@ -221,31 +222,44 @@ def _backoff(r: _Reader, retry: GroupRetry, raw: Any) -> GroupRetry:
     if kind not in TYPES:
         raise r.fail("groupRetryPolicy.type", f"must be one of {list(TYPES)}, got {json.dumps(kind)}: the proxy "
                                               "fails on the group's settings")
-    if kind == "CUSTOMIZED":
-        custom = policy.get("customizedRetryPolicy")
-        nxt: tuple[int, ...] = DEFAULT_NEXT
-        if custom is not None:
-            custom = r.mapping(custom, "groupRetryPolicy.customizedRetryPolicy", ("next",))
-            if "next" in custom:
-                key = "groupRetryPolicy.customizedRetryPolicy.next"
-                if not isinstance(custom["next"], list) or not custom["next"]:
-                    raise r.fail(key, f"must be a non-empty list of delays in milliseconds, got "
-                                      f"{json.dumps(custom['next'])}: the group's clients fail on it")
-                nxt = tuple(r.delay(v, f"{key}[{i}]") for i, v in enumerate(custom["next"]))
-        return replace(retry, next=nxt)
-    exp = policy.get("exponentialRetryPolicy")
+    # fastjson reads both policies, whichever the type: the other one's values must be of their types too
+    nxt = _customized(r, policy.get("customizedRetryPolicy"), used=kind == "CUSTOMIZED")
+    exponential = _exponential(r, policy.get("exponentialRetryPolicy"), used=kind == "EXPONENTIAL")
+    return replace(retry, next=nxt) if kind == "CUSTOMIZED" else replace(retry, exponential=exponential)
+
+
+def _customized(r: _Reader, raw: Any, used: bool) -> tuple[int, ...]:
+    """A CUSTOMIZED policy's ``next`` (the default when left out); only a ``used`` one is checked as the client
+    takes it (not empty, each delay one it can hold)."""
+    if raw is None:
+        return DEFAULT_NEXT
+    custom = r.mapping(raw, "groupRetryPolicy.customizedRetryPolicy", ("next",))
+    if "next" not in custom:
+        return DEFAULT_NEXT
+    key = "groupRetryPolicy.customizedRetryPolicy.next"
+    if not isinstance(custom["next"], list) or (used and not custom["next"]):
+        raise r.fail(key, f"must be a non-empty list of delays in milliseconds, got {json.dumps(custom['next'])}: "
+                          "the group's clients fail on it")
+    values = tuple(r.integer(v, f"{key}[{i}]", -(1 << 63), LONG_MAX, "long") for i, v in enumerate(custom["next"]))
+    return tuple(r.delay(v, f"{key}[{i}]") for i, v in enumerate(values)) if used else values
+
+
+def _exponential(r: _Reader, raw: Any, used: bool) -> tuple[int, int, float]:
+    """An EXPONENTIAL policy's initial and max (ms) and multiplier (as the protobuf float), defaults for what is
+    left out; only a ``used`` one is checked as the client takes it."""
     initial, maximum, multiplier = DEFAULT_EXPONENTIAL
-    if exp is not None:
+    if raw is not None:
         key = "groupRetryPolicy.exponentialRetryPolicy"
-        exp = r.mapping(exp, key, ("initial", "max", "multiplier"))
-        initial = r.delay(exp.get("initial", initial), f"{key}.initial")
-        maximum = r.delay(exp.get("max", maximum), f"{key}.max")
-        multiplier = r.integer(exp.get("multiplier", multiplier), f"{key}.multiplier", -(1 << 63), LONG_MAX,
-                               "long")
-        if multiplier < 0:
-            raise r.fail(f"{key}.multiplier", f"{multiplier}: a negative multiplier makes every other delay 0 "
-                                              "in the client; write the multiplier you mean")
-    return replace(retry, exponential=(initial, maximum, _float32(multiplier)))
+        exp = r.mapping(raw, key, ("initial", "max", "multiplier"))
+        initial, maximum, multiplier = (r.integer(exp.get(name, default), f"{key}.{name}", -(1 << 63), LONG_MAX, "long")
+                                        for name, default in zip(("initial", "max", "multiplier"), DEFAULT_EXPONENTIAL,
+                                                                 strict=True))
+        if used:
+            initial, maximum = r.delay(initial, f"{key}.initial"), r.delay(maximum, f"{key}.max")
+            if multiplier < 0:
+                raise r.fail(f"{key}.multiplier", f"{multiplier}: a negative multiplier makes every other delay 0 "
+                                                  "in the client; write the multiplier you mean")
+    return initial, maximum, _float32(multiplier)
 
 
 def _text(ms: int) -> str:
@@ -283,7 +297,7 @@ def read_groups(path: str | Path, max_invisible: int = MAX_INVISIBLE_MS) -> tupl
         raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
     try:
         doc = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # undecodable bytes, bad JSON, an integer of more digits than Python converts
         raise ConfigError(f"not JSON: {exc}", file=source) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("subscriptionGroupTable"), dict):
         raise ConfigError("no subscriptionGroupTable: give a RocketMQ broker's store/config/subscriptionGroup.json "
