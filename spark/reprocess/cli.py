@@ -506,11 +506,11 @@ def _property(text: str) -> tuple[str, str]:
 def cmd_policies_import(args: argparse.Namespace) -> int:
     from reprocess.policy.classic_import import import_activemq_client, import_activemq_xml, is_activemq_xml
     from reprocess.policy.importer import import_broker_xml
-    from reprocess.policy.rocketmq_groups import MAX_INVISIBLE_MS, import_subscription_groups, is_json
-    from reprocess.policy.rocketmq_import import import_rocketmq_conf, is_xml
+    from reprocess.policy.rocketmq_groups import MAX_INVISIBLE_MS, import_subscription_groups
+    from reprocess.policy.rocketmq_import import file_kind, import_rocketmq_conf
 
-    if args.max_invisible is not None and (args.broker_xml is None or (
-            os.path.isfile(args.broker_xml) and not is_json(args.broker_xml))):  # an unreadable file: said below
+    kind = None if args.broker_xml is None else file_kind(args.broker_xml)
+    if args.max_invisible is not None and kind not in ("json", "unreadable"):  # an unreadable file: said below
         raise ConfigError("--max-invisible goes with a RocketMQ subscriptionGroup.json")
     if args.client is not None:
         if args.broker_xml is not None and not is_activemq_xml(args.broker_xml):
@@ -521,13 +521,12 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
         raise ConfigError("--factory goes with a jndi.properties --client")
     elif args.broker_xml is None:
         raise ConfigError("give BROKER_XML, or --client URL|FILE for an ActiveMQ Classic client's redelivery policy")
-    elif not is_xml(args.broker_xml):
-        json_file = is_json(args.broker_xml)
+    elif kind in ("json", "properties"):
         if args.property:
             raise ConfigError("--property is for ${KEY} in an XML configuration; a RocketMQ "
-                              f"{'subscriptionGroup.json' if json_file else 'broker.conf'} has none",
+                              f"{'subscriptionGroup.json' if kind == 'json' else 'broker.conf'} has none",
                               file=args.broker_xml)
-        if json_file:
+        if kind == "json":
             imported = import_subscription_groups(args.broker_xml, MAX_INVISIBLE_MS if args.max_invisible is None
                                                   else args.max_invisible)
         else:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError
+from reprocess.policy.durations import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 # setters of the Debian 5.17 jars' classes (public, one parameter, by reflection), and the types they take
 REDELIVERY_SETTERS = {
@@ -70,7 +71,7 @@ SETTINGS = {"initialRedeliveryDelay": "long", "redeliveryDelay": "long", "maximu
             "maximumRedeliveries": "int", "backOffMultiplier": "double", "useExponentialBackOff": "boolean",
             "useCollisionAvoidance": "boolean"}
 PERCENT = "collisionAvoidancePercent"  # a short: sets collisionAvoidanceFactor to percent * 0.01 (no setter for it)
-JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1),
+JAVA_RANGES = {"int": (INT_MIN, INT_MAX), "long": (LONG_MIN, LONG_MAX),
                "short": (-(1 << 15), (1 << 15) - 1)}
 
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 LONG_MAX = (1 << 63) - 1
 LONG_MIN = -(1 << 63)
 INT_MAX = (1 << 31) - 1
+INT_MIN = -(1 << 31)
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")

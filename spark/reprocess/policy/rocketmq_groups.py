@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from reprocess.errors import ConfigError
+from reprocess.policy.classic_client import JAVA_RANGES
 from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
-from reprocess.policy.durations import INT_MAX, LONG_MAX, human, java_d2l, java_pow
+from reprocess.policy.durations import INT_MIN, LONG_MAX, human, java_d2l, java_pow
 from reprocess.policy.rocketmq_import import DEAD_LETTER_TOPIC, policy_file
 
-INT_MIN = -(1 << 31)
 # CustomizedRetryPolicy's default ``next``: the broker's default messageDelayLevel (1s 5s 10s 30s 1m ... 1h 2h)
 DEFAULT_NEXT = (1000, 5000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000,
                 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
@@ -138,16 +138,6 @@ class GroupsImport:
         return "\n".join(lines)
 
 
-def is_json(path: str | Path) -> bool:
-    """True when the file at ``path`` starts with ``{`` (after a UTF-8 byte-order mark and blanks)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"{")
-
-
 class _Reader:
     """Reads the values of one group's config, refusing what fastjson would read otherwise or the proxy fails on."""
 
@@ -170,7 +160,9 @@ class _Reader:
                                 f"write {near[0]!r}")
         return raw
 
-    def integer(self, raw: Any, key: str, low: int, high: int, kind: str) -> int:
+    def integer(self, raw: Any, key: str, kind: str = "long") -> int:
+        """A JSON integer fastjson reads as a Java ``kind`` (of :data:`JAVA_RANGES`)."""
+        low, high = JAVA_RANGES[kind]
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise self.fail(key, f"must be a JSON integer (a Java {kind}), got {json.dumps(raw)}")
         if not low <= raw <= high:
@@ -178,7 +170,7 @@ class _Reader:
         return raw
 
     def delay(self, raw: Any, key: str) -> int:
-        ms = self.integer(raw, key, -(1 << 63), LONG_MAX, "long")
+        ms = self.integer(raw, key)
         if ms < 0:
             raise self.fail(key, f"{ms} ms: a negative delay, which the client sends as is; write the delay you "
                                  "mean (0: at once)")
@@ -194,8 +186,7 @@ def _group(name: str, raw: Any, source: str, max_invisible: int) -> tuple[GroupR
     warnings = []
     if "groupName" in config and config["groupName"] != name:
         warnings.append(f"group {name!r} says groupName {config['groupName']!r}: the broker finds it by {name!r}")
-    retry_max_times = r.integer(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES), "retryMaxTimes",
-                                INT_MIN, INT_MAX, "int")
+    retry_max_times = r.integer(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES), "retryMaxTimes", "int")
     orderly = config.get("consumeMessageOrderly", False)
     if not isinstance(orderly, bool):
         raise r.fail("consumeMessageOrderly", f"must be true or false, got {json.dumps(orderly)}")
@@ -240,7 +231,7 @@ def _customized(r: _Reader, raw: Any, used: bool) -> tuple[int, ...]:
     if not isinstance(custom["next"], list) or (used and not custom["next"]):
         raise r.fail(key, f"must be a non-empty list of delays in milliseconds, got {json.dumps(custom['next'])}: "
                           "the group's clients fail on it")
-    values = tuple(r.integer(v, f"{key}[{i}]", -(1 << 63), LONG_MAX, "long") for i, v in enumerate(custom["next"]))
+    values = tuple(r.integer(v, f"{key}[{i}]") for i, v in enumerate(custom["next"]))
     return tuple(r.delay(v, f"{key}[{i}]") for i, v in enumerate(values)) if used else values
 
 
@@ -251,7 +242,7 @@ def _exponential(r: _Reader, raw: Any, used: bool) -> tuple[int, int, float]:
     if raw is not None:
         key = "groupRetryPolicy.exponentialRetryPolicy"
         exp = r.mapping(raw, key, ("initial", "max", "multiplier"))
-        initial, maximum, multiplier = (r.integer(exp.get(name, default), f"{key}.{name}", -(1 << 63), LONG_MAX, "long")
+        initial, maximum, multiplier = (r.integer(exp.get(name, default), f"{key}.{name}")
                                         for name, default in zip(("initial", "max", "multiplier"), DEFAULT_EXPONENTIAL,
                                                                  strict=True))
         if used:
@@ -355,4 +346,4 @@ def _render(source: str, doc: Mapping[str, object]) -> str:
     return policy_file(header, doc, flow=None)
 
 
-__all__ = ["MAX_INVISIBLE_MS", "GroupRetry", "GroupsImport", "import_subscription_groups", "is_json", "read_groups"]
+__all__ = ["MAX_INVISIBLE_MS", "GroupRetry", "GroupsImport", "import_subscription_groups", "read_groups"]

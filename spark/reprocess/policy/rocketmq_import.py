@@ -69,17 +69,19 @@ class RocketMQImport:
         return "\n".join(lines)
 
 
-def is_xml(path: str | Path) -> bool:
-    """True when the file at ``path`` starts with ``<`` (after a UTF-8 byte-order mark and blanks) or with a UTF-16
-    byte-order mark; an unreadable file is left to the XML importer to report."""
+def file_kind(path: str | Path) -> str:
+    """What the file at ``path`` holds, by its first bytes: ``"xml"`` (``<`` after a UTF-8 byte-order mark and
+    blanks, or a UTF-16 byte-order mark), ``"json"`` (``{``), else ``"properties"``; ``"unreadable"`` where it cannot
+    be opened, left to the XML importer to report."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError:
-        return True
+        return "unreadable"
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return True  # UTF-16: XML here, never a file java.util.Properties reads
-    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"<")
+        return "xml"  # UTF-16: XML here, never a file java.util.Properties reads
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]
+    return {b"<": "xml", b"{": "json"}.get(first, "properties")
 
 
 def delay_levels(value: str, source: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -182,4 +184,4 @@ def policy_file(header: list[str], doc: Mapping[str, object], flow: bool | None 
     return "\n".join(lines) + "\n" + body
 
 
-__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "import_rocketmq_conf", "is_xml", "policy_file"]
+__all__ = ["DELAY_KEY", "RocketMQImport", "delay_levels", "file_kind", "import_rocketmq_conf", "policy_file"]
