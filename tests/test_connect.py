@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.spark]
 ROOT = Path(__file__).resolve().parents[1]
 GATED = "python:gated_target:gated"
 # timings, the Data Docs path under the warehouse, and the heap of the driver (the server's, or the test's own)
-VOLATILE = {"elapsed_s", "step_seconds", "validation", "driver_memory"}
+VOLATILE = {"elapsed_s", "step_seconds", "validation", "driver_memory", "landing_read"}
 
 
 @dataclass
@@ -79,10 +79,10 @@ def _cli(server: Server, *args: str) -> list[str]:
     return [sys.executable, "-m", "reprocess.cli", *args, "--remote", server.url]
 
 
-def _run(server: Server, landing: Path | str, wh: Path | str, as_of: str, target: str) -> dict:
+def _run(server: Server, landing: Path | str, wh: Path | str, as_of: str, target: str, **env: str) -> dict:
     cmd = _cli(server, "run", "--landing", str(landing), "--warehouse", str(wh), "--as-of", as_of, "--target",
                target, "--format", "json")
-    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, env={**server.client_env(), **env}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout)
 
@@ -97,7 +97,8 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
     of that warehouse run in the server's driver (``reprocess.connect.StorePlugin``): the lease, the conditional
     commit, the listings, the vacuum. Every file stays where its attempt wrote it and nothing else is left (no
     lease, no session record, no stage). The landing is at a URI too: the server's driver lists it and finds its
-    corrupt file. A warehouse on a local disk over Connect: the tests below."""
+    corrupt file. The clients read the landing's text files in splits of 4 KB (REPROCESS_LANDING_SPLIT_BYTES), the
+    driver of their own reads each file whole. A warehouse on a local disk over Connect: the tests below."""
     from reprocess.cli import parse_instant
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
     from reprocess.storage.commit import open_warehouse
@@ -114,8 +115,10 @@ def test_cycles_over_spark_connect_equal_cycles_on_a_driver_of_their_own(server,
     uri = f"cfile://{root}"
     summaries = []
     for as_of in ("2026-11-21T01:00:00Z", "2026-11-21T02:30:00Z"):
-        over_connect = _run(server, landing, uri, as_of, FLAKY)
-        assert _stable(over_connect) == _stable(cycle_at(spark, landing, local, as_of))
+        over_connect = _run(server, landing, uri, as_of, FLAKY, REPROCESS_LANDING_SPLIT_BYTES="4096")
+        on_its_own = cycle_at(spark, landing, local, as_of)
+        assert _stable(over_connect) == _stable(on_its_own)
+        assert (over_connect["landing_read"], on_its_own["landing_read"]) == ("splits", "whole_files")
         assert all(over_connect["conservation"].values())
         assert over_connect["validation"]["passed"]
         assert over_connect["landing_parser"] == "jvm"  # registered on the server, whose class path has the jar

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import random
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from reprocess.landing.long_lines import (
     record_no_after_skips,
     scan,
 )
+from reprocess.sparkutil import restoring_conf
 from reprocess.storage.arrow import open_snapshot, read_live
 from reprocess.storage.commit import Warehouse
 
@@ -145,6 +147,47 @@ def test_spark_reads_exactly_the_lines_the_scan_does_not_report(spark, tmp_path,
     assert [r.record_no for r in rows] == list(range(1, len(rows) + 1))  # numbered as read: renumbered by the run
 
 
+def _read(spark, paths: list[Path], cap: int, split: int | None) -> tuple[list[tuple], dict[str, int]]:
+    """Each line read (file name, record_no, raw, line_bytes), sorted, and the tasks that read each file: split in
+    ``split`` bytes with small files packed together, or one file per partition."""
+    with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
+        if split is None:
+            contract.one_file_per_partition(spark, max(p.stat().st_size for p in paths))
+        else:
+            contract.split_large_files(spark, split, open_cost=1)
+        df = contract.read_text_records(spark, [str(p) for p in paths], cap, split is not None)
+        rows = sorted((Path(r.source_file).name, r.record_no, r.raw, r.line_bytes) for r in df.collect())
+        tasks = df.select("source_file", F.spark_partition_id().alias("task")).distinct().groupBy("source_file").count()
+        return rows, {Path(r.source_file).name: r["count"] for r in tasks.collect()}
+
+
+@pytest.mark.spark
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bom=st.booleans(), parts=segments, split=st.integers(1, 70))
+def test_a_file_read_in_splits_numbers_its_lines_as_a_whole_file_read_does(spark, tmp_path, bom, parts, split):
+    """Hadoop's reader finishes a line past its split's end and skips the next split's partial first line; the first
+    pass's counts make each line's number its number in the whole file, whichever task read it and whatever else that
+    task read (small files packed with a split's end). (Lines of the limit or more are read whole files again by the
+    cycle: below.)"""
+    data = (BOM if bom else b"") + b"".join(parts) + b"\n" + b"".join(reversed(parts))
+    cap = len(data) + 3  # no line is too long
+    folder = tmp_path / f"{bom}-{split}-{abs(hash(data))}"
+    folder.mkdir(exist_ok=True)
+    paths = [folder / "f.jsonl", folder / "g.jsonl", folder / "h.jsonl.gz", folder / "i.jsonl"]
+    paths[0].write_bytes(data)
+    paths[1].write_bytes(b"a\nb\r\nc")
+    paths[2].write_bytes(gzip.compress(data))  # a .gz file is one split, whatever the size
+    paths[3].write_bytes(b"\n".join(b"%d" % i for i in range(40)))
+    whole, whole_tasks = _read(spark, paths, cap, None)
+    split_read, split_tasks = _read(spark, paths, cap, split)
+    assert split_read == whole
+    assert set(whole_tasks.values()) == {1}
+    # a line starting at byte o > 0 is read by the split holding byte o - 1 (the one before skips it as partial)
+    reading = {max(offset - 1, 0) // split for _no, offset, _size, _text in _reference(data, cap)}
+    if len(reading) > 1:
+        assert split_tasks["f.jsonl"] > 1  # read in splits: the test is not comparing one read with itself
+
+
 @pytest.mark.spark
 def test_records_read_after_skipped_lines_get_their_real_numbers_back(spark):
     skipped = {"a": [LongLine(2, 0, 0), LongLine(3, 0, 0), LongLine(6, 0, 0)], "b": [LongLine(1, 0, 0)]}
@@ -196,7 +239,12 @@ def _quarantine(wh: Path) -> dict[tuple[str, int], tuple[str, str | None, str]]:
 
 
 @pytest.mark.spark
-def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_nothing(spark, tmp_path):
+@pytest.mark.parametrize("split", [None, 1500])
+def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_nothing(spark, tmp_path, monkeypatch,
+                                                                                     caplog, split):
+    """Read whole, and read in splits smaller than the long lines (every text file but the .gz one split)."""
+    if split is not None:
+        monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(split))
     cap = 4096
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=3, malformed=0))
@@ -208,7 +256,11 @@ def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_noth
     (landing / HOUR / "one-line.jsonl").write_bytes(b"[" + b"1," * cap + b"1]")  # no line end at all
     wh = tmp_path / "wh"
 
-    summary = _cycle(spark, landing, wh, AS_OF, cap)
+    with caplog.at_level(logging.INFO, logger="reprocess.landing.contract"):
+        summary = _cycle(spark, landing, wh, AS_OF, cap)
+    assert ("landing text read in splits" in caplog.text) == (split is not None)
+    assert ("the landing is read again, one whole file per task" in caplog.text) == (split is not None)
+    assert summary["landing_read"] == ("whole_files" if split is None else "splits_then_whole_files")
     assert all(summary["conservation"].values()), summary["conservation"]
     got = _quarantine(wh)
     too_long = {k: v for k, v in got.items() if v[0] == contract.RECORD_TOO_LARGE}
@@ -233,6 +285,42 @@ def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_noth
     assert again["records_read"] == 0
     assert again["quarantined"] == 0
     assert _quarantine(wh) == got
+
+
+@pytest.mark.spark
+def test_a_long_line_the_split_reader_returns_whole_is_found_and_the_landing_read_again_whole(spark, tmp_path,
+                                                                                               monkeypatch, caplog):
+    """A line of cap - 2 characters and a CRLF is cap bytes: too long. Skipped, it takes Hadoop's split reader past
+    its split's end, so the reader returns it, whole (the text is shorter than the limit), and the bytes add up: a
+    valid record that the whole-file read quarantines would be ingested. A line read within two bytes of the limit
+    makes the run scan the file, find the line, and read the landing again whole."""
+    cap = 2048
+    head = _record("first")  # the near-limit line starts inside the first split and ends past it
+    near = _record("near", "q" * (cap - 2 - len(_record("near", ""))))
+    assert len(near) == cap - 2
+    lines = [head, near, _record("after"), "{broken"]
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    (landing / HOUR / "f.jsonl").write_bytes("\r\n".join(lines).encode() + b"\r\n")
+    results = {}
+    for split in (None, len(head) + 10):
+        if split is not None:
+            monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(split))
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            summary = _cycle(spark, landing, tmp_path / f"wh-{split}", AS_OF, cap)
+        assert all(summary["conservation"].values()), summary["conservation"]
+        read_again = "the landing is read again, one whole file per task" in caplog.text
+        assert read_again == (split is not None)
+        assert summary["landing_read"] == ("whole_files" if split is None else "splits_then_whole_files")
+        reader, snap = open_snapshot(str(tmp_path / f"wh-{split}"))
+        ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
+        results[split] = (ids, _quarantine(tmp_path / f"wh-{split}"), summary["records_read"], summary["ingested"])
+    whole, split_read = results.values()
+    assert split_read == whole
+    assert whole[0] == ["after", "first"]
+    assert sorted((name, no, code) for (name, no), (code, _raw, _why) in whole[1].items()) == [
+        ("f.jsonl", 2, contract.RECORD_TOO_LARGE), ("f.jsonl", 4, contract.MALFORMED_JSON)]
 
 
 @pytest.mark.spark

@@ -735,6 +735,11 @@ class Pinned:
         self._frames.append(kept)
         return kept
 
+    def unpin(self, kept: DataFrame) -> None:
+        """Free one frame :meth:`pin` returned now, not with the others (a read that another replaces)."""
+        self._frames = [df for df in self._frames if df is not kept]
+        unpin(kept)
+
     def free(self) -> None:
         """Free every frame, the last kept first (the outcomes before the merged rows they were made from); a Connect
         client's checkpoints last, in one request: a cached frame's plan may start at one of them (a small landing

@@ -20,6 +20,8 @@ from reprocess.landing.contract import (
     parse_records,
     read_parquet_records,
     read_text_records,
+    split_large_files,
+    splits_files,
     use_jvm_parser,
 )
 from reprocess.landing.long_lines import (
@@ -54,6 +56,17 @@ class Batch:
     text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz; -1
     # when a .gz file's decoded size is unknown, as from a Connect server with an older jar: it is scanned)
     line_limits: dict[str, int] = field(default_factory=dict)  # each text file read: the line limit it was read with
+    split: bool = False  # text files were read in splits (contract.read_text_records)
+
+
+class SplitTooLong(Exception):
+    """A landing read in splits holds lines of the line limit or more: Hadoop's reader, skipping one that runs past
+    its split's end, returns it cut short instead (and a line longer than a split comes out in pieces), so the
+    records of those files cannot be numbered. The caller reads the landing again, one whole file per task."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(f"landing files read in splits hold lines too long to read files={paths[:10]}")
+        self.paths = paths
 
 
 def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
@@ -120,11 +133,12 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, in
 
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
-               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Batch:
+               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: bool | None = None) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
     first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
-    from ``Batch.text_bytes``).
+    from ``Batch.text_bytes``). Text files are read in splits when one is larger than the split size
+    (:func:`contract.landing_split_bytes`), unless ``split`` says otherwise.
 
     With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
     long-lived driver's next run compiles nothing again: the records then carry column
@@ -153,18 +167,9 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
             readable.append(f)
             if f.fmt == "text":  # a .gz file whose decoded size did not come back is scanned (-1: unknown)
                 text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
-    texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
-    largest = max((f.size for f in readable), default=0)
-    one_file_per_partition(spark, largest)
-    parts = []
-    limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
-    for limit in sorted(set(limits.values())):  # one read per limit: this run's, and any first read's other one
-        group = [p for p in texts if limits[p] == limit]
-        if limit != max_line_bytes:
-            log.info("landing files read with their first read's line limit max_line_bytes=%s files=%s", limit,
-                     group[:10])
-        parts.append(read_text_records(spark, group, limit))
+    file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
+    parts, limits, split = _read_texts(spark, readable, manifest, max_line_bytes, file_keys, split)
     if parquets:
         parts.append(read_parquet_records([frames[p] for p in parquets]))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
@@ -172,7 +177,6 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     raw = parts[0] if parts else spark.createDataFrame([], schema)
     for p in parts[1:]:
         raw = raw.unionByName(p)
-    file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     window = spark.createDataFrame(
         [(uri, path, manifest[path].through_ms if path in manifest else None, path not in manifest,
           manifest[path].future_ms if path in manifest else None)
@@ -183,7 +187,38 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits)
+    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, split)
+
+
+def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
+                max_line_bytes: int, file_keys: dict[str, str],
+                split: bool | None) -> tuple[list[DataFrame], dict[str, int], bool]:
+    """The text files' records (one read per line limit: this run's, and any first read's other one), each file's
+    limit, and whether they were read in splits (``split``; None: when a file is larger than the split size); sets
+    how the session splits files (left for the caller to put back once the records are in the cache)."""
+    split_bytes = contract.landing_split_bytes()
+    if split is None:
+        split = splits_files([(f.path, f.size) for f in readable if f.fmt == "text"], split_bytes)
+    if split:  # a file above the split size: read by several tasks, numbered by a first pass (read_text_records)
+        split_large_files(spark, split_bytes)
+    else:
+        one_file_per_partition(spark, max((f.size for f in readable), default=0))
+    texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
+    parts = []
+    limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
+    for limit in sorted(set(limits.values())):
+        group = [p for p in texts if limits[p] == limit]
+        if limit != max_line_bytes:
+            log.info("landing files read with their first read's line limit max_line_bytes=%s files=%s", limit,
+                     group[:10])
+        try:  # split, the read's first pass runs here
+            parts.append(read_text_records(spark, group, limit, split))
+        except Exception as exc:
+            beyond = _beyond_the_reader(exc, file_keys)
+            if beyond is None:
+                raise
+            raise beyond from exc
+    return parts, limits, split
 
 
 def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
@@ -194,7 +229,9 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
-    fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning).
+    fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning). A batch read in splits raises
+    :class:`SplitTooLong` where a line read is within two bytes of the limit (the reader may have returned a long
+    line, cut short or whole, its line end making it long) or the scan finds a long line.
     """
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
@@ -202,15 +239,21 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
                                                F.sum("line_bytes").alias("bytes"),
                                                F.max("record_no").alias("lines"),
+                                               F.max("line_bytes").alias("longest"),
                                                F.sum(F.octet_length("payload")).alias("payload_bytes")).collect()
     except Exception as exc:
-        beyond = _beyond_the_reader(exc, batch)
+        beyond = _beyond_the_reader(exc, batch.file_keys)
         if beyond is None:
             raise
         raise beyond from exc
     records = sum(int(r.records) for r in stats)
     payload_bytes = sum(int(r.payload_bytes or 0) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
+    if batch.split:
+        near = sorted(r.source_file for r in stats if r.source_file in batch.text_bytes
+                      and int(r.longest or 0) >= batch.line_limits.get(r.source_file, max_line_bytes) - 2)
+        if near:
+            raise SplitTooLong(near)
     skipped: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
         got_bytes, lines = read.get(path, (0, 0))
@@ -227,6 +270,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
                       path, line.record_no, line.offset, line.size)
         if found:
             skipped[path] = found
+    if skipped and batch.split:
+        raise SplitTooLong(sorted(skipped))
     if not skipped:
         return rec, records, payload_bytes
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))
@@ -249,7 +294,7 @@ _BEYOND_THE_READER = "Too many bytes before newline"
 _READING_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
 
 
-def _beyond_the_reader(exc: BaseException, batch: Batch) -> ContractError | None:
+def _beyond_the_reader(exc: BaseException, file_keys: dict[str, str]) -> ContractError | None:
     """A :class:`ContractError` naming the landing file when ``exc`` is the reader giving up on a line of 2 GiB or
     more (which it can neither hold nor skip); None for any other error."""
     text = error_text(exc)
@@ -260,7 +305,7 @@ def _beyond_the_reader(exc: BaseException, batch: Batch) -> ContractError | None
     if uri is None:
         path = "(a landing file Spark did not name)"
     else:  # Spark writes a local file as file:///x, its listing's Path.toUri as file:/x
-        path = batch.file_keys.get(uri) or batch.file_keys.get(re.sub("^file:///", "file:/", uri), uri)
+        path = file_keys.get(uri) or file_keys.get(re.sub("^file:///", "file:/", uri), uri)
     return ContractError(
         f"landing file {path} holds a line of 2 GiB or more, which Spark's text reader can "
         "neither read nor skip: move the file out of the landing (split it at its line ends, or quarantine it by "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris, with_long_lines
+from reprocess.cycle.landing_batch import Batch, SplitTooLong, read_batch, spark_file_uris, with_long_lines
 from reprocess.errors import (
     ConfigError,
     ConservationError,
@@ -330,16 +330,24 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     # -- 1. landing -------------------------------------------------------------------------------
     # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
     # ledger and the staged files are read afterwards with the session's own splitting of small files.
+    # A small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans).
+    landing_checkpoint = truncates_plans(spark, codegen == "interpreted")
     with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
         batch, rec = landed(spark, files, manifest, opts, codegen)
         # what the cache holds is about the landing's bytes as read (a .gz file's decoded, where known)
         read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
         level, cache = cache_level(cache_budget, read_bytes)
-        # a small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans)
-        landing_checkpoint = truncates_plans(spark, codegen == "interpreted")
         kept = pins.pin(rec, level, landing_checkpoint)
-        # parses the batch into the cache once, for every use below, and adds up each file's lines
-        rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
+        landing_read = "splits" if batch.split else "whole_files"
+        try:  # parses the batch into the cache once, for every use below, and adds up each file's lines
+            rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
+        except SplitTooLong as exc:  # rare: a split read cannot number around such lines; the whole-file read can
+            log.warning("%s: the landing is read again, one whole file per task", exc)
+            landing_read = "splits_then_whole_files"
+            pins.unpin(kept)
+            batch, rec = landed(spark, files, manifest, opts, codegen, split=False)
+            kept = pins.pin(rec, level, landing_checkpoint)
+            rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
     bad = rec.filter(F.col("bad"))
     fresh = rec.filter(F.col("in_window"))
     fresh = fresh.withColumn(
@@ -348,7 +356,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     failures = aggregate_failures(fresh)
 
     steps.done("landing", files=len(files), records=records_read, codegen=codegen, cache=cache,
-               checkpoint=landing_checkpoint)
+               checkpoint=landing_checkpoint, read=landing_read)
     # -- 2. the ledger files this run touches ----------------------------------------------------
     ledger_files = wh.live_files("ledger", snap)
     due_limit = waiting_bucket(as_of)
@@ -485,6 +493,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     summary["step_seconds"] = steps.timings
     summary["codegen"] = codegen  # how its expressions ran: interpreted, generated (sparkutil.fit_codegen)
     summary["landing_parser"] = "jvm" if batch.jvm_parser else "expressions"  # docs/adr/0006
+    summary["landing_read"] = landing_read  # text files whole, one per task, or in splits (docs/adr/0007)
     # The driver's heap as Spark was given it (spark-submit's own default is 1g); in local mode the tasks run in it.
     summary["driver_memory"] = spark.conf.get("spark.driver.memory", "1g")
     new = Snapshot(files={k: list(v) for k, v in snap.files.items()}, runs=list(snap.runs),
@@ -519,7 +528,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 
 
 def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], opts: CycleOptions,
-           codegen: str) -> tuple[Batch, DataFrame]:
+           codegen: str, split: bool | None = None) -> tuple[Batch, DataFrame]:
     """The run's landing batch and its records, parsed and checked: ``problem`` names why a record is quarantined
     (the contract, no policy for its address, the landing suite's row-level expectations), ``bad`` whether this run
     quarantines it, ``in_window`` whether it is a new failure of this run, ``deferred`` whether it waits for a later
@@ -534,7 +543,7 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     came.)"""
     policies = opts.policies
     batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen,
-                       opts.max_line_bytes)
+                       opts.max_line_bytes, split)
     rec = batch.records.withColumns({
         "policy_idx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
         suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})

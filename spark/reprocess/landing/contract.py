@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reprocess.errors import ConfigError
 from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES, READER_OPTION
 from reprocess.sparkutil import as_of_column, columns_once, sql_lambda
 
@@ -84,24 +86,56 @@ JSON_STRING_CHARS = 20_000_000
 MAX_DELIVERY_COUNT = 2**31 - 1  # the largest delivery counter a broker keeps (an int in ActiveMQ, Artemis, RocketMQ)
 
 
-def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> DataFrame:
+def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                      split: bool = False) -> DataFrame:
     """``source_file, record_no, raw, line_bytes`` for JSONL / JSONL.gz files, one row per line (blank lines too).
 
-    Each file must be read whole by one task, so the record number is the row index within the
-    partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above
-    the largest file (see :func:`one_file_per_partition`).
+    Without ``split`` each file must be read whole by one task, so the record number is the row index within the
+    partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above the largest file
+    (see :func:`one_file_per_partition`). With ``split`` (the caller has called :func:`split_large_files`) a file
+    may be read in several splits, by several tasks, and share a task with others: a first pass counts the lines of
+    each split (its ``file_block_start``) and the row index of its first line in the task, and the record number is
+    then the lines of the file's earlier splits plus the row's index within its split. Both passes plan the same
+    splits: the same file listing and the settings :func:`split_large_files` pins.
 
     A line of ``max_line_bytes`` or more (its line end included) is skipped, never held whole, and the record
     numbers after it are one short: :mod:`reprocess.landing.long_lines` finds it from ``line_bytes`` (each line's
-    bytes), quarantines it and renumbers.
+    bytes), quarantines it and renumbers. Hadoop's reader finishes a line that runs past its split's end and skips
+    the next split's first partial line, so a split read of lines shorter than the limit reads what a whole one
+    does. A long line is another matter: skipped past its split's end, the reader returns it (cut to the limit), and
+    one longer than a split comes out in pieces. So a line within two bytes of the limit comes with the head of its
+    text only, for the caller to read the landing again whole.
     """
     df = spark.read.option(READER_OPTION, str(max_line_bytes)).text(files)
-    mid = F.monotonically_increasing_id()
-    return df.select(
-        F.col("_metadata.file_path").alias("source_file"),
-        (mid.bitwiseAND(F.lit(_LINE_MASK)) + F.lit(1)).alias("record_no"),
-        F.col("value").alias("raw"),
-        F.octet_length("value").cast("long").alias("line_bytes"),
+    # the row's index in its task's input (monotonically_increasing_id = partition << 33 | row in partition)
+    row = F.monotonically_increasing_id().bitwiseAND(F.lit(_LINE_MASK))
+    if not split:
+        return df.select(
+            F.col("_metadata.file_path").alias("source_file"),
+            (row + F.lit(1)).alias("record_no"),
+            F.col("value").alias("raw"),
+            F.octet_length("value").cast("long").alias("line_bytes"),
+        )
+    lines = df.select(F.col("_metadata.file_path").alias("source_file"),
+                      F.col("_metadata.file_block_start").alias("_block"), row.alias("_row"), F.col("value"))
+    counted = lines.groupBy("source_file", "_block").agg(F.count(F.lit(1)).alias("lines"),
+                                                        F.min("_row").alias("first")).collect()
+    bases = []
+    before: dict[str, int] = {}
+    for split_row in sorted(counted, key=lambda r: (r.source_file, r._block)):
+        seen = before.get(split_row.source_file, 0)
+        bases.append((split_row.source_file, int(split_row._block), seen - int(split_row.first)))
+        before[split_row.source_file] = seen + int(split_row.lines)
+    log.info("landing text read in splits files=%s splits=%s", len(before), len(bases))
+    base = spark.createDataFrame(bases, "source_file string, _block bigint, _base bigint")
+    size = F.octet_length("value").cast("long")
+    return lines.join(F.broadcast(base), ["source_file", "_block"]).select(
+        "source_file",
+        (F.col("_row") + F.col("_base") + F.lit(1)).alias("record_no"),
+        # a line within two bytes of the limit may be a long one the reader returned (cut to the limit): only its
+        # head goes on (the run reads the landing again whole: reprocess.cycle.landing_batch.SplitTooLong)
+        F.when(size >= max_line_bytes - 2, F.substring("value", 1, 1024)).otherwise(F.col("value")).alias("raw"),
+        size.alias("line_bytes"),
     )
 
 
@@ -196,7 +230,23 @@ def use_jvm_parser(spark: SparkSession) -> bool:
 
 
 # The session settings that decide how files are split into input partitions.
-FILE_SPLIT_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+FILE_SPLIT_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
+                   "spark.sql.files.minPartitionNum")
+# A landing text file (not .gz, which cannot be split) larger than this is read in splits of this size, by as many
+# tasks (read_text_records with split): one task per file held a 4 GB file's parse on one core and its cached
+# records in one block.
+SPLIT_BYTES = 128 << 20
+SPLIT_BYTES_ENV = "REPROCESS_LANDING_SPLIT_BYTES"
+
+
+def landing_split_bytes() -> int:
+    """``$REPROCESS_LANDING_SPLIT_BYTES`` when set (a whole number of bytes, at least 1), else :data:`SPLIT_BYTES`."""
+    value = os.environ.get(SPLIT_BYTES_ENV, "").strip()
+    if not value:
+        return SPLIT_BYTES
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{SPLIT_BYTES_ENV} must be a whole number of bytes, at least 1, got {value!r}")
+    return int(value)
 
 
 def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None:
@@ -207,8 +257,24 @@ def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None
     the session gets a task per file (the ledger's small bucket files: 721 tasks instead of 24 at 10M messages).
     """
     size = str(max(largest_file_bytes + 1, 128 << 20))
-    for key in FILE_SPLIT_KEYS:
+    for key in FILE_SPLIT_KEYS[:2]:
         spark.conf.set(key, size)
+
+
+def split_large_files(spark: SparkSession, split_bytes: int = SPLIT_BYTES, open_cost: int = 4 << 20) -> None:
+    """Read files in splits of ``split_bytes``, smaller files packed together (Spark's own planning), with every
+    setting the planning reads pinned: a driver whose cores change between :func:`read_text_records`' two passes
+    (executors added) must not split the files otherwise. As for :func:`one_file_per_partition`, the settings must
+    hold until the records are materialised, then be put back."""
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
+    spark.conf.set("spark.sql.files.openCostInBytes", str(open_cost))  # Spark's default: a small file's weight
+    spark.conf.set("spark.sql.files.minPartitionNum", "1")  # the split size is split_bytes, whatever the cores
+
+
+def splits_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> bool:
+    """True when a text landing file of ``sizes`` ((path, bytes)) is larger than ``split_bytes`` and not a
+    ``.gz`` file: then the landing is read in splits (:func:`split_large_files`)."""
+    return any(size > split_bytes and not path.endswith(".gz") for path, size in sizes)
 
 
 def _json_array_of_the_line(raw: Column) -> Column:
