@@ -155,7 +155,8 @@ def _read(spark, paths: list[Path], cap: int, split: int | None) -> tuple[list[t
             contract.one_file_per_partition(spark, max(p.stat().st_size for p in paths))
         else:
             contract.split_large_files(spark, split, open_cost=1)
-        df = contract.read_text_records(spark, [str(p) for p in paths], cap, split is not None)
+        # in splits, no file's lines are held to the limit: none is near it here
+        df = contract.read_text_records(spark, [str(p) for p in paths], cap, None if split is None else frozenset())
         rows = sorted((Path(r.source_file).name, r.record_no, r.raw, r.line_bytes) for r in df.collect())
         tasks = df.select("source_file", F.spark_partition_id().alias("task")).distinct().groupBy("source_file").count()
         return rows, {Path(r.source_file).name: r["count"] for r in tasks.collect()}
@@ -258,7 +259,6 @@ def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_noth
 
     with caplog.at_level(logging.INFO, logger="reprocess.landing.contract"):
         summary = _cycle(spark, landing, wh, AS_OF, cap)
-    assert ("landing text read in splits" in caplog.text) == (split is not None)
     assert ("the landing is read again, one whole file per task" in caplog.text) == (split is not None)
     assert summary["landing_read"] == ("whole_files" if split is None else "splits_then_whole_files")
     assert all(summary["conservation"].values()), summary["conservation"]
@@ -287,40 +287,71 @@ def test_a_cycle_quarantines_long_lines_unread_renumbers_the_rest_and_loses_noth
     assert _quarantine(wh) == got
 
 
-@pytest.mark.spark
-def test_a_long_line_the_split_reader_returns_whole_is_found_and_the_landing_read_again_whole(spark, tmp_path,
-                                                                                               monkeypatch, caplog):
-    """A line of cap - 2 characters and a CRLF is cap bytes: too long. Skipped, it takes Hadoop's split reader past
-    its split's end, so the reader returns it, whole (the text is shorter than the limit), and the bytes add up: a
-    valid record that the whole-file read quarantines would be ingested. A line read within two bytes of the limit
-    makes the run scan the file, find the line, and read the landing again whole."""
-    cap = 2048
-    head = _record("first")  # the near-limit line starts inside the first split and ends past it
-    near = _record("near", "q" * (cap - 2 - len(_record("near", ""))))
-    assert len(near) == cap - 2
-    lines = [head, near, _record("after"), "{broken"]
-    landing = tmp_path / "landing"
-    (landing / HOUR).mkdir(parents=True)
-    (landing / HOUR / "f.jsonl").write_bytes("\r\n".join(lines).encode() + b"\r\n")
+def _both_readers(spark, tmp_path, monkeypatch, caplog, landing: Path, cap: int, split: int) -> dict:
+    """A cycle over ``landing`` read whole and read in splits of ``split`` bytes: for each, the ledger's ids, the
+    quarantine, the records read and ingested, and the summary's ``landing_read``."""
     results = {}
-    for split in (None, len(head) + 10):
-        if split is not None:
-            monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(split))
+    for size in (None, split):
+        if size is not None:
+            monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(size))
         caplog.clear()
         with caplog.at_level(logging.INFO):
-            summary = _cycle(spark, landing, tmp_path / f"wh-{split}", AS_OF, cap)
+            summary = _cycle(spark, landing, tmp_path / f"wh-{size}", AS_OF, cap)
         assert all(summary["conservation"].values()), summary["conservation"]
-        read_again = "the landing is read again, one whole file per task" in caplog.text
-        assert read_again == (split is not None)
-        assert summary["landing_read"] == ("whole_files" if split is None else "splits_then_whole_files")
-        reader, snap = open_snapshot(str(tmp_path / f"wh-{split}"))
+        assert ("the landing is read again" in caplog.text) == (summary["landing_read"] == "splits_then_whole_files")
+        reader, snap = open_snapshot(str(tmp_path / f"wh-{size}"))
         ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
-        results[split] = (ids, _quarantine(tmp_path / f"wh-{split}"), summary["records_read"], summary["ingested"])
-    whole, split_read = results.values()
-    assert split_read == whole
-    assert whole[0] == ["after", "first"]
+        results[size] = (ids, _quarantine(tmp_path / f"wh-{size}"), summary["records_read"], summary["ingested"],
+                         summary["landing_read"])
+    return results
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("pad", "end"), [("", "\r\n"), (" " * 1100, "\n")])
+def test_a_line_the_split_reader_returns_near_the_limit_has_the_landing_read_again_whole(spark, tmp_path, monkeypatch,
+                                                                                         caplog, pad, end):
+    """A line of cap - 2 characters and a CRLF is cap bytes: too long. Skipped, it takes Hadoop's split reader past
+    its split's end, so the reader returns it whole (its text is shorter than the limit) and the bytes add up: a valid
+    record the whole-file read quarantines would be ingested. The first pass sees a line within two bytes of the
+    limit and the landing is read again whole. So is a line of cap - 2 characters and an LF (not too long), even
+    when it starts with more blanks than any cut of it would keep (a review found such a line dropped as blank)."""
+    cap = 2048
+    head = _record("first", "h" * 1100)  # the near-limit line starts inside the first split and ends past it
+    near = pad + _record("near", "q" * (cap - 2 - len(pad) - len(_record("near", ""))))
+    assert len(near) == cap - 2
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    (landing / HOUR / "f.jsonl").write_bytes(end.join([head, near, _record("after"), "{broken"]).encode() + b"\n")
+    whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, len(head) + 10).values()
+    assert (whole[4], split_read[4]) == ("whole_files", "splits_then_whole_files")
+    assert split_read[:4] == whole[:4]
+    quarantined = sorted((name, no, code) for (name, no), (code, _raw, _why) in whole[1].items())
+    if end == "\r\n":
+        assert whole[0] == ["after", "first"]
+        assert quarantined == [("f.jsonl", 2, contract.RECORD_TOO_LARGE), ("f.jsonl", 4, contract.MALFORMED_JSON)]
+    else:
+        assert whole[0] == ["after", "first", "near"]
+        assert quarantined == [("f.jsonl", 4, contract.MALFORMED_JSON)]
+
+
+@pytest.mark.spark
+def test_a_long_line_in_a_file_of_one_split_is_renumbered_around_without_reading_the_landing_again(
+        spark, tmp_path, monkeypatch, caplog):
+    """A file no larger than a split is read from its start to its end, as a whole-file read reads it: its long line
+    is skipped and found as usual, and the big file beside it keeps its split read."""
+    cap = 2048
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    (landing / HOUR / "big.jsonl").write_text("\n".join(_record(f"b-{i}") for i in range(200)) + "\n")
+    small = [_record("s-1"), "x" * (2 * cap), _record("s-2"), "{broken"]
+    (landing / HOUR / "small.jsonl").write_text("\n".join(small) + "\n")
+    split = 6 * cap  # big.jsonl (about 21 KB) in splits; small.jsonl (about 4 KB) one split
+    whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, split).values()
+    assert (whole[4], split_read[4]) == ("whole_files", "splits")
+    assert split_read[:4] == whole[:4]
+    assert len(whole[0]) == 202
     assert sorted((name, no, code) for (name, no), (code, _raw, _why) in whole[1].items()) == [
-        ("f.jsonl", 2, contract.RECORD_TOO_LARGE), ("f.jsonl", 4, contract.MALFORMED_JSON)]
+        ("small.jsonl", 2, contract.RECORD_TOO_LARGE), ("small.jsonl", 4, contract.MALFORMED_JSON)]
 
 
 @pytest.mark.spark

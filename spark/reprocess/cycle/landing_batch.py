@@ -16,12 +16,13 @@ from pyspark.sql import types as T
 from reprocess.errors import ContractError
 from reprocess.landing import contract
 from reprocess.landing.contract import (
+    SplitTooLong,
     one_file_per_partition,
     parse_records,
     read_parquet_records,
     read_text_records,
+    split_files,
     split_large_files,
-    splits_files,
     use_jvm_parser,
 )
 from reprocess.landing.long_lines import (
@@ -56,17 +57,8 @@ class Batch:
     text_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its bytes (decoded for .gz; -1
     # when a .gz file's decoded size is unknown, as from a Connect server with an older jar: it is scanned)
     line_limits: dict[str, int] = field(default_factory=dict)  # each text file read: the line limit it was read with
-    split: bool = False  # text files were read in splits (contract.read_text_records)
-
-
-class SplitTooLong(Exception):
-    """A landing read in splits holds lines of the line limit or more: Hadoop's reader, skipping one that runs past
-    its split's end, returns it cut short instead (and a line longer than a split comes out in pieces), so the
-    records of those files cannot be numbered. The caller reads the landing again, one whole file per task."""
-
-    def __init__(self, paths: list[str]) -> None:
-        super().__init__(f"landing files read in splits hold lines too long to read files={paths[:10]}")
-        self.paths = paths
+    split_files: frozenset[str] = frozenset()  # text files read in several splits (contract.read_text_records)
+    read_again: bool = False  # read in splits first, then again whole (contract.SplitTooLong in the first pass)
 
 
 def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
@@ -169,7 +161,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
                 text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
-    parts, limits, split = _read_texts(spark, readable, manifest, max_line_bytes, file_keys, split)
+    parts, limits, split_paths, read_again = _read_texts(spark, readable, manifest, max_line_bytes, file_keys, split)
     if parquets:
         parts.append(read_parquet_records([frames[p] for p in parquets]))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
@@ -187,25 +179,36 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, split)
+    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, frozenset(split_paths), read_again)
 
 
 def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
                 max_line_bytes: int, file_keys: dict[str, str],
-                split: bool | None) -> tuple[list[DataFrame], dict[str, int], bool]:
+                split: bool | None) -> tuple[list[DataFrame], dict[str, int], list[str], bool]:
     """The text files' records (one read per line limit: this run's, and any first read's other one), each file's
-    limit, and whether they were read in splits (``split``; None: when a file is larger than the split size); sets
-    how the session splits files (left for the caller to put back once the records are in the cache)."""
+    limit, the files read in several splits (``split``: None when a file is larger than the split size, False never),
+    and whether a read in splits found a line too long for it and read the landing again whole; sets how the session
+    splits files (left for the caller to put back once the records are in the cache)."""
     split_bytes = contract.landing_split_bytes()
-    if split is None:
-        split = splits_files([(f.path, f.size) for f in readable if f.fmt == "text"], split_bytes)
-    if split:  # a file above the split size: read by several tasks, numbered by a first pass (read_text_records)
-        split_large_files(spark, split_bytes)
-    else:
-        one_file_per_partition(spark, max((f.size for f in readable), default=0))
+    in_splits = [] if split is False else split_files([(f.path, f.size) for f in readable if f.fmt == "text"],
+                                                      split_bytes)
     texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
-    parts = []
     limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
+    if in_splits:  # a file above the split size: read by several tasks, numbered by a first pass (read_text_records)
+        split_large_files(spark, split_bytes)
+        uris = {uri for uri, path in file_keys.items() if path in set(in_splits)}
+        try:
+            return _read_limits(spark, texts, limits, max_line_bytes, file_keys, uris), limits, in_splits, False
+        except SplitTooLong as exc:
+            log.warning("%s: the landing is read again, one whole file per task", exc)
+    one_file_per_partition(spark, max((f.size for f in readable), default=0))
+    return _read_limits(spark, texts, limits, max_line_bytes, file_keys, None), limits, [], bool(in_splits)
+
+
+def _read_limits(spark: SparkSession, texts: list[str], limits: dict[str, int], max_line_bytes: int,
+                 file_keys: dict[str, str], split: set[str] | None) -> list[DataFrame]:
+    """One read of ``texts`` per line limit (:func:`contract.read_text_records`)."""
+    parts = []
     for limit in sorted(set(limits.values())):
         group = [p for p in texts if limits[p] == limit]
         if limit != max_line_bytes:
@@ -213,12 +216,15 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
                      group[:10])
         try:  # split, the read's first pass runs here
             parts.append(read_text_records(spark, group, limit, split))
+        except SplitTooLong as exc:
+            exc.paths = [file_keys.get(uri, uri) for uri in exc.paths]
+            raise
         except Exception as exc:
             beyond = _beyond_the_reader(exc, file_keys)
             if beyond is None:
                 raise
             raise beyond from exc
-    return parts, limits, split
+    return parts
 
 
 def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
@@ -229,9 +235,9 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
     One aggregation over ``rec`` accounts for each text file's bytes; only a file they do not add up for is
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
-    fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning). A batch read in splits raises
-    :class:`SplitTooLong` where a line read is within two bytes of the limit (the reader may have returned a long
-    line, cut short or whole, its line end making it long) or the scan finds a long line.
+    fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning). Raises :class:`SplitTooLong`
+    where the scan finds a long line in a file read in several splits (the reader returned it, or pieces of it,
+    shorter than the first pass of contract.read_text_records catches), for the caller to read the landing again.
     """
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
@@ -239,7 +245,6 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         stats = rec.groupBy("source_file").agg(F.count(F.lit(1)).alias("records"),
                                                F.sum("line_bytes").alias("bytes"),
                                                F.max("record_no").alias("lines"),
-                                               F.max("line_bytes").alias("longest"),
                                                F.sum(F.octet_length("payload")).alias("payload_bytes")).collect()
     except Exception as exc:
         beyond = _beyond_the_reader(exc, batch.file_keys)
@@ -249,11 +254,6 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     records = sum(int(r.records) for r in stats)
     payload_bytes = sum(int(r.payload_bytes or 0) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
-    if batch.split:
-        near = sorted(r.source_file for r in stats if r.source_file in batch.text_bytes
-                      and int(r.longest or 0) >= batch.line_limits.get(r.source_file, max_line_bytes) - 2)
-        if near:
-            raise SplitTooLong(near)
     skipped: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
         got_bytes, lines = read.get(path, (0, 0))
@@ -270,8 +270,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
                       path, line.record_no, line.offset, line.size)
         if found:
             skipped[path] = found
-    if skipped and batch.split:
-        raise SplitTooLong(sorted(skipped))
+    if set(skipped) & batch.split_files:
+        raise SplitTooLong(sorted(set(skipped) & batch.split_files))
     if not skipped:
         return rec, records, payload_bytes
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))

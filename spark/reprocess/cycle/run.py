@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from reprocess.cycle.landing_batch import Batch, SplitTooLong, read_batch, spark_file_uris, with_long_lines
+from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris, with_long_lines
 from reprocess.errors import (
     ConfigError,
     ConservationError,
@@ -338,10 +338,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         read_bytes = sum(max(batch.text_bytes.get(f.path, f.size), f.size) for f in files)
         level, cache = cache_level(cache_budget, read_bytes)
         kept = pins.pin(rec, level, landing_checkpoint)
-        landing_read = "splits" if batch.split else "whole_files"
+        landing_read = "splits" if batch.split_files else "splits_then_whole_files" if batch.read_again \
+            else "whole_files"
         try:  # parses the batch into the cache once, for every use below, and adds up each file's lines
             rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes)
-        except SplitTooLong as exc:  # rare: a split read cannot number around such lines; the whole-file read can
+        except contract.SplitTooLong as exc:  # rare: a split read cannot number around such lines; a whole one can
             log.warning("%s: the landing is read again, one whole file per task", exc)
             landing_read = "splits_then_whole_files"
             pins.unpin(kept)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
@@ -86,30 +86,45 @@ JSON_STRING_CHARS = 20_000_000
 MAX_DELIVERY_COUNT = 2**31 - 1  # the largest delivery counter a broker keeps (an int in ActiveMQ, Artemis, RocketMQ)
 
 
+class SplitTooLong(Exception):
+    """A landing file read in several splits holds a line of the line limit or more: Hadoop's reader, skipping one
+    that runs past its split's end, returns it instead (cut to the limit, or whole when its line end made it long),
+    and a line longer than a split comes out in pieces, so the file's records cannot be numbered. The caller reads
+    the landing again, one whole file per task (docs/adr/0007)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(f"landing files read in splits hold lines too long to read files={paths[:10]}")
+        self.paths = paths
+
+
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      split: bool = False) -> DataFrame:
+                      split: Collection[str] | None = None) -> DataFrame:
     """``source_file, record_no, raw, line_bytes`` for JSONL / JSONL.gz files, one row per line (blank lines too).
 
     Without ``split`` each file must be read whole by one task, so the record number is the row index within the
     partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above the largest file
-    (see :func:`one_file_per_partition`). With ``split`` (the caller has called :func:`split_large_files`) a file
-    may be read in several splits, by several tasks, and share a task with others: a first pass counts the lines of
-    each split (its ``file_block_start``) and the row index of its first line in the task, and the record number is
-    then the lines of the file's earlier splits plus the row's index within its split. Both passes plan the same
-    splits: the same file listing and the settings :func:`split_large_files` pins.
+    (see :func:`one_file_per_partition`). With ``split`` (the caller has called :func:`split_large_files`; the URIs,
+    as Spark names them, of the files larger than a split) a file may be read in several splits, by several tasks,
+    and share a task with others: a first pass counts the lines of each split (its ``file_block_start``) and the row
+    index of its first line in the task, and the record number is then the lines of the file's earlier splits plus
+    the row's index within its split. Both passes plan the same splits: the same file listing and the settings
+    :func:`split_large_files` pins. A split that the first pass did not see (the file changed in between) stops the
+    read.
 
     A line of ``max_line_bytes`` or more (its line end included) is skipped, never held whole, and the record
     numbers after it are one short: :mod:`reprocess.landing.long_lines` finds it from ``line_bytes`` (each line's
     bytes), quarantines it and renumbers. Hadoop's reader finishes a line that runs past its split's end and skips
     the next split's first partial line, so a split read of lines shorter than the limit reads what a whole one
-    does. A long line is another matter: skipped past its split's end, the reader returns it (cut to the limit), and
-    one longer than a split comes out in pieces. So a line within two bytes of the limit comes with the head of its
-    text only, for the caller to read the landing again whole.
+    does. A long line is another matter: skipped past its split's end, the reader returns it (cut to the limit, or
+    whole when only its line end made it long), and one longer than a split comes out in pieces. So a line within
+    two bytes of the limit in a file of ``split`` raises :class:`SplitTooLong` in the first pass, before anything is
+    parsed; a long line returned shorter than that leaves the limit's bytes unread, which the run's accounting finds
+    (``reprocess.cycle.landing_batch.with_long_lines``).
     """
     df = spark.read.option(READER_OPTION, str(max_line_bytes)).text(files)
     # the row's index in its task's input (monotonically_increasing_id = partition << 33 | row in partition)
     row = F.monotonically_increasing_id().bitwiseAND(F.lit(_LINE_MASK))
-    if not split:
+    if split is None:
         return df.select(
             F.col("_metadata.file_path").alias("source_file"),
             (row + F.lit(1)).alias("record_no"),
@@ -118,8 +133,12 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
         )
     lines = df.select(F.col("_metadata.file_path").alias("source_file"),
                       F.col("_metadata.file_block_start").alias("_block"), row.alias("_row"), F.col("value"))
-    counted = lines.groupBy("source_file", "_block").agg(F.count(F.lit(1)).alias("lines"),
-                                                        F.min("_row").alias("first")).collect()
+    counted = lines.groupBy("source_file", "_block").agg(
+        F.count(F.lit(1)).alias("lines"), F.min("_row").alias("first"),
+        F.max(F.octet_length("value")).alias("longest")).collect()
+    too_long = sorted({r.source_file for r in counted if r.source_file in split and r.longest >= max_line_bytes - 2})
+    if too_long:
+        raise SplitTooLong(too_long)
     bases = []
     before: dict[str, int] = {}
     for split_row in sorted(counted, key=lambda r: (r.source_file, r._block)):
@@ -128,14 +147,13 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
         before[split_row.source_file] = seen + int(split_row.lines)
     log.info("landing text read in splits files=%s splits=%s", len(before), len(bases))
     base = spark.createDataFrame(bases, "source_file string, _block bigint, _base bigint")
-    size = F.octet_length("value").cast("long")
-    return lines.join(F.broadcast(base), ["source_file", "_block"]).select(
+    changed = F.raise_error(F.concat(F.lit("landing file "), F.col("source_file"),
+                                     F.lit(" changed while it was read: a split its first read did not see")))
+    return lines.join(F.broadcast(base), ["source_file", "_block"], "left").select(
         "source_file",
-        (F.col("_row") + F.col("_base") + F.lit(1)).alias("record_no"),
-        # a line within two bytes of the limit may be a long one the reader returned (cut to the limit): only its
-        # head goes on (the run reads the landing again whole: reprocess.cycle.landing_batch.SplitTooLong)
-        F.when(size >= max_line_bytes - 2, F.substring("value", 1, 1024)).otherwise(F.col("value")).alias("raw"),
-        size.alias("line_bytes"),
+        (F.col("_row") + F.coalesce(F.col("_base"), changed.cast("long")) + F.lit(1)).alias("record_no"),
+        F.col("value").alias("raw"),
+        F.octet_length("value").cast("long").alias("line_bytes"),
     )
 
 
@@ -237,15 +255,18 @@ FILE_SPLIT_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCos
 # records in one block.
 SPLIT_BYTES = 128 << 20
 SPLIT_BYTES_ENV = "REPROCESS_LANDING_SPLIT_BYTES"
+MIN_SPLIT_BYTES = 1024  # a split per few lines at most: a 4 GB file in 4 billion splits would plan for ever
 
 
 def landing_split_bytes() -> int:
-    """``$REPROCESS_LANDING_SPLIT_BYTES`` when set (a whole number of bytes, at least 1), else :data:`SPLIT_BYTES`."""
+    """``$REPROCESS_LANDING_SPLIT_BYTES`` when set (a whole number of bytes, at least :data:`MIN_SPLIT_BYTES`), else
+    :data:`SPLIT_BYTES`."""
     value = os.environ.get(SPLIT_BYTES_ENV, "").strip()
     if not value:
         return SPLIT_BYTES
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"{SPLIT_BYTES_ENV} must be a whole number of bytes, at least 1, got {value!r}")
+    if not value.isdigit() or int(value) < MIN_SPLIT_BYTES:
+        raise ConfigError(f"{SPLIT_BYTES_ENV} must be a whole number of bytes, at least {MIN_SPLIT_BYTES}, "
+                          f"got {value!r}")
     return int(value)
 
 
@@ -271,10 +292,11 @@ def split_large_files(spark: SparkSession, split_bytes: int = SPLIT_BYTES, open_
     spark.conf.set("spark.sql.files.minPartitionNum", "1")  # the split size is split_bytes, whatever the cores
 
 
-def splits_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> bool:
-    """True when a text landing file of ``sizes`` ((path, bytes)) is larger than ``split_bytes`` and not a
-    ``.gz`` file: then the landing is read in splits (:func:`split_large_files`)."""
-    return any(size > split_bytes and not path.endswith(".gz") for path, size in sizes)
+def split_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> list[str]:
+    """The text landing files of ``sizes`` ((path, bytes)) read in several splits: larger than ``split_bytes`` and
+    not ``.gz``. When there is one, the landing is read in splits (:func:`split_large_files`); every other file is
+    one split of its own, read as a whole-file read reads it."""
+    return [path for path, size in sizes if size > split_bytes and not path.endswith(".gz")]
 
 
 def _json_array_of_the_line(raw: Column) -> Column:
