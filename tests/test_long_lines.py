@@ -155,8 +155,7 @@ def _read(spark, paths: list[Path], cap: int, split: int | None) -> tuple[list[t
             contract.one_file_per_partition(spark, max(p.stat().st_size for p in paths))
         else:
             contract.split_large_files(spark, split, open_cost=1)
-        # in splits, no file's lines are held to the limit: none is near it here
-        df = contract.read_text_records(spark, [str(p) for p in paths], cap, None if split is None else frozenset())
+        df = contract.read_text_records(spark, [str(p) for p in paths], cap, split is not None)
         rows = sorted((Path(r.source_file).name, r.record_no, r.raw, r.line_bytes) for r in df.collect())
         tasks = df.select("source_file", F.spark_partition_id().alias("task")).distinct().groupBy("source_file").count()
         return rows, {Path(r.source_file).name: r["count"] for r in tasks.collect()}
@@ -171,7 +170,7 @@ def test_a_file_read_in_splits_numbers_its_lines_as_a_whole_file_read_does(spark
     task read (small files packed with a split's end). (Lines of the limit or more are read whole files again by the
     cycle: below.)"""
     data = (BOM if bom else b"") + b"".join(parts) + b"\n" + b"".join(reversed(parts))
-    cap = len(data) + 3  # no line is too long
+    cap = len(data) + 64  # no line of any of the files is near the limit
     folder = tmp_path / f"{bom}-{split}-{abs(hash(data))}"
     folder.mkdir(exist_ok=True)
     paths = [folder / "f.jsonl", folder / "g.jsonl", folder / "h.jsonl.gz", folder / "i.jsonl"]
@@ -302,7 +301,7 @@ def _both_readers(spark, tmp_path, monkeypatch, caplog, landing: Path, cap: int,
         reader, snap = open_snapshot(str(tmp_path / f"wh-{size}"))
         ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
         results[size] = (ids, _quarantine(tmp_path / f"wh-{size}"), summary["records_read"], summary["ingested"],
-                         summary["landing_read"])
+                         summary["landing_read"], "landing text read in splits" in caplog.text)
     return results
 
 
@@ -324,6 +323,7 @@ def test_a_line_the_split_reader_returns_near_the_limit_has_the_landing_read_aga
     (landing / HOUR / "f.jsonl").write_bytes(end.join([head, near, _record("after"), "{broken"]).encode() + b"\n")
     whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, len(head) + 10).values()
     assert (whole[4], split_read[4]) == ("whole_files", "splits_then_whole_files")
+    assert not split_read[5]  # caught by the first pass, before the split read went on
     assert split_read[:4] == whole[:4]
     quarantined = sorted((name, no, code) for (name, no), (code, _raw, _why) in whole[1].items())
     if end == "\r\n":
@@ -348,10 +348,47 @@ def test_a_long_line_in_a_file_of_one_split_is_renumbered_around_without_reading
     split = 6 * cap  # big.jsonl (about 21 KB) in splits; small.jsonl (about 4 KB) one split
     whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, split).values()
     assert (whole[4], split_read[4]) == ("whole_files", "splits")
+    assert split_read[5]
     assert split_read[:4] == whole[:4]
     assert len(whole[0]) == 202
     assert sorted((name, no, code) for (name, no), (code, _raw, _why) in whole[1].items()) == [
         ("small.jsonl", 2, contract.RECORD_TOO_LARGE), ("small.jsonl", 4, contract.MALFORMED_JSON)]
+
+
+@pytest.mark.spark
+def test_a_long_line_skipped_inside_a_split_is_found_by_the_bytes_and_the_landing_read_again_whole(
+        spark, tmp_path, monkeypatch, caplog):
+    """A long line that ends inside its split is skipped as a whole-file read skips it: the first pass sees nothing
+    near the limit, the split read goes on, and the file's bytes then flag it and the scan finds it. In a file read
+    in several splits the run reads the landing again whole (a line that crossed a split's end could not be told
+    apart), and ends as the whole-file read does."""
+    cap = 4096
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    lines = [_record(f"b-{i}") for i in range(250)]
+    lines[3] = "z" * (cap + 1)  # from about byte 300 to 4,400: inside the first split of 12,288 bytes
+    (landing / HOUR / "big.jsonl").write_text("\n".join(lines) + "\n")
+    whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, 3 * cap).values()
+    assert (whole[4], split_read[4]) == ("whole_files", "splits_then_whole_files")
+    assert split_read[5]  # the first pass let the split read go on: the fallback came after the parse
+    assert split_read[:4] == whole[:4]
+    assert len(whole[0]) == 249
+    assert [(k, v[0]) for k, v in whole[1].items()] == [(("big.jsonl", 4), contract.RECORD_TOO_LARGE)]
+
+
+@pytest.mark.spark
+def test_a_split_the_first_pass_did_not_see_stops_the_read(spark, tmp_path):
+    """The two passes must plan the same splits: planned otherwise (a setting changed in between), a line of a split
+    the first pass did not count stops the read instead of going on without a number."""
+    path = tmp_path / "f.jsonl"
+    path.write_text("\n".join(_record(f"m-{i}") for i in range(400)) + "\n")
+    with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
+        contract.split_large_files(spark, 8192)
+        df = contract.read_text_records(spark, [str(path)], DEFAULT_MAX_LINE_BYTES, True)
+        assert df.count() == 400
+        spark.conf.set("spark.sql.files.maxPartitionBytes", "5000")
+        with pytest.raises(Exception, match="changed while it was read: a split its first read did not see"):
+            df.collect()
 
 
 @pytest.mark.spark

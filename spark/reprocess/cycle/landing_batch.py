@@ -8,7 +8,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -125,12 +125,12 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, in
 
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
-               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: bool | None = None) -> Batch:
+               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: Literal[False] | None = None) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
     first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
     from ``Batch.text_bytes``). Text files are read in splits when one is larger than the split size
-    (:func:`contract.landing_split_bytes`), unless ``split`` says otherwise.
+    (:func:`contract.landing_split_bytes`), unless ``split`` is False (one whole file per task).
 
     With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
     long-lived driver's next run compiles nothing again: the records then carry column
@@ -184,10 +184,10 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
 
 def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
                 max_line_bytes: int, file_keys: dict[str, str],
-                split: bool | None) -> tuple[list[DataFrame], dict[str, int], list[str], bool]:
+                split: Literal[False] | None) -> tuple[list[DataFrame], dict[str, int], list[str], bool]:
     """The text files' records (one read per line limit: this run's, and any first read's other one), each file's
-    limit, the files read in several splits (``split``: None when a file is larger than the split size, False never),
-    and whether a read in splits found a line too long for it and read the landing again whole; sets how the session
+    limit, the files read in several splits (those larger than the split size; none when ``split`` is False), and
+    whether a read in splits found a line too long for it and read the landing again whole; sets how the session
     splits files (left for the caller to put back once the records are in the cache)."""
     split_bytes = contract.landing_split_bytes()
     in_splits = [] if split is False else split_files([(f.path, f.size) for f in readable if f.fmt == "text"],
@@ -196,17 +196,16 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
     limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
     if in_splits:  # a file above the split size: read by several tasks, numbered by a first pass (read_text_records)
         split_large_files(spark, split_bytes)
-        uris = {uri for uri, path in file_keys.items() if path in set(in_splits)}
         try:
-            return _read_limits(spark, texts, limits, max_line_bytes, file_keys, uris), limits, in_splits, False
+            return _read_limits(spark, texts, limits, max_line_bytes, file_keys, True), limits, in_splits, False
         except SplitTooLong as exc:
             log.warning("%s: the landing is read again, one whole file per task", exc)
     one_file_per_partition(spark, max((f.size for f in readable), default=0))
-    return _read_limits(spark, texts, limits, max_line_bytes, file_keys, None), limits, [], bool(in_splits)
+    return _read_limits(spark, texts, limits, max_line_bytes, file_keys, False), limits, [], bool(in_splits)
 
 
 def _read_limits(spark: SparkSession, texts: list[str], limits: dict[str, int], max_line_bytes: int,
-                 file_keys: dict[str, str], split: set[str] | None) -> list[DataFrame]:
+                 file_keys: dict[str, str], split: bool) -> list[DataFrame]:
     """One read of ``texts`` per line limit (:func:`contract.read_text_records`)."""
     parts = []
     for limit in sorted(set(limits.values())):

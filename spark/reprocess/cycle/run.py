@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
@@ -328,8 +328,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     fit_shuffles(spark, 0, shuffles, small=codegen == "interpreted")
     cache_budget = cache_memory_bytes(spark)
     # -- 1. landing -------------------------------------------------------------------------------
-    # The landing is read one whole file per task (its record numbers need it) until it is in the cache; the
-    # ledger and the staged files are read afterwards with the session's own splitting of small files.
+    # The landing is read one whole file per task, or in splits numbered by a first pass (its record numbers need
+    # one or the other: contract.read_text_records), until it is in the cache; the ledger and the staged files are
+    # read afterwards with the session's own splitting of small files.
     # A small landing in a local driver is checkpointed, not cached (sparkutil.truncates_plans).
     landing_checkpoint = truncates_plans(spark, codegen == "interpreted")
     with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
@@ -529,7 +530,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 
 
 def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], opts: CycleOptions,
-           codegen: str, split: bool | None = None) -> tuple[Batch, DataFrame]:
+           codegen: str, split: Literal[False] | None = None) -> tuple[Batch, DataFrame]:
     """The run's landing batch and its records, parsed and checked: ``problem`` names why a record is quarantined
     (the contract, no policy for its address, the landing suite's row-level expectations), ``bad`` whether this run
     quarantines it, ``in_window`` whether it is a new failure of this run, ``deferred`` whether it waits for a later

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
@@ -98,18 +98,17 @@ class SplitTooLong(Exception):
 
 
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      split: Collection[str] | None = None) -> DataFrame:
+                      split: bool = False) -> DataFrame:
     """``source_file, record_no, raw, line_bytes`` for JSONL / JSONL.gz files, one row per line (blank lines too).
 
     Without ``split`` each file must be read whole by one task, so the record number is the row index within the
     partition; the caller sets ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` above the largest file
-    (see :func:`one_file_per_partition`). With ``split`` (the caller has called :func:`split_large_files`; the URIs,
-    as Spark names them, of the files larger than a split) a file may be read in several splits, by several tasks,
-    and share a task with others: a first pass counts the lines of each split (its ``file_block_start``) and the row
-    index of its first line in the task, and the record number is then the lines of the file's earlier splits plus
-    the row's index within its split. Both passes plan the same splits: the same file listing and the settings
-    :func:`split_large_files` pins. A split that the first pass did not see (the file changed in between) stops the
-    read.
+    (see :func:`one_file_per_partition`). With ``split`` (the caller has called :func:`split_large_files`) a file
+    may be read in several splits, by several tasks, and share a task with others: a first pass counts the lines of
+    each split (its ``file_block_start``) and the row index of its first line in the task, and the record number is
+    then the lines of the file's earlier splits plus the row's index within its split. Both passes plan the same
+    splits: the same file listing and the settings :func:`split_large_files` pins; a split the first pass did not
+    see (the planning settings changed in between) stops the read.
 
     A line of ``max_line_bytes`` or more (its line end included) is skipped, never held whole, and the record
     numbers after it are one short: :mod:`reprocess.landing.long_lines` finds it from ``line_bytes`` (each line's
@@ -117,14 +116,15 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
     the next split's first partial line, so a split read of lines shorter than the limit reads what a whole one
     does. A long line is another matter: skipped past its split's end, the reader returns it (cut to the limit, or
     whole when only its line end made it long), and one longer than a split comes out in pieces. So a line within
-    two bytes of the limit in a file of ``split`` raises :class:`SplitTooLong` in the first pass, before anything is
-    parsed; a long line returned shorter than that leaves the limit's bytes unread, which the run's accounting finds
-    (``reprocess.cycle.landing_batch.with_long_lines``).
+    two bytes of the limit in a file read in several splits (its splits shorter than the file, as Spark's metadata
+    says) raises :class:`SplitTooLong` in the first pass, before anything is parsed; a long line the reader skipped,
+    or returned shorter than that, leaves the limit's bytes unread, which the run's accounting finds
+    (``reprocess.cycle.landing_batch.with_long_lines``). A file of one split is read as a whole-file read reads it.
     """
     df = spark.read.option(READER_OPTION, str(max_line_bytes)).text(files)
     # the row's index in its task's input (monotonically_increasing_id = partition << 33 | row in partition)
     row = F.monotonically_increasing_id().bitwiseAND(F.lit(_LINE_MASK))
-    if split is None:
+    if not split:
         return df.select(
             F.col("_metadata.file_path").alias("source_file"),
             (row + F.lit(1)).alias("record_no"),
@@ -135,8 +135,9 @@ def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int
                       F.col("_metadata.file_block_start").alias("_block"), row.alias("_row"), F.col("value"))
     counted = lines.groupBy("source_file", "_block").agg(
         F.count(F.lit(1)).alias("lines"), F.min("_row").alias("first"),
-        F.max(F.octet_length("value")).alias("longest")).collect()
-    too_long = sorted({r.source_file for r in counted if r.source_file in split and r.longest >= max_line_bytes - 2})
+        F.max(F.octet_length("value")).alias("longest"),
+        F.max(F.col("_metadata.file_block_length") < F.col("_metadata.file_size")).alias("part")).collect()
+    too_long = sorted({r.source_file for r in counted if r.part and r.longest >= max_line_bytes - 2})
     if too_long:
         raise SplitTooLong(too_long)
     bases = []
