@@ -736,14 +736,12 @@ class Pinned:
         return kept
 
     def unpin(self, kept: DataFrame) -> None:
-        """Free one frame :meth:`pin` returned now, not with the others (a read that another replaces). As
-        :meth:`free`, never fails the run: a frame that cannot be freed is logged and left for :meth:`free`."""
-        try:
-            unpin(kept)
-        except Exception as exc:  # noqa: BLE001 - a kept frame is memory, not data: never worth a run
-            log.warning("could not free a kept frame: %s", error_text(exc))
-            return
+        """Free one frame :meth:`pin` returned now, not with the others (a read that another replaces), as
+        :meth:`free` frees them: never failing the run."""
         self._frames = [df for df in self._frames if df is not kept]
+        alone = Pinned()
+        alone._frames = [kept]
+        alone.free()
 
     def free(self) -> None:
         """Free every frame, the last kept first (the outcomes before the merged rows they were made from); a Connect

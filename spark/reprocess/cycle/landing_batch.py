@@ -215,9 +215,8 @@ def _read_limits(spark: SparkSession, texts: list[str], limits: dict[str, int], 
                      group[:10])
         try:  # split, the read's first pass runs here
             parts.append(read_text_records(spark, group, limit, split))
-        except SplitTooLong as exc:
-            exc.paths = [file_keys.get(uri, uri) for uri in exc.paths]
-            raise
+        except SplitTooLong as exc:  # named by Spark's URIs: said by the landing's paths
+            raise SplitTooLong([file_keys.get(uri, uri) for uri in exc.paths]) from exc
         except Exception as exc:
             beyond = _beyond_the_reader(exc, file_keys)
             if beyond is None:

@@ -249,8 +249,10 @@ def use_jvm_parser(spark: SparkSession) -> bool:
 
 
 # The session settings that decide how files are split into input partitions.
-FILE_SPLIT_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
-                   "spark.sql.files.minPartitionNum")
+MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
+OPEN_COST = "spark.sql.files.openCostInBytes"
+MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
+FILE_SPLIT_KEYS = (MAX_PARTITION_BYTES, OPEN_COST, MIN_PARTITION_NUM)
 # A landing text file (not .gz, which cannot be split) larger than this is read in splits of this size, by as many
 # tasks (read_text_records with split): one task per file held a 4 GB file's parse on one core and its cached
 # records in one block.
@@ -279,18 +281,18 @@ def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None
     the session gets a task per file (the ledger's small bucket files: 721 tasks instead of 24 at 10M messages).
     """
     size = str(max(largest_file_bytes + 1, 128 << 20))
-    for key in FILE_SPLIT_KEYS[:2]:
+    for key in (MAX_PARTITION_BYTES, OPEN_COST):
         spark.conf.set(key, size)
 
 
 def split_large_files(spark: SparkSession, split_bytes: int = SPLIT_BYTES, open_cost: int = 4 << 20) -> None:
-    """Read files in splits of ``split_bytes``, smaller files packed together (Spark's own planning), with every
-    setting the planning reads pinned: a driver whose cores change between :func:`read_text_records`' two passes
-    (executors added) must not split the files otherwise. As for :func:`one_file_per_partition`, the settings must
-    hold until the records are materialised, then be put back."""
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
-    spark.conf.set("spark.sql.files.openCostInBytes", str(open_cost))  # Spark's default: a small file's weight
-    spark.conf.set("spark.sql.files.minPartitionNum", "1")  # the split size is split_bytes, whatever the cores
+    """Read files in splits of ``split_bytes``, smaller files packed together (Spark's own planning), with the
+    planning settings that could differ between :func:`read_text_records`' two passes pinned: a driver whose cores
+    change in between (executors added) must not split the files otherwise. As for :func:`one_file_per_partition`,
+    the settings must hold until the records are materialised, then be put back."""
+    spark.conf.set(MAX_PARTITION_BYTES, str(split_bytes))
+    spark.conf.set(OPEN_COST, str(open_cost))  # Spark's default: a small file's weight
+    spark.conf.set(MIN_PARTITION_NUM, "1")  # the split size is split_bytes, whatever the cores
 
 
 def split_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> list[str]:
