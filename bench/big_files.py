@@ -6,10 +6,14 @@ first pass that counts each split's lines. This generates ``--messages`` records
 hour), then runs fresh ``reprocess run`` processes, each into its own warehouse, alternating the two readers
 (whole: the split size set above the largest file), and prints the wall time and the landing step's. With
 ``--warm`` the cycles run in this process's one driver instead, after a first cycle that warms it up (as a
-long-lived Spark Connect server runs them). Prints figures; asserts nothing.
+long-lived Spark Connect server runs them). With ``--parse-only`` it times the landing's parse alone in one warm
+driver (``read_batch`` into Spark's ``noop`` sink, the first pass included), three ways alternating: whole files,
+splits of the split size, and splits sized to the cores (``contract.split_size``, what a run does). Prints
+figures; asserts nothing.
 
     .venv/bin/python bench/big_files.py --messages 1000000 --rounds 2
     .venv/bin/python bench/big_files.py --messages 1000000 --rounds 3 --warm
+    .venv/bin/python bench/big_files.py --messages 1000000 --rounds 4 --parse-only
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ def main() -> int:
     parser.add_argument("--workdir", default="/tmp/reprocess-bench-big-files", help="scratch folder (wiped)")
     parser.add_argument("--results", default=None, help="append the JSON figures to this file (JSON lines)")
     parser.add_argument("--warm", action="store_true", help="cycles in this process's driver, after a warm-up one")
+    parser.add_argument("--parse-only", action="store_true",
+                        help="time the parse alone in one warm driver: whole, split size, sized to the cores")
     args = parser.parse_args()
 
     from reprocess.landing.generate import GenerateOptions, write_landing
@@ -50,6 +56,8 @@ def main() -> int:
     sizes = [f.stat().st_size for f in files]
     print(f"{args.messages} records in {len(files)} file(s) of {max(sizes) / 2**20:.0f} MiB at most, "
           f"generated in {time.perf_counter() - t0:.0f} s; driver memory {args.driver_memory}")
+    if args.parse_only:
+        return _parse_only(args, files)
     python = sys.executable
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
            "REPROCESS_DRIVER_MEMORY": args.driver_memory, "PATH": f"{Path(python).parent}:{os.environ['PATH']}"}
@@ -89,6 +97,52 @@ def main() -> int:
 
 
 AS_OF = "2026-11-21T02:00:00Z"
+
+
+def _parse_only(args: argparse.Namespace, files: list[Path]) -> int:
+    """The landing's parse (``read_batch`` into the ``noop`` sink) in one driver, after a warm-up round: whole
+    files, splits of ``REPROCESS_LANDING_SPLIT_BYTES``, and splits sized to the cores, alternating."""
+    from reprocess.cli import parse_instant
+    from reprocess.cycle.landing_batch import read_batch
+    from reprocess.landing import contract
+    from reprocess.landing.manifest import list_landing
+    from reprocess.sparkutil import build_session, restoring_conf, task_slots
+
+    os.environ["REPROCESS_DRIVER_MEMORY"] = args.driver_memory
+    spark = build_session("bench-big-files-parse")
+    as_of = parse_instant(AS_OF)
+    landing = list_landing(str(files[0].parents[2]), as_of, spark)
+    sized = contract.split_size
+
+    def fixed(sizes: list[int], cores: int, split_bytes: int, floor: int) -> int:
+        return split_bytes
+
+    def parse(name: str) -> float:
+        contract.split_size = fixed if name == "split_size" else sized  # type: ignore[assignment]
+        t0 = time.perf_counter()
+        with restoring_conf(spark, *contract.FILE_SPLIT_KEYS):
+            batch = read_batch(spark, landing, {}, as_of, 1 << 20, 86_400_000, "generated",
+                               split=False if name == "whole" else None)
+            batch.records.write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - t0
+
+    names = ["whole", "split_size", "sized_to_cores"]
+    slots, split_bytes = task_slots(spark), contract.landing_split_bytes()
+    even = sized([f.stat().st_size for f in files], slots, split_bytes, contract.SPLIT_FLOOR_BYTES)
+    print(f"task slots {slots}; split size {split_bytes / 2**20:.1f} MiB, sized to the cores {even / 2**20:.1f} MiB")
+    print("warm-up " + " ".join(f"{name} {parse(name):.1f} s" for name in names))
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for k in range(1, args.rounds + 1):
+        for name in names[k % 3:] + names[:k % 3]:
+            times[name].append(parse(name))
+        print(f"round {k}: " + " ".join(f"{name} {times[name][-1]:.2f} s" for name in names), flush=True)
+    figures = {name: round(statistics.median(t), 2) for name, t in times.items()}
+    print(json.dumps({"median_parse_s": figures}))
+    if args.results:
+        with open(args.results, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"bench": "big_files_parse", "messages": args.messages, "files": len(files),
+                                "figures": figures, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    return 0
 
 
 def _in_process(driver_memory: str, work: Path) -> Any:

@@ -166,6 +166,19 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def test_a_client_counts_the_task_slots_its_servers_scans_are_planned_with(server):
+    """A client has no ``sparkContext``: it reads the server's task slots (``local[2]``) off a range, which Spark
+    cuts as it cuts a scan of files, or takes the session's ``spark.sql.leafNodeDefaultParallelism`` when set: the
+    number a landing's split size is sized to (``contract.split_size``)."""
+    code = ("import sys; from reprocess.sparkutil import build_session, task_slots; "
+            "s = build_session('slots', remote=sys.argv[1]); found = task_slots(s); "
+            "s.conf.set('spark.sql.leafNodeDefaultParallelism', '5'); print(found, task_slots(s))")
+    done = subprocess.run([sys.executable, "-c", code, server.url], env=server.client_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["2", "5"]
+
+
 def test_a_server_without_the_parsers_class_checks_the_landing_with_the_expressions_alike(server, spark, tmp_path):
     """A Connect server whose jar has no ``WellFormedLine`` (older, or none) refuses the client's registration with
     an error of Spark Connect's own: the client's cycle checks its landing with the built-in expressions alone, says

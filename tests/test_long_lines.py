@@ -188,6 +188,64 @@ def test_a_file_read_in_splits_numbers_its_lines_as_a_whole_file_read_does(spark
         assert split_tasks["f.jsonl"] > 1  # read in splits: the test is not comparing one read with itself
 
 
+@pytest.mark.unit
+@settings(max_examples=400, deadline=None)
+@given(sizes=st.lists(st.integers(0, 1 << 34), min_size=1, max_size=20), cores=st.integers(1, 512),
+       split=st.integers(contract.MIN_SPLIT_BYTES, 1 << 30), floor=st.integers(1, 1 << 28))
+def test_the_split_size_cuts_the_text_evenly_in_the_fewest_rounds_within_its_bounds(sizes, cores, split, floor):
+    size = contract.split_size(sizes, cores, split, floor)
+    assert min(floor, split) <= size <= split
+    total = sum(sizes)
+    rounds = max(1, -(-total // (cores * split)))  # rounds of splits of the largest size on every core
+    if size > min(floor, split):  # not held up by the floor: as many rounds, and no smaller split fills them
+        assert -(-total // size) <= cores * rounds
+        assert -(-total // (size - 1)) > cores * rounds
+
+
+@pytest.mark.unit
+def test_the_split_size_of_landings_the_docs_name():
+    mib = 1 << 20
+    assert contract.split_size([394 * mib], 2) == 394 * mib // 4  # four of 98.5 MiB, not 128, 128, 128 and 10
+    assert contract.split_size([200 * mib], 8) == 32 * mib  # the floor, not 25 MiB
+    assert contract.split_size([10 << 30], 2) == contract.SPLIT_BYTES  # a large landing: the most a split may be
+    assert contract.split_size([34 * mib] * 12, 2) == 102 * mib  # the bench's 1M landing: no file above it
+    assert contract.split_size([100 * mib], 2, split_bytes=1500) == 1500  # a size set below the floor is kept
+    assert contract.split_size([0], 4) == contract.SPLIT_FLOOR_BYTES
+
+
+@pytest.mark.spark
+def test_a_file_below_the_split_size_is_cut_across_the_cores_and_numbered_as_a_whole_read_numbers_it(
+        spark, tmp_path, monkeypatch, caplog):
+    """Sized to the cores: one file, below the split size but above the floor, is read in as many splits as the
+    session has task slots (the test session's two), each of half its bytes, and its records and quarantine are
+    the whole-file read's. Below the floor the same file is read whole."""
+    cap = 2048
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    lines = [_record(f"b-{i}") for i in range(300)]
+    lines[250] = "{broken"
+    big = landing / HOUR / "big.jsonl"
+    big.write_text("\n".join(lines) + "\n")
+    results = {}
+    for floor in (contract.SPLIT_FLOOR_BYTES, 4096):
+        monkeypatch.setattr(contract, "SPLIT_FLOOR_BYTES", floor)
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            summary = _cycle(spark, landing, tmp_path / f"wh-{floor}", AS_OF, cap)
+        reader, snap = open_snapshot(str(tmp_path / f"wh-{floor}"))
+        ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
+        results[floor] = (summary["landing_read"], ids, _quarantine(tmp_path / f"wh-{floor}"), caplog.text)
+    whole, split = results.values()
+    assert (whole[0], split[0]) == ("whole_files", "splits")
+    assert split[1:3] == whole[1:3]
+    assert len(whole[1]) == 299
+    assert list(whole[2]) == [("big.jsonl", 251)]
+    half = -(-big.stat().st_size // 2)
+    assert f"split_bytes={half} task_slots=2" in split[3]
+    assert "landing text read in splits files=1 splits=2" in split[3]
+    assert "landing text files read in splits" not in whole[3]
+
+
 @pytest.mark.spark
 def test_records_read_after_skipped_lines_get_their_real_numbers_back(spark):
     skipped = {"a": [LongLine(2, 0, 0), LongLine(3, 0, 0), LongLine(6, 0, 0)], "b": [LongLine(1, 0, 0)]}

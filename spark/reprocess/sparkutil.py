@@ -266,6 +266,22 @@ def is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks a scan of files runs at once, as Spark plans one: ``spark.sql.leafNodeDefaultParallelism``
+    when set, else the default parallelism (a local driver's cores, or a cluster's executors' cores now). A Spark
+    Connect client has no ``sparkContext``: it reads the number off a range, which Spark cuts into that many
+    partitions (a query of a few milliseconds)."""
+    from pyspark.sql import functions as F
+
+    value = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+    if value:
+        return max(1, int(value))
+    if not is_remote(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    last = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("task")).agg(F.max("task")).first()
+    return 1 if last is None or last[0] is None else int(last[0]) + 1
+
+
 @contextmanager
 def restoring_conf(spark: SparkSession, *keys: str) -> Iterator[dict[str, str | None]]:
     """On exit, put back the session's values of ``keys`` (or their absence) as they were on entry; yields those

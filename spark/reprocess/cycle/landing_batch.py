@@ -35,7 +35,7 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.landing.manifest import name_problem, partition_problem
-from reprocess.sparkutil import error_text, with_as_of
+from reprocess.sparkutil import error_text, task_slots, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
 from reprocess.uris import local_file_uri, remote_scheme
 
@@ -130,7 +130,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
     from ``Batch.text_bytes``). Text files are read in splits when one is larger than the split size
-    (:func:`contract.landing_split_bytes`), unless ``split`` is False (one whole file per task).
+    (:func:`contract.split_size`: at most :func:`contract.landing_split_bytes`, sized to the cores), unless
+    ``split`` is False (one whole file per task).
 
     With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
     long-lived driver's next run compiles nothing again: the records then carry column
@@ -190,11 +191,18 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
     whether a read in splits found a line too long for it and read the landing again whole; sets how the session
     splits files (left for the caller to put back once the records are in the cache)."""
     split_bytes = contract.landing_split_bytes()
-    in_splits = [] if split is False else split_files([(f.path, f.size) for f in readable if f.fmt == "text"],
-                                                      split_bytes)
-    texts = [f.path for f in readable if f.fmt == "text" and f.size > 0]
+    sizes = [(f.path, f.size) for f in readable if f.fmt == "text" and f.size > 0]
+    slots = None
+    if split is not False and split_files(sizes, min(contract.SPLIT_FLOOR_BYTES, split_bytes)):  # sized to the cores
+        slots = task_slots(spark)
+        split_bytes = contract.split_size([size for _, size in sizes], slots, split_bytes,
+                                            contract.SPLIT_FLOOR_BYTES)
+    in_splits = [] if split is False else split_files(sizes, split_bytes)
+    texts = [path for path, _ in sizes]
     limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}
     if in_splits:  # a file above the split size: read by several tasks, numbered by a first pass (read_text_records)
+        log.info("landing text files read in splits split_bytes=%s task_slots=%s files=%s", split_bytes, slots,
+                 in_splits[:10])
         split_large_files(spark, split_bytes)
         try:
             return _read_limits(spark, texts, limits, max_line_bytes, file_keys, True), limits, in_splits, False

@@ -253,9 +253,9 @@ MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST = "spark.sql.files.openCostInBytes"
 MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
 FILE_SPLIT_KEYS = (MAX_PARTITION_BYTES, OPEN_COST, MIN_PARTITION_NUM)
-# A landing text file (not .gz, which cannot be split) larger than this is read in splits of this size, by as many
-# tasks (read_text_records with split): one task per file held a 4 GB file's parse on one core and its cached
-# records in one block.
+# The most a landing text file's split may be: a file (not .gz, which cannot be split) larger than its landing's split
+# size (split_size: at most this, sized to the cores) is read in splits, by as many tasks (read_text_records with
+# split); one task per file held a 4 GB file's parse on one core and its cached records in one block.
 SPLIT_BYTES = 128 << 20
 SPLIT_BYTES_ENV = "REPROCESS_LANDING_SPLIT_BYTES"
 MIN_SPLIT_BYTES = 1024  # a split per few lines at most: a 4 GB file in 4 billion splits would plan for ever
@@ -293,6 +293,24 @@ def split_large_files(spark: SparkSession, split_bytes: int = SPLIT_BYTES, open_
     spark.conf.set(MAX_PARTITION_BYTES, str(split_bytes))
     spark.conf.set(OPEN_COST, str(open_cost))  # Spark's default: a small file's weight
     spark.conf.set(MIN_PARTITION_NUM, "1")  # the split size is split_bytes, whatever the cores
+
+
+# Below this a text file is read whole, whatever the cores: a split of it would cost a first pass over it and a
+# task's start for less parse than that saves. REPROCESS_LANDING_SPLIT_BYTES below it is taken as it is.
+SPLIT_FLOOR_BYTES = 32 << 20
+
+
+def split_size(sizes: Sequence[int], cores: int, split_bytes: int = SPLIT_BYTES,
+               floor: int = SPLIT_FLOOR_BYTES) -> int:
+    """The size a landing's text files of ``sizes`` bytes are read in splits of, on ``cores`` task slots: their
+    bytes cut evenly into the fewest rounds of ``split_bytes`` on every core, so that no core is left a round's
+    tail alone, but never below ``floor`` (nor above ``split_bytes``). One 394 MiB file on two cores is read in four
+    splits of 99 MiB, two rounds, instead of 128, 128, 128 and 10 MiB, three; one 200 MiB file on eight cores in
+    seven of 32 MiB instead of two of 128 and 72."""
+    total = sum(sizes)
+    slots = max(1, cores)
+    rounds = max(1, -(-total // (slots * split_bytes)))
+    return min(split_bytes, max(min(floor, split_bytes), -(-total // (slots * rounds))))
 
 
 def split_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> list[str]:
