@@ -213,6 +213,18 @@ def test_the_split_size_of_landings_the_docs_name():
     assert contract.split_size([0], 4) == contract.SPLIT_FLOOR_BYTES
 
 
+@pytest.mark.unit
+def test_files_are_split_only_when_one_holds_a_split_and_a_quarter_and_then_every_file_above_the_size_is():
+    """Spark splits every file above the size once the landing is read in splits: the list must name each one."""
+    assert contract.split_files([("a.jsonl", 33), ("b.jsonl", 39)], 32) == []  # a split and a sliver: whole
+    assert contract.split_files([("a.jsonl", 33), ("b.jsonl", 40), ("c.jsonl", 32), ("d.jsonl.gz", 90)], 32) == [
+        "a.jsonl", "b.jsonl"]
+    mib = 1 << 20
+    twelve = [(f"f{i}.jsonl", 34 * mib) for i in range(12)]  # the bench's 1M landing: whole on any cores
+    assert all(contract.split_files(twelve, contract.split_size([34 * mib] * 12, cores)) == []
+               for cores in (1, 2, 8, 16, 200))
+
+
 @pytest.mark.spark
 def test_a_file_below_the_split_size_is_cut_across_the_cores_and_numbered_as_a_whole_read_numbers_it(
         spark, tmp_path, monkeypatch, caplog):

@@ -193,10 +193,10 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
     split_bytes = contract.landing_split_bytes()
     sizes = [(f.path, f.size) for f in readable if f.fmt == "text" and f.size > 0]
     slots = None
-    if split is not False and split_files(sizes, min(contract.SPLIT_FLOOR_BYTES, split_bytes)):  # sized to the cores
+    floor = contract.SPLIT_FLOOR_BYTES
+    if split is not False and split_bytes > floor and split_files(sizes, floor):  # sized to the cores
         slots = task_slots(spark)
-        split_bytes = contract.split_size([size for _, size in sizes], slots, split_bytes,
-                                            contract.SPLIT_FLOOR_BYTES)
+        split_bytes = contract.split_size([size for _, size in sizes], slots, split_bytes, floor)
     in_splits = [] if split is False else split_files(sizes, split_bytes)
     texts = [path for path, _ in sizes]
     limits = {p: line_limit(p, manifest, max_line_bytes) for p in texts}

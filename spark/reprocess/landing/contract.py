@@ -302,11 +302,12 @@ SPLIT_FLOOR_BYTES = 32 << 20
 
 def split_size(sizes: Sequence[int], cores: int, split_bytes: int = SPLIT_BYTES,
                floor: int = SPLIT_FLOOR_BYTES) -> int:
-    """The size a landing's text files of ``sizes`` bytes are read in splits of, on ``cores`` task slots: their
-    bytes cut evenly into the fewest rounds of ``split_bytes`` on every core, so that no core is left a round's
-    tail alone, but never below ``floor`` (nor above ``split_bytes``). One 394 MiB file on two cores is read in four
-    splits of 99 MiB, two rounds, instead of 128, 128, 128 and 10 MiB, three; one 200 MiB file on eight cores in
-    seven of 32 MiB instead of two of 128 and 72."""
+    """The size a landing's text files of ``sizes`` bytes (as stored: a ``.gz`` file's compressed bytes) are read
+    in splits of, on ``cores`` task slots: their bytes cut evenly into the fewest rounds of ``split_bytes`` on every
+    core, so that no core is left a round's tail alone, but never below ``floor`` (nor above ``split_bytes``). The
+    cut is the landing's, not each file's. One 394 MiB file on two cores is read in four splits of 98.5 MiB, two
+    rounds, instead of 128, 128, 128 and 10 MiB, three; one 200 MiB file on eight cores in six of 32 MiB and one of
+    8 instead of 128 and 72."""
     total = sum(sizes)
     slots = max(1, cores)
     rounds = max(1, -(-total // (slots * split_bytes)))
@@ -316,8 +317,14 @@ def split_size(sizes: Sequence[int], cores: int, split_bytes: int = SPLIT_BYTES,
 def split_files(sizes: Sequence[tuple[str, int]], split_bytes: int = SPLIT_BYTES) -> list[str]:
     """The text landing files of ``sizes`` ((path, bytes)) read in several splits: larger than ``split_bytes`` and
     not ``.gz``. When there is one, the landing is read in splits (:func:`split_large_files`); every other file is
-    one split of its own, read as a whole-file read reads it."""
-    return [path for path, size in sizes if size > split_bytes and not path.endswith(".gz")]
+    one split of its own, read as a whole-file read reads it. None when no file holds a split and a quarter: cut
+    into a split and a sliver (a 33 MiB file into 32 and 1 MiB), a file's longest task would shrink by less than
+    the first pass over the landing costs. (Spark splits every file above the size once the landing is read in
+    splits, so the list holds them all, slivers too: the run's checks of split files must see each one.)"""
+    over = [(path, size) for path, size in sizes if size > split_bytes and not path.endswith(".gz")]
+    if not any(size >= split_bytes + split_bytes // 4 for _, size in over):
+        return []
+    return [path for path, _ in over]
 
 
 def _json_array_of_the_line(raw: Column) -> Column:
