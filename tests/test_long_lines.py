@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from reprocess.cli import load_config, parse_instant
+from reprocess.cycle import landing_batch
 from reprocess.cycle.run import CycleOptions, run_cycle
 from reprocess.errors import ContractError
 from reprocess.landing import contract
@@ -438,12 +439,25 @@ def test_a_long_line_skipped_inside_a_split_is_found_by_the_bytes_and_the_landin
     lines = [_record(f"b-{i}") for i in range(250)]
     lines[3] = "z" * (cap + 1)  # from about byte 300 to 4,400: inside the first split of 12,288 bytes
     (landing / HOUR / "big.jsonl").write_text("\n".join(lines) + "\n")
+    (landing / HOUR / "packed.jsonl.gz").write_bytes(gzip.compress((_record("g-1") + "\n").encode()))
+    decoded: list[str] = []
+    real = landing_batch._gzip_problem
+
+    def counted(path: str) -> tuple[str | None, int | None]:
+        decoded.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(landing_batch, "_gzip_problem", counted)
     whole, split_read = _both_readers(spark, tmp_path, monkeypatch, caplog, landing, cap, 3 * cap).values()
     assert (whole[4], split_read[4]) == ("whole_files", "splits_then_whole_files")
     assert split_read[5]  # the first pass let the split read go on: the fallback came after the parse
     assert split_read[:4] == whole[:4]
-    assert len(whole[0]) == 249
+    assert len(whole[0]) == 250
     assert [(k, v[0]) for k, v in whole[1].items()] == [(("big.jsonl", 4), contract.RECORD_TOO_LARGE)]
+    # the read again whole takes the split read's checks: the .gz file decompressed once a run, the file scanned once
+    assert decoded == ["packed.jsonl.gz", "packed.jsonl.gz"]
+    assert caplog.text.count("landing file scanned file=") == 1  # the split run's log (_both_readers' last)
+    assert "landing file scanned before its read again file=" in caplog.text
 
 
 @pytest.mark.spark

@@ -59,6 +59,8 @@ class Batch:
     line_limits: dict[str, int] = field(default_factory=dict)  # each text file read: the line limit it was read with
     split_files: frozenset[str] = frozenset()  # text files read in several splits (contract.read_text_records)
     read_again: bool = False  # read in splits first, then again whole (contract.SplitTooLong in the first pass)
+    # each .gz or Parquet file checked for whether it can be read at all: (why not, a .gz file's decoded bytes)
+    decode_checks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
 
 
 def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
@@ -125,7 +127,8 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, in
 
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
-               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: Literal[False] | None = None) -> Batch:
+               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: Literal[False] | None = None,
+               checked: Batch | None = None) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
     first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
@@ -136,8 +139,13 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     With generated code (``codegen``, :func:`reprocess.sparkutil.fit_codegen`) the as-of comes as data, so a
     long-lived driver's next run compiles nothing again: the records then carry column
     :data:`~reprocess.sparkutil.AS_OF_COLUMN`, which ``Batch.as_of`` names and the caller drops once used.
+
+    ``checked``, a batch this run read from the same files before (in splits, read again whole): its checks of
+    whether each ``.gz`` and Parquet file can be read at all are taken, not made again (each decompressed a
+    ``.gz`` file whole).
     """
     corrupt: list[tuple[str, str]] = []
+    decode_checks: dict[str, tuple[str | None, int | None]] = {}
     readable = []
     text_bytes: dict[str, int] = {}
     frames: dict[str, DataFrame] = {}  # the Parquet files', read once: their schema check is their read
@@ -148,7 +156,10 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
             continue
         decoded = None
         if problem is None:
-            problem, decoded = _decode_problem(spark, f)
+            known = None if checked is None else checked.decode_checks.get(f.path)
+            problem, decoded = known if known is not None else _decode_problem(spark, f)
+            if f.path.endswith(".gz") or f.fmt == "parquet":
+                decode_checks[f.path] = (problem, decoded)
         if problem is None and f.fmt == "parquet":
             frame, problem = _spark_parquet(spark, f.path)
             if frame is not None:
@@ -180,7 +191,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     parsed = parse_records(raw, as_of, max_payload_bytes, max_future_ms, jvm=jvm)
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
-    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, frozenset(split_paths), read_again)
+    return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, frozenset(split_paths), read_again,
+                 decode_checks)
 
 
 def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
@@ -234,7 +246,8 @@ def _read_limits(spark: SparkSession, texts: list[str], limits: dict[str, int], 
 
 
 def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest: dict[str, ManifestEntry],
-                    max_line_bytes: int) -> tuple[DataFrame, int, int]:
+                    max_line_bytes: int, scanned: dict[str, list[LongLine]] | None = None,
+                    ) -> tuple[DataFrame, int, int]:
     """``rec`` (the run's records, cached and counted) with the lines the reader skipped as ``RECORD_TOO_LARGE``
     records of their own, and the other records of their files renumbered; the number of records read; and the
     bytes of their payloads (as decoded: what a task holds of them, whatever the files' compression).
@@ -243,7 +256,9 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     scanned (:mod:`reprocess.landing.long_lines`). ``rec`` comes back unchanged when no line was skipped; if this
     fails, the run frees ``rec`` with its other kept frames (sparkutil.pinning). Raises :class:`SplitTooLong`
     where the scan finds a long line in a file read in several splits (the reader returned it, or pieces of it,
-    shorter than the first pass of contract.read_text_records catches), for the caller to read the landing again.
+    shorter than the first pass of contract.read_text_records catches), for the caller to read the landing again;
+    its ``scanned`` holds what every scan of this call found, which the caller's next call takes as ``scanned``
+    instead of scanning those files again.
     """
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
@@ -261,23 +276,30 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     payload_bytes = sum(int(r.payload_bytes or 0) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}
     skipped: dict[str, list[LongLine]] = {}
+    found_by_scan: dict[str, list[LongLine]] = {}
     for path, size in batch.text_bytes.items():
         got_bytes, lines = read.get(path, (0, 0))
         limit = batch.line_limits.get(path, max_line_bytes)
         if size >= 0 and not may_hold_long_lines(size, got_bytes, lines, limit):
             continue
-        log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
-                 "file=%s bytes=%s read_bytes=%s lines_read=%s", limit, path, size, got_bytes, lines)
-        t0 = time.monotonic()
-        found = list(scan(read_chunks(spark, path), limit))
-        log.info("landing file scanned file=%s long_lines=%s seconds=%.1f", path, len(found), time.monotonic() - t0)
+        if scanned is not None and path in scanned:  # scanned before this read, by the run's read in splits
+            found = scanned[path]
+            log.info("landing file scanned before its read again file=%s long_lines=%s", path, len(found))
+        else:
+            log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
+                     "file=%s bytes=%s read_bytes=%s lines_read=%s", limit, path, size, got_bytes, lines)
+            t0 = time.monotonic()
+            found = list(scan(read_chunks(spark, path), limit))
+            log.info("landing file scanned file=%s long_lines=%s seconds=%.1f", path, len(found),
+                     time.monotonic() - t0)
+        found_by_scan[path] = found
         for line in found:
             log.error("landing line too long, quarantined without its text file=%s record=%s offset=%s bytes=%s",
                       path, line.record_no, line.offset, line.size)
         if found:
             skipped[path] = found
     if set(skipped) & batch.split_files:
-        raise SplitTooLong(sorted(set(skipped) & batch.split_files))
+        raise SplitTooLong(sorted(set(skipped) & batch.split_files), found_by_scan)
     if not skipped:
         return rec, records, payload_bytes
     renumbered = rec.withColumn("record_no", record_no_after_skips(F.col("record_no"), F.col("source_file"), skipped))

@@ -92,9 +92,12 @@ class SplitTooLong(Exception):
     and a line longer than a split comes out in pieces, so the file's records cannot be numbered. The caller reads
     the landing again, one whole file per task (docs/adr/0007)."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], scanned: dict[str, list[Any]] | None = None) -> None:
         super().__init__(f"landing files read in splits hold lines too long to read files={paths[:10]}")
         self.paths = paths
+        # the files the run's scan read before this was raised (after the parse), and the long lines it found in
+        # each (LongLine): the read that follows takes them instead of scanning the files again
+        self.scanned = scanned or {}
 
 
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
