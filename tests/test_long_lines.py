@@ -458,6 +458,7 @@ def test_a_long_line_skipped_inside_a_split_is_found_by_the_bytes_and_the_landin
     assert decoded == ["packed.jsonl.gz", "packed.jsonl.gz"]
     assert caplog.text.count("landing file scanned file=") == 1  # the split run's log (_both_readers' last)
     assert "landing file scanned before its read again file=" in caplog.text
+    assert caplog.text.count("landing line too long, quarantined without its text file=") == 1  # logged once
 
 
 @pytest.mark.spark

@@ -59,7 +59,8 @@ class Batch:
     line_limits: dict[str, int] = field(default_factory=dict)  # each text file read: the line limit it was read with
     split_files: frozenset[str] = frozenset()  # text files read in several splits (contract.read_text_records)
     read_again: bool = False  # read in splits first, then again whole (contract.SplitTooLong in the first pass)
-    # each .gz or Parquet file checked for whether it can be read at all: (why not, a .gz file's decoded bytes)
+    # each file checked for whether it can be read at all (a .gz or Parquet file, or any file at a URI, which the
+    # JVM checks): (why not, a .gz file's decoded bytes)
     decode_checks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
 
 
@@ -141,8 +142,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     :data:`~reprocess.sparkutil.AS_OF_COLUMN`, which ``Batch.as_of`` names and the caller drops once used.
 
     ``checked``, a batch this run read from the same files before (in splits, read again whole): its checks of
-    whether each ``.gz`` and Parquet file can be read at all are taken, not made again (each decompressed a
-    ``.gz`` file whole).
+    whether each file can be read at all are taken, not made again (each decompressed a ``.gz`` file whole; one at
+    a URI took a call to the JVM, for a Spark Connect client its server's).
     """
     corrupt: list[tuple[str, str]] = []
     decode_checks: dict[str, tuple[str | None, int | None]] = {}
@@ -158,8 +159,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         if problem is None:
             known = None if checked is None else checked.decode_checks.get(f.path)
             problem, decoded = known if known is not None else _decode_problem(spark, f)
-            if f.path.endswith(".gz") or f.fmt == "parquet":
-                decode_checks[f.path] = (problem, decoded)
+            decode_checks[f.path] = (problem, decoded)
         if problem is None and f.fmt == "parquet":
             frame, problem = _spark_parquet(spark, f.path)
             if frame is not None:
@@ -282,8 +282,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         limit = batch.line_limits.get(path, max_line_bytes)
         if size >= 0 and not may_hold_long_lines(size, got_bytes, lines, limit):
             continue
-        if scanned is not None and path in scanned:  # scanned before this read, by the run's read in splits
-            found = scanned[path]
+        if scanned is not None and path in scanned:  # scanned before this read, by the run's read in splits, whose
+            found = scanned[path]  # call logged its long lines
             log.info("landing file scanned before its read again file=%s long_lines=%s", path, len(found))
         else:
             log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
@@ -292,10 +292,10 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
             found = list(scan(read_chunks(spark, path), limit))
             log.info("landing file scanned file=%s long_lines=%s seconds=%.1f", path, len(found),
                      time.monotonic() - t0)
+            for line in found:
+                log.error("landing line too long, quarantined without its text file=%s record=%s offset=%s bytes=%s",
+                          path, line.record_no, line.offset, line.size)
         found_by_scan[path] = found
-        for line in found:
-            log.error("landing line too long, quarantined without its text file=%s record=%s offset=%s bytes=%s",
-                      path, line.record_no, line.offset, line.size)
         if found:
             skipped[path] = found
     if set(skipped) & batch.split_files:
