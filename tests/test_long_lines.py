@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import random
 from pathlib import Path
 
@@ -226,6 +227,17 @@ def test_files_are_split_only_when_one_holds_a_split_and_a_quarter_and_then_ever
                for cores in (1, 2, 8, 16, 200))
 
 
+def _big_landing(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A landing of one file of 300 records, the 251st broken: the landing, the file, its lines."""
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    lines = [_record(f"b-{i}") for i in range(300)]
+    lines[250] = "{broken"
+    big = landing / HOUR / "big.jsonl"
+    big.write_text("\n".join(lines) + "\n")
+    return landing, big, lines
+
+
 @pytest.mark.spark
 def test_a_file_below_the_split_size_is_cut_across_the_cores_and_numbered_as_a_whole_read_numbers_it(
         spark, tmp_path, monkeypatch, caplog):
@@ -233,12 +245,7 @@ def test_a_file_below_the_split_size_is_cut_across_the_cores_and_numbered_as_a_w
     session has task slots (the test session's two), each of half its bytes, and its records and quarantine are
     the whole-file read's. Below the floor the same file is read whole."""
     cap = 2048
-    landing = tmp_path / "landing"
-    (landing / HOUR).mkdir(parents=True)
-    lines = [_record(f"b-{i}") for i in range(300)]
-    lines[250] = "{broken"
-    big = landing / HOUR / "big.jsonl"
-    big.write_text("\n".join(lines) + "\n")
+    landing, big, _lines = _big_landing(tmp_path)
     results = {}
     for floor in (contract.SPLIT_FLOOR_BYTES, 4096):
         monkeypatch.setattr(contract, "SPLIT_FLOOR_BYTES", floor)
@@ -474,6 +481,67 @@ def test_a_split_the_first_pass_did_not_see_stops_the_read(spark, tmp_path):
         spark.conf.set("spark.sql.files.maxPartitionBytes", "5000")
         with pytest.raises(Exception, match="changed while it was read: a split its first read did not see"):
             df.collect()
+
+
+@pytest.mark.unit
+def test_a_files_stamp_tells_it_from_a_file_rewritten_or_replaced_at_its_path(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("a\nb\n")
+    first = landing_batch.file_stamps(None, [str(path), str(tmp_path / "gone.jsonl")])  # type: ignore[arg-type]
+    assert first[str(tmp_path / "gone.jsonl")] is None
+    assert landing_batch.file_stamps(None, [f"file:{path}"]) == {f"file:{path}": first[str(path)]}  # type: ignore
+    st = path.stat()
+    path.write_text("b\na\n")  # the same length, written again
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert landing_batch.file_stamps(None, [str(path)])[str(path)] != first[str(path)]  # type: ignore[arg-type]
+    replacement = tmp_path / "f.tmp"
+    replacement.write_text("a\nb\n")
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns))
+    replacement.rename(path)  # the same length and time, another file
+    assert landing_batch.file_stamps(None, [str(path)])[str(path)] != first[str(path)]  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_a_file_rewritten_between_the_passes_of_its_split_read_is_read_again_whole(spark, tmp_path, monkeypatch,
+                                                                                   caplog):
+    """The contract forbids it, but a file replaced after the first pass counted its splits' lines would be read
+    in the first listing's splits with the first pass's counts: the lines past its old length unread (here the
+    last), and the lines of any split whose count changed numbered wrong. The run sees the file is not the one
+    the first pass counted and reads the landing again, one whole file per task, which takes the new file as one
+    read of it. The next run names the file as changed after it was read, as it names any file that changes once
+    read."""
+    landing, big, lines = _big_landing(tmp_path)
+    monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(big.stat().st_size // 3))
+    real = landing_batch.read_text_records
+    passes: list[bool] = []
+
+    def rewritten_after_the_first_pass(spark, files, max_line_bytes, split=False):  # noqa: ANN001, ANN202
+        records = real(spark, files, max_line_bytes, split)  # split: the first pass ran
+        passes.append(split)
+        if split:
+            staged = big.with_name("big.tmp")  # written whole, then renamed over the file: two records ahead
+            staged.write_text("\n".join([_record("new-1"), _record("new-2"), *lines]) + "\n")
+            staged.rename(big)
+        return records
+
+    monkeypatch.setattr(landing_batch, "read_text_records", rewritten_after_the_first_pass)
+    with caplog.at_level(logging.INFO):
+        summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert passes == [True, False]
+    assert summary["landing_read"] == "splits_then_whole_files"
+    assert f"landing files changed while they were read in splits: files are to be written whole, then renamed " \
+           f"files=['{big}']" in caplog.text
+    assert all(summary["conservation"].values()), summary["conservation"]
+    reader, snap = open_snapshot(str(tmp_path / "wh"))
+    ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
+    assert ids == sorted(["new-1", "new-2", *(f"b-{i}" for i in range(300) if i != 250)])
+    assert list(_quarantine(tmp_path / "wh")) == [("big.jsonl", 253)]  # the broken line's number in the new file
+    assert summary["records_read"] == 302
+
+    monkeypatch.undo()
+    again = _cycle(spark, landing, tmp_path / "wh", "2026-11-21T04:00:00Z", DEFAULT_MAX_LINE_BYTES)
+    assert again["changed_files_ignored"] == [str(big)]
+    assert again["records_read"] == 0
 
 
 @pytest.mark.spark

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import zlib
@@ -16,6 +17,7 @@ from pyspark.sql import types as T
 from reprocess.errors import ContractError
 from reprocess.landing import contract
 from reprocess.landing.contract import (
+    SplitChanged,
     SplitTooLong,
     one_file_per_partition,
     parse_records,
@@ -37,7 +39,7 @@ from reprocess.landing.long_lines import (
 from reprocess.landing.manifest import name_problem, partition_problem
 from reprocess.sparkutil import error_text, task_slots, with_as_of
 from reprocess.storage.hadoop_fs import session_fs
-from reprocess.uris import local_file_uri, remote_scheme
+from reprocess.uris import local_file_uri, local_path, remote_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,6 +64,9 @@ class Batch:
     # each file checked for whether it can be read at all (a .gz or Parquet file, or any file at a URI, which the
     # JVM checks): (why not, a .gz file's decoded bytes)
     decode_checks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    # each file read in splits as it was before the read's first pass (file_stamps): the same after the read, or
+    # with_long_lines has the landing read again whole
+    split_stamps: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
 
 
 def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
@@ -77,6 +82,25 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
     remote = [p for p in paths if remote_scheme(p)]
     mapped = dict(zip(remote, session_fs(spark).uris(remote), strict=True)) if remote else {}
     return [mapped[p] if p in mapped else local_file_uri(p) for p in paths]
+
+
+def file_stamps(spark: SparkSession, paths: Sequence[str]) -> dict[str, tuple[Any, ...] | None]:
+    """What tells each landing file of ``paths`` from a file rewritten or replaced at that path: a local file's
+    length, modification time (in nanoseconds) and inode; a file at a URI its length and ETag, as the driver's
+    Hadoop ``FileSystem`` gives them (a filesystem without ETags gives the length alone). None for a file gone."""
+    stamps: dict[str, tuple[Any, ...] | None] = {}
+    for path in paths:
+        if remote_scheme(path):
+            status = session_fs(spark).status(path)
+            stamps[path] = None if status is None else (status[1], status[0])
+            continue
+        try:
+            st = os.stat(local_path(path))
+        except FileNotFoundError:
+            stamps[path] = None
+        else:
+            stamps[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return stamps
 
 
 def _gzip_problem(path: str) -> tuple[str | None, int | None]:
@@ -173,7 +197,8 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
                 text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
-    parts, limits, split_paths, read_again = _read_texts(spark, readable, manifest, max_line_bytes, file_keys, split)
+    parts, limits, split_paths, read_again, stamps = _read_texts(spark, readable, manifest, max_line_bytes, file_keys,
+                                                                 split)
     if parquets:
         parts.append(read_parquet_records([frames[p] for p in parquets]))
     schema = T.StructType([T.StructField("source_file", T.StringType()), T.StructField("record_no", T.LongType()),
@@ -192,16 +217,18 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
     return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, frozenset(split_paths), read_again,
-                 decode_checks)
+                 decode_checks, stamps)
 
 
 def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
                 max_line_bytes: int, file_keys: dict[str, str],
-                split: Literal[False] | None) -> tuple[list[DataFrame], dict[str, int], list[str], bool]:
+                split: Literal[False] | None,
+                ) -> tuple[list[DataFrame], dict[str, int], list[str], bool, dict[str, tuple[Any, ...] | None]]:
     """The text files' records (one read per line limit: this run's, and any first read's other one), each file's
-    limit, the files read in several splits (those larger than the split size; none when ``split`` is False), and
-    whether a read in splits found a line too long for it and read the landing again whole; sets how the session
-    splits files (left for the caller to put back once the records are in the cache)."""
+    limit, the files read in several splits (those larger than the split size; none when ``split`` is False),
+    whether a read in splits found a line too long for it and read the landing again whole, and the split files'
+    stamps before the first pass (:func:`file_stamps`); sets how the session splits files (left for the caller to
+    put back once the records are in the cache)."""
     split_bytes = contract.landing_split_bytes()
     sizes = [(f.path, f.size) for f in readable if f.fmt == "text" and f.size > 0]
     slots = None
@@ -216,12 +243,14 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
         log.info("landing text files read in splits split_bytes=%s task_slots=%s files=%s", split_bytes, slots,
                  in_splits[:10])
         split_large_files(spark, split_bytes)
+        stamps = file_stamps(spark, in_splits)  # before the first pass: a file changed after it is read again
         try:
-            return _read_limits(spark, texts, limits, max_line_bytes, file_keys, True), limits, in_splits, False
+            parts = _read_limits(spark, texts, limits, max_line_bytes, file_keys, True)
+            return parts, limits, in_splits, False, stamps
         except SplitTooLong as exc:
             log.warning("%s: the landing is read again, one whole file per task", exc)
     one_file_per_partition(spark, max((f.size for f in readable), default=0))
-    return _read_limits(spark, texts, limits, max_line_bytes, file_keys, False), limits, [], bool(in_splits)
+    return _read_limits(spark, texts, limits, max_line_bytes, file_keys, False), limits, [], bool(in_splits), {}
 
 
 def _read_limits(spark: SparkSession, texts: list[str], limits: dict[str, int], max_line_bytes: int,
@@ -258,7 +287,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     where the scan finds a long line in a file read in several splits (the reader returned it, or pieces of it,
     shorter than the first pass of contract.read_text_records catches), for the caller to read the landing again;
     its ``scanned`` holds what every scan of this call found, which the caller's next call takes as ``scanned``
-    instead of scanning those files again.
+    instead of scanning those files again. Raises :class:`SplitChanged` (one of them, scanning nothing) where a
+    file read in several splits is not the file its first pass counted (``Batch.split_stamps``).
     """
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
@@ -272,6 +302,13 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         if beyond is None:
             raise
         raise beyond from exc
+    if batch.split_stamps:  # the read is over (the records are in the cache): were its files the first pass's?
+        now = file_stamps(spark, list(batch.split_stamps))
+        changed = sorted(p for p, stamp in batch.split_stamps.items() if now[p] != stamp)
+        if changed:
+            log.error("landing files changed while they were read in splits: files are to be written whole, then "
+                      "renamed files=%s", changed[:10])
+            raise SplitChanged(changed)
     records = sum(int(r.records) for r in stats)
     payload_bytes = sum(int(r.payload_bytes or 0) for r in stats)
     read = {r.source_file: (int(r.bytes or 0), int(r.lines or 0)) for r in stats}

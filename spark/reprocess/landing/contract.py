@@ -100,6 +100,19 @@ class SplitTooLong(Exception):
         self.scanned = scanned or {}
 
 
+class SplitChanged(SplitTooLong):
+    """A landing file read in several splits was not the same file at the end of its read as before its first pass
+    (its length, modification time or inode; at a URI its length and ETag): the first pass may have counted other
+    lines than the read took, so its records' numbers cannot be trusted. The contract forbids it (files are written
+    whole, then renamed); the caller reads the landing again, one whole file per task, a read of one pass, as it
+    does for :class:`SplitTooLong` (docs/adr/0007)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        Exception.__init__(self, f"landing files changed while they were read in splits files={paths[:10]}")
+        self.paths = paths
+        self.scanned: dict[str, list[Any]] = {}  # what a scan found in the changed files is not taken
+
+
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
                       split: bool = False) -> DataFrame:
     """``source_file, record_no, raw, line_bytes`` for JSONL / JSONL.gz files, one row per line (blank lines too).
