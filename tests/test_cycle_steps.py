@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -437,6 +438,41 @@ policies:
     s = cycle(spark, tmp_path, "2026-11-21T10:01:00Z", policies=policies)  # the run's target fails, the group's not
     assert (s["due"], s["delivered"]) == (1, 1)
     assert ledger(spark, tmp_path)["patient"]["state"] == "DELIVERED"
+
+
+def test_a_message_id_failing_in_two_consumer_groups_is_named_in_the_log_and_the_summary(spark, tmp_path, caplog):
+    """The ledger keeps one row per message_id: two RocketMQ groups failing on one msgId count as one message's
+    failures. That is the landing's to avoid (ids of their own per group), and each run names it: in one batch,
+    and against the group the ledger row has. A message failing again in its own group, or in none twice, is not
+    named."""
+    from reprocess.cli import render_summary
+
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("both", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
+        rec("both", "2026-11-21T10:00:01Z", consumer_group="audit-svc"),
+        rec("later", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
+        rec("same", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
+        rec("same", "2026-11-21T10:00:02Z", consumer_group="order-svc"),
+        rec("none", "2026-11-21T10:00:00Z"),
+    ])
+    with caplog.at_level(logging.ERROR, logger="reprocess.cycle.run"):
+        s = cycle(spark, tmp_path, "2026-11-21T10:00:05Z")
+    assert s["consumer_group_conflicts"] == 1
+    assert all(s["conservation"].values()), s["conservation"]
+    assert "messages failed in more than one consumer group under one message_id" in caplog.text
+    assert "messages=1 examples=[('both', 'audit-svc')]" in caplog.text
+    assert ", failed in another consumer group under the same id 1" in render_summary(s)
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        rec("later", "2026-11-21T10:10:00Z", consumer_group="billing-svc"),
+        rec("same", "2026-11-21T10:10:00Z", consumer_group="order-svc"),
+        rec("none", "2026-11-21T10:10:00Z"),
+    ])
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="reprocess.cycle.run"):
+        s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z")
+    assert s["consumer_group_conflicts"] == 1
+    assert "messages=1 examples=[('later', 'billing-svc')]" in caplog.text
+    assert "another consumer group" not in render_summary(cycle(spark, tmp_path, "2026-11-21T10:20:00Z"))
 
 
 def test_an_artemis_policy_takes_what_it_leaves_out_from_a_less_specific_one_as_artemis_merges(spark, tmp_path):

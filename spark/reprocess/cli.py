@@ -965,7 +965,9 @@ def render_summary(s: dict[str, Any]) -> str:
         f"run {s['run_id']} as of {s['as_of']}" + (" (already committed)" if s.get("already_committed") else ""),
         f"  landing files {s['landing_files']}, records ingested {s['ingested']}, quarantined {s['quarantined']}, "
         f"duplicates {s['duplicates']}",
-        f"  new messages {s['new_messages']}, repeat failures {s['repeat_failures']}",
+        f"  new messages {s['new_messages']}, repeat failures {s['repeat_failures']}"
+        + (f", failed in another consumer group under the same id {n}" if (n := s.get("consumer_group_conflicts"))
+           else ""),
         f"  due {s['due']}: delivered {s['delivered']}, rescheduled {s['rescheduled']}",
         "  dead-lettered " + str(dl["total"]) + " (" + ", ".join(f"{k} {v}" for k, v in dl.items() if k != "total")
         + ")",

@@ -166,7 +166,8 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     ``existing`` has ledger columns (rows of the files being rewritten; None when no file is); ``failures`` is
     :func:`aggregate_failures` of the batch (records with contract columns plus ``fp``, ``policy_idx``,
     ``non_retryable``). Adds ``changed``, ``dlq_event`` (dead-lettered by this merge), ``is_new``,
-    ``new_failures``, ``cross_batch_duplicates`` and ``batch_duplicates``. ``codegen`` is the cycle's code
+    ``new_failures``, ``cross_batch_duplicates``, ``batch_duplicates`` and ``group_conflict`` (new failures of
+    another consumer group than the message's). ``codegen`` is the cycle's code
     generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
     c = _merge_columns(policies)
@@ -302,6 +303,13 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         F.col("n").alias("new_failures"),
         F.col("cross_batch_duplicates"),
         F.col("batch_duplicates"),
+        # new failures of another consumer group than the message's (its ledger row's, or for a new message its
+        # first failure's in this batch): the ledger keeps one row per message_id, so two groups failing on one
+        # id (RocketMQ gives every group the same msgId) count as one message's failures. Named, not refused:
+        # the records are the landing's as written (README, "consumer_group"). Only the last RECENT are looked at.
+        F.when(single | ~has_new, F.lit(False)).otherwise(sql_lambda(
+            "exists(rf, x -> NOT (x.consumer_group <=> CASE WHEN e_state IS NULL THEN element_at(rf, 1).consumer_group "
+            "ELSE e_consumer_group END))")).alias("group_conflict"),
     ]
     return c
 
