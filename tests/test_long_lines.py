@@ -305,7 +305,7 @@ def _record(mid: str, payload: str = "p", failed_at: str = "2026-11-21T00:30:00Z
                        "error_class": "Boom"})
 
 
-def _cycle(spark, landing: Path, wh: Path, as_of: str, max_line_bytes: int) -> dict:
+def _cycle(spark, landing: Path | str, wh: Path, as_of: str, max_line_bytes: int) -> dict:
     return run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=load_config(None),
                                          as_of_ms=parse_instant(as_of), max_line_bytes=max_line_bytes))
 
@@ -492,7 +492,7 @@ def test_a_files_stamp_tells_it_from_a_file_rewritten_or_replaced_at_its_path(tm
     assert landing_batch.file_stamps(None, [f"file:{path}"]) == {f"file:{path}": first[str(path)]}  # type: ignore
     st = path.stat()
     path.write_text("b\na\n")  # the same length, written again
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert landing_batch.file_stamps(None, [str(path)])[str(path)] != first[str(path)]  # type: ignore[arg-type]
     replacement = tmp_path / "f.tmp"
     replacement.write_text("a\nb\n")
@@ -501,47 +501,99 @@ def test_a_files_stamp_tells_it_from_a_file_rewritten_or_replaced_at_its_path(tm
     assert landing_batch.file_stamps(None, [str(path)])[str(path)] != first[str(path)]  # type: ignore[arg-type]
 
 
-@pytest.mark.spark
-def test_a_file_rewritten_between_the_passes_of_its_split_read_is_read_again_whole(spark, tmp_path, monkeypatch,
-                                                                                   caplog):
-    """The contract forbids it, but a file replaced after the first pass counted its splits' lines would be read
-    in the first listing's splits with the first pass's counts: the lines past its old length unread (here the
-    last), and the lines of any split whose count changed numbered wrong. The run sees the file is not the one
-    the first pass counted and reads the landing again, one whole file per task, which takes the new file as one
-    read of it. The next run names the file as changed after it was read, as it names any file that changes once
-    read."""
+def _mounted(spark, tmp_path: Path, landing: Path) -> str:
+    """``landing`` as a ``viewfs:`` URI (standing for a bucket, on a filesystem without ETags)."""
+    authority = f"lake-{tmp_path.name.replace('_', '-')}"  # a mount table of its own: Hadoop caches filesystems
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{authority}.link./landing",
+                                                      landing.resolve().as_uri())
+    return f"viewfs://{authority}/landing"
+
+
+def _split_landing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[str], Path]:
+    """:func:`_big_landing` and a small file of ten records beside it, read in splits of a third of the big one."""
     landing, big, lines = _big_landing(tmp_path)
+    small = landing / HOUR / "small.jsonl"
+    small.write_text("\n".join(_record(f"s-{i}") for i in range(10)) + "\n")
     monkeypatch.setenv(contract.SPLIT_BYTES_ENV, str(big.stat().st_size // 3))
+    return landing, big, lines, small
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("at_uri", [False, True])
+def test_files_rewritten_between_the_passes_of_a_split_read_have_the_landing_read_again_whole(
+        spark, tmp_path, monkeypatch, caplog, at_uri):
+    """The contract forbids it, but a file replaced after the first pass counted its splits' lines would be read
+    in the first listing's splits with the first pass's counts: the lines past its old length unread, and the
+    lines of any split whose count changed numbered wrong; the same for a small file packed into a split's task,
+    whose lines the first pass counts too. The run sees the files are not the ones the first pass counted and
+    reads the landing again, one whole file per task, which takes each new file as one read of it and scans the
+    changed ones (their listed lengths no longer hold) for lines too long to read. The next run names the files
+    as changed after they were read, as it names any file that changes once read. At a URI (no ETags here) the
+    files' lengths tell."""
+    cap = 4096
+    landing, big, lines, small = _split_landing(tmp_path, monkeypatch)
     real = landing_batch.read_text_records
     passes: list[bool] = []
 
     def rewritten_after_the_first_pass(spark, files, max_line_bytes, split=False):  # noqa: ANN001, ANN202
         records = real(spark, files, max_line_bytes, split)  # split: the first pass ran
         passes.append(split)
-        if split:
-            staged = big.with_name("big.tmp")  # written whole, then renamed over the file: two records ahead
-            staged.write_text("\n".join([_record("new-1"), _record("new-2"), *lines]) + "\n")
-            staged.rename(big)
+        if split:  # each written whole, then renamed over the landed file
+            new = {big: [_record("new-1"), _record("new-2"), *lines, "z" * cap, *(_record(f"t-{i}") for i in range(3))],
+                   small: [_record(f"s-{i}") for i in range(12)]}
+            for path, text in new.items():
+                path.with_suffix(".tmp").write_text("\n".join(text) + "\n")
+                path.with_suffix(".tmp").rename(path)
         return records
 
     monkeypatch.setattr(landing_batch, "read_text_records", rewritten_after_the_first_pass)
+    root = _mounted(spark, tmp_path, landing) if at_uri else str(landing)
     with caplog.at_level(logging.INFO):
-        summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+        summary = _cycle(spark, root, tmp_path / "wh", AS_OF, cap)
     assert passes == [True, False]
     assert summary["landing_read"] == "splits_then_whole_files"
-    assert f"landing files changed while they were read in splits: files are to be written whole, then renamed " \
-           f"files=['{big}']" in caplog.text
+    changed = [f"{root}/{HOUR.as_posix()}/{name}" if at_uri else str(landing / HOUR / name)
+               for name in ("big.jsonl", "small.jsonl")]
+    assert f"landing files changed while they were read in splits: a landed file must not change files={changed}" \
+        in caplog.text
     assert all(summary["conservation"].values()), summary["conservation"]
     reader, snap = open_snapshot(str(tmp_path / "wh"))
     ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
-    assert ids == sorted(["new-1", "new-2", *(f"b-{i}" for i in range(300) if i != 250)])
-    assert list(_quarantine(tmp_path / "wh")) == [("big.jsonl", 253)]  # the broken line's number in the new file
-    assert summary["records_read"] == 302
+    assert ids == sorted(["new-1", "new-2", *(f"b-{i}" for i in range(300) if i != 250),
+                          *(f"t-{i}" for i in range(3)), *(f"s-{i}" for i in range(12))])
+    quarantine = _quarantine(tmp_path / "wh")
+    assert {k: v[0] for k, v in quarantine.items()} == {  # numbered as the new file numbers them
+        ("big.jsonl", 253): contract.MALFORMED_JSON, ("big.jsonl", 303): contract.RECORD_TOO_LARGE}
+    assert summary["records_read"] == 2 + 300 + 1 + 3 + 12
 
     monkeypatch.undo()
-    again = _cycle(spark, landing, tmp_path / "wh", "2026-11-21T04:00:00Z", DEFAULT_MAX_LINE_BYTES)
-    assert again["changed_files_ignored"] == [str(big)]
+    again = _cycle(spark, root, tmp_path / "wh", "2026-11-21T04:00:00Z", cap)
+    assert sorted(again["changed_files_ignored"]) == changed
     assert again["records_read"] == 0
+
+
+@pytest.mark.spark
+def test_a_file_gone_once_its_split_read_is_over_is_left_to_the_next_run(spark, tmp_path, monkeypatch, caplog):
+    """Deleted after the read (the records in the cache), a file is no change to what the read took: the run
+    commits its records, with a warning, and does not read the landing again (whose file would now be missing)."""
+    landing, _big, _lines, small = _split_landing(tmp_path, monkeypatch)
+    real = landing_batch.file_stamps
+    calls: list[int] = []
+
+    def deleted_before_the_second(spark, paths, tagged=()):  # noqa: ANN001, ANN202
+        calls.append(len(paths))
+        if len(calls) == 2:
+            small.unlink()
+        return real(spark, paths, tagged)
+
+    monkeypatch.setattr(landing_batch, "file_stamps", deleted_before_the_second)
+    with caplog.at_level(logging.INFO):
+        summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert calls == [2, 2]
+    assert summary["landing_read"] == "splits"
+    assert f"landing files gone since the run read them files=['{small}']" in caplog.text
+    assert summary["records_read"] == 310
+    assert all(summary["conservation"].values()), summary["conservation"]
 
 
 @pytest.mark.spark

@@ -177,7 +177,10 @@ class JvmFs:
         st = self._file_status(location)
         if st is None:
             return None
-        etag = st.getEtag()
+        # only statuses that implement EtagSource have one (a bucket's); HDFS's, viewfs's and the local
+        # filesystem's have no getEtag at all (the store plugin checks the same for a Connect client)
+        tagged = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.EtagSource").isInstance(st)
+        etag = st.getEtag() if tagged else None
         return (None if etag is None else str(etag)), int(st.getLen())
 
     def sizes(self, locations: Sequence[str]) -> list[int]:
