@@ -442,36 +442,49 @@ policies:
 
 def test_a_message_id_failing_in_two_consumer_groups_is_named_in_the_log_and_the_summary(spark, tmp_path, caplog):
     """The ledger keeps one row per message_id: two RocketMQ groups failing on one msgId count as one message's
-    failures. That is the landing's to avoid (ids of their own per group), and each run names it: in one batch,
-    and against the group the ledger row has. A message failing again in its own group, or in none twice, is not
-    named."""
+    failures. That is the landing's to avoid (ids of their own per group), and each run names it: two groups in one
+    batch, however many failures come between them, and a group other than the ledger row's. A message failing
+    again in its own group, in none, or in none and then one (a missing or empty group names none) is not named."""
     from reprocess.cli import render_summary
 
+    def at(second: int) -> str:
+        return f"2026-11-21T10:{second // 60:02d}:{second % 60:02d}Z"
+
     land(tmp_path / "landing", "10", "a.jsonl", [
-        rec("both", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
-        rec("both", "2026-11-21T10:00:01Z", consumer_group="audit-svc"),
-        rec("later", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
-        rec("same", "2026-11-21T10:00:00Z", consumer_group="order-svc"),
-        rec("same", "2026-11-21T10:00:02Z", consumer_group="order-svc"),
-        rec("none", "2026-11-21T10:00:00Z"),
+        rec("both", at(0), consumer_group="order-svc"),
+        rec("both", at(1), consumer_group="audit-svc"),
+        *(rec("deep", at(i), consumer_group="order-svc" if i < 5 else "audit-svc", delivery_count=i + 1)
+          for i in range(30)),  # the groups change among failures older than the merge's last twenty
+        rec("later", at(0), consumer_group="order-svc"),
+        rec("same", at(0), consumer_group="order-svc"),
+        rec("same", at(2), consumer_group="order-svc"),
+        rec("none", at(0)),
+        rec("unnamed", at(0)),
+        rec("unnamed", at(1), consumer_group=""),
+        rec("unnamed", at(2), consumer_group="order-svc"),
     ])
+    assert cycle(spark, tmp_path, at(45), dry_run=True)["consumer_group_conflicts"] == 2
+    caplog.clear()
     with caplog.at_level(logging.ERROR, logger="reprocess.cycle.run"):
-        s = cycle(spark, tmp_path, "2026-11-21T10:00:05Z")
-    assert s["consumer_group_conflicts"] == 1
+        s = cycle(spark, tmp_path, at(45))
+    assert s["consumer_group_conflicts"] == 2
     assert all(s["conservation"].values()), s["conservation"]
     assert "messages failed in more than one consumer group under one message_id" in caplog.text
-    assert "messages=1 examples=[('both', 'audit-svc')]" in caplog.text
-    assert ", failed in another consumer group under the same id 1" in render_summary(s)
+    assert "messages=2 examples=" in caplog.text
+    for named in ("('both', ['audit-svc', 'order-svc'])", "('deep', ['audit-svc', 'order-svc'])"):
+        assert named in caplog.text
+    assert ", failed in another consumer group under the same id 2" in render_summary(s)
     land(tmp_path / "landing", "10", "b.jsonl", [
         rec("later", "2026-11-21T10:10:00Z", consumer_group="billing-svc"),
         rec("same", "2026-11-21T10:10:00Z", consumer_group="order-svc"),
         rec("none", "2026-11-21T10:10:00Z"),
+        rec("unnamed", "2026-11-21T10:10:00Z", consumer_group=""),
     ])
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="reprocess.cycle.run"):
         s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z")
     assert s["consumer_group_conflicts"] == 1
-    assert "messages=1 examples=[('later', 'billing-svc')]" in caplog.text
+    assert "messages=1 examples=[('later', ['billing-svc', 'order-svc'])]" in caplog.text
     assert "another consumer group" not in render_summary(cycle(spark, tmp_path, "2026-11-21T10:20:00Z"))
 
 

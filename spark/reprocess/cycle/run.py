@@ -405,7 +405,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     merged = pins.pin(merge_failures(existing, failures, policies, run_id, as_of, codegen), level, truncate)
     counted = merged.agg(F.count(F.lit(1)).alias("rows"),
                          F.sum(F.col("revived").cast("long")).alias("revived"),
-                         F.sum(F.col("group_conflict").cast("long")).alias("group_conflicts")).collect()
+                         F.count("conflict_groups").alias("group_conflicts")).collect()
     revived = int(counted[0]["revived"] or 0)
     group_conflicts = int(counted[0]["group_conflicts"] or 0)
     if group_conflicts:
@@ -992,7 +992,7 @@ def _summary(spark: SparkSession, c: dict[str, int], final: DataFrame, lateness:
         F.sum(F.col("delivered_now").cast("int")).alias("delivered"),
         F.sum((F.col("redriven") & (F.col("state") == WAITING)).cast("int")).alias("rescheduled"),
         F.sum(F.col("dlq_event").cast("int")).alias("dlq_events"),
-        F.sum(F.col("group_conflict").cast("int")).alias("group_conflicts"),
+        F.count("conflict_groups").alias("group_conflicts"),
     ).first())
     # Outcomes come only from re-driving the due messages, one each: the due ones without are left due.
     left_due = due_count - a["redriven"]
@@ -1167,10 +1167,11 @@ def _check_conservation(summary: dict[str, Any], docs: str | None = None) -> Non
 def _log_group_conflicts(merged: DataFrame, n: int) -> None:
     """Names (as an error) the messages of ``merged`` that failed in another consumer group than the one they
     had: their failures count as one message's (the ledger is keyed by ``message_id`` alone)."""
-    some = merged.filter(F.col("group_conflict")).select("message_id", "consumer_group").limit(10).collect()
+    some = merged.filter(F.col("conflict_groups").isNotNull()).select("message_id", "conflict_groups").limit(10) \
+        .collect()
     log.error("messages failed in more than one consumer group under one message_id; their failures count as one "
               "message's: give each group's landing records ids of their own (<group>/<id>) messages=%s "
-              "examples=%s", n, [(r.message_id, r.consumer_group) for r in some])
+              "examples=%s", n, [(r.message_id, r.conflict_groups) for r in some])
 
 
 def _dry_summary(landing: dict[str, int], merged: DataFrame, due_count: int, run_id: str, as_of: int,
@@ -1178,7 +1179,7 @@ def _dry_summary(landing: dict[str, int], merged: DataFrame, due_count: int, run
     """A dry run's report; ``landing``: the batch's counts (:func:`_landing_counts`, the committing run's own)."""
     m = _ints(merged.agg(F.sum("batch_duplicates").alias("duplicates"),
                          F.sum(F.col("dlq_event").cast("int")).alias("dead"),
-                         F.sum(F.col("group_conflict").cast("int")).alias("group_conflicts")).first())
+                         F.count("conflict_groups").alias("group_conflicts")).first())
     return {
         "run_id": run_id, "as_of": iso(as_of), "dry_run": True, "landing_files": len(files),
         "records_read": landing["records"], "would_quarantine": landing["bad"], "would_ingest": landing["fresh"],

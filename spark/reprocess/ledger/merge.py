@@ -118,7 +118,9 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
       ``fp``, ``delivery_count``, ``non_retryable``);
     - ``recent``: the whole records of the last :data:`RECENT` of them, from which the merge takes the message's
       fields and its history;
-    - ``batch_duplicates``: the records that were exact duplicates of another.
+    - ``batch_duplicates``: the records that were exact duplicates of another;
+    - ``group_min``, ``group_max``: the least and greatest consumer group its records name (a missing or empty one
+      names none), from which :func:`merge_failures` tells a message failing in two groups.
 
     A message failing many times in one batch is one row, held in memory whole: four fields of each failure and the
     full records (payloads, headers, errors) of only its last few keep that row small (bench/RESULTS.md,
@@ -140,6 +142,7 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
     ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
     marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
     streamed = sort_aggregated(failures.sparkSession)
+    named_group = F.nullif(F.col("consumer_group"), F.lit(""))  # a missing or empty group names none
 
     def in_order(fields: str) -> str:
         """The message's distinct failures, in (failed_ms, fp) order: as they stream in, or sorted afterwards."""
@@ -156,6 +159,8 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
         sql_lambda(in_order("failed_ms, fp, delivery_count, non_retryable")).alias("new_failures"),
         sql_lambda(f"slice({full}, greatest(size({full}) - {RECENT} + 1, 1), {RECENT})").alias("recent"),
         F.sum(F.col("_dup").cast("long")).alias("batch_duplicates"),
+        F.min(named_group).alias("group_min"),
+        F.max(named_group).alias("group_max"),
     )
 
 
@@ -166,8 +171,9 @@ def merge_failures(existing: DataFrame | None, failures: DataFrame, policies: Po
     ``existing`` has ledger columns (rows of the files being rewritten; None when no file is); ``failures`` is
     :func:`aggregate_failures` of the batch (records with contract columns plus ``fp``, ``policy_idx``,
     ``non_retryable``). Adds ``changed``, ``dlq_event`` (dead-lettered by this merge), ``is_new``,
-    ``new_failures``, ``cross_batch_duplicates``, ``batch_duplicates`` and ``group_conflict`` (new failures of
-    another consumer group than the message's). ``codegen`` is the cycle's code
+    ``new_failures``, ``cross_batch_duplicates``, ``batch_duplicates`` and ``conflict_groups`` (the consumer
+    groups, sorted, of a message whose new failures name another group than its ledger row's, or two among
+    themselves; null for the others: a missing or empty group names none). ``codegen`` is the cycle's code
     generation mode: with generated code the as-of reaches the rows as data (:func:`with_as_of`).
     """
     c = _merge_columns(policies)
@@ -198,7 +204,8 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     kept = [c for c in LEDGER_COLUMNS if c not in ("message_id", "bucket")]
     c: dict[str, Any] = {
         "fresh": ["message_id", *[F.lit(None).cast(LEDGER_SCHEMA[c].dataType).alias(f"e_{c}") for c in kept],
-                  F.col("new_failures").alias("nf_all"), F.col("recent").alias("rf_all"), "batch_duplicates"],
+                  F.col("new_failures").alias("nf_all"), F.col("recent").alias("rf_all"), "batch_duplicates",
+                  "group_min", "group_max"],
         "on": F.col("e.message_id") == F.col("a.message_id"),
         "joined": [
             F.coalesce(F.col("e.message_id"), F.col("a.message_id")).alias("message_id"),
@@ -206,6 +213,8 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
             F.col("a.new_failures").alias("nf_all"),
             F.col("a.recent").alias("rf_all"),
             F.coalesce(F.col("a.batch_duplicates"), F.lit(0).cast("long")).alias("batch_duplicates"),
+            F.col("a.group_min").alias("group_min"),
+            F.col("a.group_max").alias("group_max"),
         ],
     }
     # Most rows are a new message failing once: that case is computed without the lambdas (higher-order
@@ -291,6 +300,7 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
                                                                       last["consumer_group"]))),
         pick("terminal_ms", F.when(new_state == DEAD_LETTERED, F.col(_MERGE_AS_OF))),
     ]
+    ledger_group = F.nullif(F.col("e_consumer_group"), F.lit(""))
     c["out_end"] = [
         F.col("e_released_deliveries").alias("released_deliveries"),
         F.col("e_resets").alias("resets"),
@@ -303,13 +313,14 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         F.col("n").alias("new_failures"),
         F.col("cross_batch_duplicates"),
         F.col("batch_duplicates"),
-        # new failures of another consumer group than the message's (its ledger row's, or for a new message its
-        # first failure's in this batch): the ledger keeps one row per message_id, so two groups failing on one
-        # id (RocketMQ gives every group the same msgId) count as one message's failures. Named, not refused:
-        # the records are the landing's as written (README, "consumer_group"). Only the last RECENT are looked at.
-        F.when(single | ~has_new, F.lit(False)).otherwise(sql_lambda(
-            "exists(rf, x -> NOT (x.consumer_group <=> CASE WHEN e_state IS NULL THEN element_at(rf, 1).consumer_group "
-            "ELSE e_consumer_group END))")).alias("group_conflict"),
+        # the groups of a message whose new failures name another consumer group than its ledger row's, or two
+        # among themselves: the ledger keeps one row per message_id, so two groups failing on one id (RocketMQ
+        # gives every group the same msgId) count as one message's failures. Named, not refused: the records are
+        # the landing's as written (README, "consumer_group"). A missing or empty group names none.
+        F.when(has_new & ((F.col("group_min") != F.col("group_max")) | (ledger_group != F.col("group_min"))
+                          | (ledger_group != F.col("group_max"))),
+               F.array_sort(F.array_distinct(F.array_compact(F.array(ledger_group, "group_min", "group_max")))),
+               ).alias("conflict_groups"),
     ]
     return c
 
