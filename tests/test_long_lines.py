@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from pyspark.sql import functions as F
 from reprocess.cli import load_config, parse_instant
 from reprocess.cycle import landing_batch
 from reprocess.cycle.run import CycleOptions, run_cycle
-from reprocess.errors import ContractError
+from reprocess.errors import ContractError, LandingChangedError
 from reprocess.landing import contract
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.landing.long_lines import (
@@ -520,16 +521,15 @@ def _split_landing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Pat
 
 @pytest.mark.spark
 @pytest.mark.parametrize("at_uri", [False, True])
-def test_files_rewritten_between_the_passes_of_a_split_read_have_the_landing_read_again_whole(
-        spark, tmp_path, monkeypatch, caplog, at_uri):
-    """The contract forbids it, but a file replaced after the first pass counted its splits' lines would be read
-    in the first listing's splits with the first pass's counts: the lines past its old length unread, and the
-    lines of any split whose count changed numbered wrong; the same for a small file packed into a split's task,
-    whose lines the first pass counts too. The run sees the files are not the ones the first pass counted and
-    reads the landing again, one whole file per task, which takes each new file as one read of it and scans the
-    changed ones (their listed lengths no longer hold) for lines too long to read. The next run names the files
-    as changed after they were read, as it names any file that changes once read. At a URI (no ETags here) the
-    files' lengths tell."""
+def test_files_rewritten_between_the_passes_of_a_split_read_fail_the_run_and_the_next_reads_them_anew(
+        spark, tmp_path, monkeypatch, at_uri):
+    """The contract forbids it, but a file replaced after the first pass counted its lines would be read in the
+    first listing's splits with the first pass's counts: the lines past its old length unread (and never read
+    later: the next run takes the file for one changed after its read), and the lines of any split whose count
+    changed numbered wrong; the same for a small file packed into a split's task, whose lines the first pass
+    counts too. The run sees the files are not the ones the first pass counted and fails, committing nothing; the
+    next run lists the landing again and reads the new files, numbered as they number themselves, their long line
+    quarantined. At a URI (no ETags here) the split file's length tells; a small file there is not checked."""
     cap = 4096
     landing, big, lines, small = _split_landing(tmp_path, monkeypatch)
     real = landing_batch.read_text_records
@@ -548,52 +548,45 @@ def test_files_rewritten_between_the_passes_of_a_split_read_have_the_landing_rea
 
     monkeypatch.setattr(landing_batch, "read_text_records", rewritten_after_the_first_pass)
     root = _mounted(spark, tmp_path, landing) if at_uri else str(landing)
-    with caplog.at_level(logging.INFO):
-        summary = _cycle(spark, root, tmp_path / "wh", AS_OF, cap)
-    assert passes == [True, False]
-    assert summary["landing_read"] == "splits_then_whole_files"
-    changed = [f"{root}/{HOUR.as_posix()}/{name}" if at_uri else str(landing / HOUR / name)
-               for name in ("big.jsonl", "small.jsonl")]
-    assert f"landing files changed while they were read in splits: a landed file must not change files={changed}" \
-        in caplog.text
+    changed = [f"{root}/{HOUR.as_posix()}/big.jsonl"] if at_uri else [str(big), str(small)]
+    with pytest.raises(LandingChangedError, match=re.escape(f"while the run read them in splits: {changed} (a landed")):
+        _cycle(spark, root, tmp_path / "wh", AS_OF, cap)
+    assert passes == [True]
+    assert Warehouse(tmp_path / "wh").latest().version == 0
+
+    monkeypatch.setattr(landing_batch, "read_text_records", real)
+    summary = _cycle(spark, root, tmp_path / "wh", AS_OF, cap)
+    assert summary["landing_read"] == "splits_then_whole_files"  # the new long line in a split file
     assert all(summary["conservation"].values()), summary["conservation"]
     reader, snap = open_snapshot(str(tmp_path / "wh"))
     ids = sorted(read_live(reader, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
     assert ids == sorted(["new-1", "new-2", *(f"b-{i}" for i in range(300) if i != 250),
                           *(f"t-{i}" for i in range(3)), *(f"s-{i}" for i in range(12))])
-    quarantine = _quarantine(tmp_path / "wh")
-    assert {k: v[0] for k, v in quarantine.items()} == {  # numbered as the new file numbers them
+    assert {k: v[0] for k, v in _quarantine(tmp_path / "wh").items()} == {
         ("big.jsonl", 253): contract.MALFORMED_JSON, ("big.jsonl", 303): contract.RECORD_TOO_LARGE}
     assert summary["records_read"] == 2 + 300 + 1 + 3 + 12
 
-    monkeypatch.undo()
-    again = _cycle(spark, root, tmp_path / "wh", "2026-11-21T04:00:00Z", cap)
-    assert sorted(again["changed_files_ignored"]) == changed
-    assert again["records_read"] == 0
-
 
 @pytest.mark.spark
-def test_a_file_gone_once_its_split_read_is_over_is_left_to_the_next_run(spark, tmp_path, monkeypatch, caplog):
-    """Deleted after the read (the records in the cache), a file is no change to what the read took: the run
-    commits its records, with a warning, and does not read the landing again (whose file would now be missing)."""
+def test_a_file_gone_before_its_split_read_is_checked_fails_the_run(spark, tmp_path, monkeypatch):
+    """A file gone before the check could have been replaced before it went: the run cannot tell what it read, and
+    fails; the next run reads the landing without it."""
     landing, _big, _lines, small = _split_landing(tmp_path, monkeypatch)
     real = landing_batch.file_stamps
     calls: list[int] = []
 
-    def deleted_before_the_second(spark, paths, tagged=()):  # noqa: ANN001, ANN202
+    def deleted_before_the_second(spark, paths):  # noqa: ANN001, ANN202
         calls.append(len(paths))
         if len(calls) == 2:
             small.unlink()
-        return real(spark, paths, tagged)
+        return real(spark, paths)
 
     monkeypatch.setattr(landing_batch, "file_stamps", deleted_before_the_second)
-    with caplog.at_level(logging.INFO):
-        summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    with pytest.raises(LandingChangedError, match=re.escape(f"in splits: ['{small}']")):
+        _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
     assert calls == [2, 2]
-    assert summary["landing_read"] == "splits"
-    assert f"landing files gone since the run read them files=['{small}']" in caplog.text
-    assert summary["records_read"] == 310
-    assert all(summary["conservation"].values()), summary["conservation"]
+    summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert (summary["landing_files"], summary["records_read"], summary["landing_read"]) == (1, 300, "splits")
 
 
 @pytest.mark.spark

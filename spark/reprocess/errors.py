@@ -13,6 +13,7 @@
      +-- WarehouseDamagedError     code="damaged"        exit 12  a file the snapshot lists is gone or unreadable
      +-- SparkOutOfMemoryError     code="out_of_memory"  exit 13  the driver (or an executor) ran out of heap
      +-- DiskFullError             code="no_space"       exit 14  a disk the run writes to is full
+     +-- LandingChangedError       code="landing_changed" exit 15 a landing file changed while the run read it
 
 Every class carries a stable ``code`` (for logs, summaries and tests) and the CLI exit code
 it maps to. Messages carry the evidence: the file, the policy, the key, the record.
@@ -143,6 +144,15 @@ class DiskFullError(ReprocessError):
 
     code = "no_space"
     exit_code = 14
+
+
+class LandingChangedError(ReprocessError):
+    """A landing file read in splits changed, or went, between the read's first pass (which numbers its lines) and
+    the end of the read: the contract forbids it (a landed file never changes). Nothing is committed; the next run,
+    or the DAG task's retry, lists the landing again and reads the files as they are then."""
+
+    code = "landing_changed"
+    exit_code = 15
 
 
 # The errors no retry of a job can change, each with what it says of the job: a DAG task fails at once on them,

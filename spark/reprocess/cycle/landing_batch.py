@@ -7,17 +7,16 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reprocess.errors import ContractError
+from reprocess.errors import ContractError, LandingChangedError
 from reprocess.landing import contract
 from reprocess.landing.contract import (
-    SplitChanged,
     SplitTooLong,
     one_file_per_partition,
     parse_records,
@@ -64,8 +63,8 @@ class Batch:
     # each file checked for whether it can be read at all (a .gz or Parquet file, or any file at a URI, which the
     # JVM checks): (why not, a .gz file's decoded bytes)
     decode_checks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
-    # each text file of a read in splits as it was before the read's first pass (file_stamps): the same after the
-    # read, or with_long_lines has the landing read again whole (the first pass numbers every file's lines)
+    # the files of a read in splits as they were before its first pass, which numbers their lines (file_stamps):
+    # every local text file, and the split files at URIs; with_long_lines checks them again once the read is over
     split_stamps: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
 
 
@@ -84,26 +83,16 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
     return [mapped[p] if p in mapped else local_file_uri(p) for p in paths]
 
 
-def file_stamps(spark: SparkSession, paths: Sequence[str],
-                tagged: Collection[str] = ()) -> dict[str, tuple[Any, ...] | None]:
+def file_stamps(spark: SparkSession, paths: Sequence[str]) -> dict[str, tuple[Any, ...] | None]:
     """What tells each landing file of ``paths`` from a file rewritten or replaced at that path, None for one that
     is gone (or that this process cannot see): a local file's length, modification time (in nanoseconds) and
-    inode; a file at a URI its length (for all of them, one request), and for those of ``tagged`` its ETag too,
-    as the driver's Hadoop ``FileSystem`` gives it (one request each; a filesystem without ETags, HDFS's or
-    viewfs's, gives none)."""
+    inode; a file at a URI its length and ETag, as the driver's Hadoop ``FileSystem`` gives them (a request each;
+    a filesystem without ETags, HDFS's or viewfs's, gives none)."""
     stamps: dict[str, tuple[Any, ...] | None] = {}
-    remote = [p for p in paths if remote_scheme(p)]
-    if remote:
-        fs = session_fs(spark)
-        try:
-            lengths: dict[str, int | None] = dict(zip(remote, fs.sizes(remote), strict=True))
-        except FileNotFoundError:  # one is gone: each asked on its own
-            lengths = {p: None if (status := fs.status(p)) is None else status[1] for p in remote}
-        for path in remote:
-            status = fs.status(path) if path in tagged and lengths[path] is not None else None
-            stamps[path] = None if lengths[path] is None else (lengths[path], status[0] if status else None)
     for path in paths:
-        if path in stamps:
+        if remote_scheme(path):
+            status = session_fs(spark).status(path)
+            stamps[path] = None if status is None else (status[1], status[0])
             continue
         try:
             st = os.stat(local_path(path))
@@ -164,7 +153,7 @@ def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, in
 def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], as_of_ms: int,
                max_payload_bytes: int, max_future_ms: int, codegen: str = "interpreted",
                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, split: Literal[False] | None = None,
-               checked: Batch | None = None, rescan: Collection[str] = ()) -> Batch:
+               checked: Batch | None = None) -> Batch:
     """Parse the records of ``files``; columns ``is_new_file``, ``prev_through_ms`` and ``prev_future_ms`` (the
     first read's future bound, ManifestEntry.future_ms) come from the manifest.
     Lines of ``max_line_bytes`` or more are skipped (:mod:`reprocess.landing.long_lines`: the caller finds them
@@ -178,9 +167,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
 
     ``checked``, a batch this run read from the same files before (in splits, read again whole): its checks of
     whether each file can be read at all are taken, not made again (each decompressed a ``.gz`` file whole; one at
-    a URI took a call to the JVM, for a Spark Connect client its server's). ``rescan``: files whose listed length
-    no longer holds (changed during that read, contract.SplitChanged): with_long_lines scans them whatever their
-    bytes add up to.
+    a URI took a call to the JVM, for a Spark Connect client its server's).
     """
     corrupt: list[tuple[str, str]] = []
     decode_checks: dict[str, tuple[str | None, int | None]] = {}
@@ -207,8 +194,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         else:
             readable.append(f)
             if f.fmt == "text":  # a .gz file whose decoded size did not come back is scanned (-1: unknown)
-                text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") \
-                    or f.path in rescan else f.size
+                text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     parts, limits, split_paths, read_again, stamps = _read_texts(spark, readable, manifest, max_line_bytes, file_keys,
@@ -257,7 +243,9 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
         log.info("landing text files read in splits split_bytes=%s task_slots=%s files=%s", split_bytes, slots,
                  in_splits[:10])
         split_large_files(spark, split_bytes)
-        stamps = file_stamps(spark, texts, in_splits)  # before the first pass: a file changed after it is read again
+        # before the first pass: a file that changes after it fails the run (with_long_lines). A file at a URI costs a
+        # request: only those in several splits (the first pass numbers a small one's lines too: not checked there)
+        stamps = file_stamps(spark, [p for p in texts if not remote_scheme(p) or p in in_splits])
         try:
             parts = _read_limits(spark, texts, limits, max_line_bytes, file_keys, True)
             return parts, limits, in_splits, False, stamps
@@ -301,8 +289,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     where the scan finds a long line in a file read in several splits (the reader returned it, or pieces of it,
     shorter than the first pass of contract.read_text_records catches), for the caller to read the landing again;
     its ``scanned`` holds what every scan of this call found, which the caller's next call takes as ``scanned``
-    instead of scanning those files again. Raises :class:`SplitChanged` (one of them, scanning nothing) where a
-    file read in several splits is not the file its first pass counted (``Batch.split_stamps``).
+    instead of scanning those files again. Raises :class:`~reprocess.errors.LandingChangedError` where a file of
+    a read in splits is not the file its first pass counted (``Batch.split_stamps``), before any scan.
     """
     if not batch.file_keys:  # no landing file to read (a run that only re-drives): no record, no job to count them
         return rec, 0, 0
@@ -364,19 +352,19 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 
 
 def _check_split_stamps(spark: SparkSession, batch: Batch) -> None:
-    """Raises :class:`SplitChanged` if a text file of ``batch``'s read in splits is not the file its first pass
-    counted. Called once the records are in the cache: in a local driver nothing reads the files after it; on a
-    cluster an executor lost later has its cached blocks computed again from the files, unchecked. A file gone
-    since is left to the next run (whose listing names it when records of it wait): the read had it whole."""
-    now = file_stamps(spark, list(batch.split_stamps), batch.split_files)
-    gone = sorted(p for p, stamp in batch.split_stamps.items() if now[p] is None and stamp is not None)
-    if gone:
-        log.warning("landing files gone since the run read them files=%s", gone[:10])
-    changed = sorted(p for p, stamp in batch.split_stamps.items() if now[p] is not None and now[p] != stamp)
+    """Raises :class:`~reprocess.errors.LandingChangedError` if a file of ``batch``'s read in splits changed or went
+    since its first pass numbered its lines: the records could be numbered wrong, and lines past a file's listed
+    length were not read (a later run would take the file for one changed after its read, and never read them).
+    Called once the records are in the cache: in a local driver nothing reads the files after it; on a cluster an
+    executor lost later has its cached blocks computed again from the files, unchecked."""
+    now = file_stamps(spark, list(batch.split_stamps))
+    changed = sorted(p for p, stamp in batch.split_stamps.items() if now[p] != stamp)
     if changed:
-        log.error("landing files changed while they were read in splits: a landed file must not change "
-                  "files=%s", changed[:10])
-        raise SplitChanged(changed)
+        log.error("landing files changed while the run read them in splits files=%s", changed[:10])
+        raise LandingChangedError(
+            f"landing files changed or went while the run read them in splits: {changed[:10]} (a landed file must "
+            "not change: write it whole, then rename it into place); nothing was committed, and the next run "
+            "reads the landing as it is then")
 
 
 # Hadoop's LineReader counts a line's bytes in an int: at 2 GiB it gives up, line end or not; Spark names the file.

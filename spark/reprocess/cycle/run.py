@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -347,8 +347,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
             log.warning("%s: the landing is read again, one whole file per task", exc)
             landing_read = "splits_then_whole_files"
             pins.unpin(kept)
-            batch, rec = landed(spark, files, manifest, opts, codegen, split=False, checked=batch,
-                                rescan=exc.paths if exc.changed else ())
+            batch, rec = landed(spark, files, manifest, opts, codegen, split=False, checked=batch)
             kept = pins.pin(rec, level, landing_checkpoint)
             rec, records_read, payload_bytes = with_long_lines(spark, kept, batch, manifest, opts.max_line_bytes,
                                                                exc.scanned)
@@ -537,7 +536,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
 
 def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, ManifestEntry], opts: CycleOptions,
            codegen: str, split: Literal[False] | None = None, checked: Batch | None = None,
-           rescan: Collection[str] = ()) -> tuple[Batch, DataFrame]:
+           ) -> tuple[Batch, DataFrame]:
     """The run's landing batch and its records, parsed and checked: ``problem`` names why a record is quarantined
     (the contract, no policy for its address, the landing suite's row-level expectations), ``bad`` whether this run
     quarantines it, ``in_window`` whether it is a new failure of this run, ``deferred`` whether it waits for a later
@@ -551,11 +550,10 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     removed, a lower payload limit) was dropped, and one quarantined as from the future was ingested when its time
     came.)
 
-    ``checked``: the batch of this run's read in splits, when the landing is read again whole (read_batch);
-    ``rescan``: the files that changed during that read, scanned for long lines whatever their bytes."""
+    ``checked``: the batch of this run's read in splits, when the landing is read again whole (read_batch)."""
     policies = opts.policies
     batch = read_batch(spark, files, manifest, opts.as_of_ms, opts.max_payload_bytes, opts.max_future_ms, codegen,
-                       opts.max_line_bytes, split, checked, rescan)
+                       opts.max_line_bytes, split, checked)
     rec = batch.records.withColumns({
         "policy_idx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
         suites.FAILED_AFTER_AS_OF: suites.failed_after_as_of(batch.as_of)})

@@ -92,30 +92,12 @@ class SplitTooLong(Exception):
     and a line longer than a split comes out in pieces, so the file's records cannot be numbered. The caller reads
     the landing again, one whole file per task (docs/adr/0007)."""
 
-    changed = False  # the files changed during the read (SplitChanged): their listed lengths no longer hold
-
     def __init__(self, paths: list[str], scanned: dict[str, list[Any]] | None = None) -> None:
         super().__init__(f"landing files read in splits hold lines too long to read files={paths[:10]}")
         self.paths = paths
         # the files the run's scan read before this was raised (after the parse), and the long lines it found in
         # each (LongLine): the read that follows takes them instead of scanning the files again
         self.scanned = scanned or {}
-
-
-class SplitChanged(SplitTooLong):
-    """A text file of a landing read in splits was not the same file at the end of the read as before its first
-    pass (its length, modification time or inode; at a URI its length, and for a file in several splits its ETag
-    where the filesystem has one): the first pass may have counted other lines than the read took, so the records'
-    numbers cannot be trusted, and lines past the listed length were not read. The contract forbids it (a landed
-    file never changes); the caller reads the landing again, one whole file per task, a read of one pass, as it
-    does for :class:`SplitTooLong`, and scans the changed files for long lines (docs/adr/0007)."""
-
-    changed = True
-
-    def __init__(self, paths: list[str]) -> None:
-        Exception.__init__(self, f"landing files changed while they were read in splits files={paths[:10]}")
-        self.paths = paths
-        self.scanned: dict[str, list[Any]] = {}  # what a scan found in the changed files is not taken
 
 
 def read_text_records(spark: SparkSession, files: list[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
