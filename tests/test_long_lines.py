@@ -568,23 +568,36 @@ def test_files_rewritten_between_the_passes_of_a_split_read_fail_the_run_and_the
 
 
 @pytest.mark.spark
-def test_a_file_gone_before_its_split_read_is_checked_fails_the_run(spark, tmp_path, monkeypatch):
-    """A file gone before the check could have been replaced before it went: the run cannot tell what it read, and
-    fails; the next run reads the landing without it."""
+@pytest.mark.parametrize("when", ["after the first pass", "before the check"])
+def test_a_file_gone_during_its_split_read_fails_the_run_and_the_next_reads_the_landing_without_it(
+        spark, tmp_path, monkeypatch, when):
+    """Gone right after the first pass, the file fails the read itself (Spark cannot open it); gone just before the
+    check, it could have been replaced before it went: either way the run cannot tell what it read, and fails as
+    for a changed file, not with Spark's own error."""
     landing, _big, _lines, small = _split_landing(tmp_path, monkeypatch)
-    real = landing_batch.file_stamps
+    reader, stamps = landing_batch.read_text_records, landing_batch.file_stamps
     calls: list[int] = []
 
-    def deleted_before_the_second(spark, paths):  # noqa: ANN001, ANN202
+    def deleted_after_the_first_pass(spark, files, max_line_bytes, split=False):  # noqa: ANN001, ANN202
+        records = reader(spark, files, max_line_bytes, split)
+        small.unlink()
+        return records
+
+    def deleted_before_the_check(spark, paths):  # noqa: ANN001, ANN202
         calls.append(len(paths))
         if len(calls) == 2:
             small.unlink()
-        return real(spark, paths)
+        return stamps(spark, paths)
 
-    monkeypatch.setattr(landing_batch, "file_stamps", deleted_before_the_second)
+    if when == "after the first pass":
+        monkeypatch.setattr(landing_batch, "read_text_records", deleted_after_the_first_pass)
+    else:
+        monkeypatch.setattr(landing_batch, "file_stamps", deleted_before_the_check)
     with pytest.raises(LandingChangedError, match=re.escape(f"in splits: ['{small}']")):
         _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
-    assert calls == [2, 2]
+    assert calls == ([] if when == "after the first pass" else [2, 2])
+    monkeypatch.setattr(landing_batch, "read_text_records", reader)
+    monkeypatch.setattr(landing_batch, "file_stamps", stamps)
     summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
     assert (summary["landing_files"], summary["records_read"], summary["landing_read"]) == (1, 300, "splits")
 

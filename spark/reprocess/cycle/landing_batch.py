@@ -301,9 +301,11 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
                                                F.sum(F.octet_length("payload")).alias("payload_bytes")).collect()
     except Exception as exc:
         beyond = _beyond_the_reader(exc, batch.file_keys)
-        if beyond is None:
-            raise
-        raise beyond from exc
+        if beyond is not None:
+            raise beyond from exc
+        if batch.split_stamps:  # a file gone or cut short since the first pass fails the read: said as such
+            _check_split_stamps(spark, batch)
+        raise
     if batch.split_stamps:
         _check_split_stamps(spark, batch)
     records = sum(int(r.records) for r in stats)
