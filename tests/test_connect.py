@@ -548,3 +548,52 @@ def test_an_unknown_reprocess_spark_is_a_config_error_not_a_silent_submit(monkey
     monkeypatch.setenv("REPROCESS_SPARK", "yarn")
     with pytest.raises(ConfigError, match="REPROCESS_SPARK='yarn' is not one of submit, connect"):
         on_spark_connect()
+
+
+_STAMPS_CLIENT = r"""
+import json, sys
+from reprocess.sparkutil import build_session
+from reprocess.storage.hadoop_fs import ConnectFs, plugin_request
+
+url, *paths = sys.argv[1:]
+spark = build_session("stamps-client", remote=url)
+
+
+class Earlier(ConnectFs):
+    STAMPS = "stamps-of-a-later-build"  # what a server whose plugin predates a request answers
+
+
+try:
+    plugin_request(spark, "no-such-request")
+    refused = None
+except Exception as exc:
+    refused = str(exc)
+print(json.dumps({"stamps": ConnectFs(spark).stamps(paths), "earlier": Earlier(spark).stamps(paths),
+                  "refused": refused}))
+"""
+
+
+def test_a_client_stamps_files_at_a_uri_as_a_driver_of_its_own_does_a_folder_at_a_time(server, spark, cfile,
+                                                                                         tmp_path):
+    """``ConnectFs.stamps``, the server's listing of each folder, gives what ``JvmFs.stamps`` gives in a driver of
+    its own: each file's length, modification time and ETag, None for a file or a folder not there. A server whose
+    plugin predates the request refuses it by name, and the client then asks the files' lengths alone."""
+    from reprocess.storage.hadoop_fs import JvmFs
+
+    for hour in ("hour=00", "hour=01"):
+        (tmp_path / hour).mkdir()
+        for name, text in (("a.jsonl", "x\n"), ("b.jsonl", "yy\n")):
+            (tmp_path / hour / name).write_text(text)
+    paths = [f"cfile:{tmp_path}/hour=00/a.jsonl", f"cfile:{tmp_path}/hour=01/b.jsonl",
+             f"cfile:{tmp_path}/hour=00/gone.jsonl", f"cfile:{tmp_path}/hour=02/a.jsonl"]
+    done = subprocess.run([sys.executable, "-c", _STAMPS_CLIENT, server.url, *paths], env=server.client_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    own = JvmFs(spark.sparkContext).stamps(paths)
+    assert out["stamps"] == {p: None if s is None else list(s) for p, s in own.items()}
+    assert [own[p] is None for p in paths] == [False, False, True, True]
+    assert [own[p][0] for p in paths[:2]] == [2, 3]  # type: ignore[index]
+    assert all(own[p][2] for p in paths[:2])  # type: ignore[index]  # cfile: has ETags
+    assert out["earlier"] == {p: None if s is None else [s[0], None, None] for p, s in own.items()}
+    assert f"{out['refused']}\n".startswith("reprocess store plugin: unknown request no-such-request\n"), out["refused"]

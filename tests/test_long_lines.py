@@ -529,7 +529,7 @@ def test_files_rewritten_between_the_passes_of_a_split_read_fail_the_run_and_the
     changed numbered wrong; the same for a small file packed into a split's task, whose lines the first pass
     counts too. The run sees the files are not the ones the first pass counted and fails, committing nothing; the
     next run lists the landing again and reads the new files, numbered as they number themselves, their long line
-    quarantined. At a URI (no ETags here) the split file's length tells; a small file there is not checked."""
+    quarantined. At a URI (no ETags here) the files' lengths and times, from a listing of their folder, tell."""
     cap = 4096
     landing, big, lines, small = _split_landing(tmp_path, monkeypatch)
     real = landing_batch.read_text_records
@@ -548,7 +548,8 @@ def test_files_rewritten_between_the_passes_of_a_split_read_fail_the_run_and_the
 
     monkeypatch.setattr(landing_batch, "read_text_records", rewritten_after_the_first_pass)
     root = _mounted(spark, tmp_path, landing) if at_uri else str(landing)
-    changed = [f"{root}/{HOUR.as_posix()}/big.jsonl"] if at_uri else [str(big), str(small)]
+    changed = [f"{root}/{HOUR.as_posix()}/{name}" for name in ("big.jsonl", "small.jsonl")] if at_uri \
+        else [str(big), str(small)]
     with pytest.raises(LandingChangedError, match=re.escape(f"while the run read them in splits: {changed} (a landed")):
         _cycle(spark, root, tmp_path / "wh", AS_OF, cap)
     assert passes == [True]
@@ -565,6 +566,64 @@ def test_files_rewritten_between_the_passes_of_a_split_read_fail_the_run_and_the
     assert {k: v[0] for k, v in _quarantine(tmp_path / "wh").items()} == {
         ("big.jsonl", 253): contract.MALFORMED_JSON, ("big.jsonl", 303): contract.RECORD_TOO_LARGE}
     assert summary["records_read"] == 2 + 300 + 1 + 3 + 12
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scheme", ["viewfs", "cfile"])
+def test_a_small_file_at_a_uri_rewritten_to_the_same_length_during_a_split_read_fails_the_run(
+        spark, cfile, tmp_path, monkeypatch, scheme):
+    """A small file packed into a split's task, at a URI, rewritten after the first pass to the same length: its
+    records would be taken with the old ones' numbers. The listing of its folder tells it by its modification time
+    (``viewfs:``, a filesystem without ETags: written again in place, a second later) or by its ETag (``cfile:``,
+    the tests' object store: replaced by a file of the same length and time, renamed into place): the run fails,
+    commits nothing, and the next reads the new records."""
+    landing, _big, _lines, small = _split_landing(tmp_path, monkeypatch)
+    reader, stamps = landing_batch.read_text_records, landing_batch.file_stamps
+    listed: list[list[str]] = []
+
+    def rewritten_after_the_first_pass(spark, files, max_line_bytes, split=False):  # noqa: ANN001, ANN202
+        records = reader(spark, files, max_line_bytes, split)
+        st = small.stat()
+        new = small if scheme == "viewfs" else small.with_suffix(".tmp")
+        new.write_text("\n".join(_record(f"r-{i}") for i in range(10)) + "\n")  # the same length
+        os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns + (1_000_000_000 if scheme == "viewfs" else 0)))
+        new.replace(small)
+        assert (small.stat().st_size, small.stat().st_mtime_ns == st.st_mtime_ns) == (st.st_size, scheme == "cfile")
+        return records
+
+    def counted(spark, paths):  # noqa: ANN001, ANN202
+        listed.append(sorted(paths))
+        return stamps(spark, paths)
+
+    monkeypatch.setattr(landing_batch, "read_text_records", rewritten_after_the_first_pass)
+    monkeypatch.setattr(landing_batch, "file_stamps", counted)
+    root = _mounted(spark, tmp_path, landing) if scheme == "viewfs" else f"cfile://{landing}"
+    listing = root if scheme == "viewfs" else f"cfile:{landing}"  # the paths as the filesystem lists them
+    files = [f"{listing}/{HOUR.as_posix()}/{name}" for name in ("big.jsonl", "small.jsonl")]
+    with pytest.raises(LandingChangedError, match=re.escape(f"in splits: {files[1:]} (a landed")):
+        _cycle(spark, root, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert listed == [files, files]
+    assert Warehouse(tmp_path / "wh").latest().version == 0
+    monkeypatch.setattr(landing_batch, "read_text_records", reader)
+    summary = _cycle(spark, root, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+    assert (summary["records_read"], summary["landing_read"]) == (310, "splits")
+    reader_, snap = open_snapshot(str(tmp_path / "wh"))
+    ids = set(read_live(reader_, snap, "ledger", ["message_id"]).column("message_id").to_pylist())
+    assert ids == {*(f"b-{i}" for i in range(300) if i != 250), *(f"r-{i}" for i in range(10))}
+
+
+@pytest.mark.unit
+def test_files_at_uris_are_found_by_their_folder_and_name():
+    from reprocess.storage.hadoop_fs import by_folder
+
+    assert by_folder(["s3a://b/l/dt=1/hour=00/a.jsonl", "s3a://b/l/dt=1/hour=01/a.jsonl",
+                      "s3a://b/l/dt=1/hour=00/b.jsonl.gz", "s3a://b/top.jsonl"]) == {
+        "s3a://b/l/dt=1/hour=00": [("a.jsonl", "s3a://b/l/dt=1/hour=00/a.jsonl"),
+                                   ("b.jsonl.gz", "s3a://b/l/dt=1/hour=00/b.jsonl.gz")],
+        "s3a://b/l/dt=1/hour=01": [("a.jsonl", "s3a://b/l/dt=1/hour=01/a.jsonl")],
+        "s3a://b/": [("top.jsonl", "s3a://b/top.jsonl")]}
+    assert by_folder(["cfile:/top.jsonl", "cfile:/l/a.jsonl"]) == {"cfile:/": [("top.jsonl", "cfile:/top.jsonl")],
+                                                                   "cfile:/l": [("a.jsonl", "cfile:/l/a.jsonl")]}
 
 
 @pytest.mark.spark

@@ -64,7 +64,7 @@ class Batch:
     # JVM checks): (why not, a .gz file's decoded bytes)
     decode_checks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
     # the files of a read in splits as they were before its first pass, which numbers their lines (file_stamps):
-    # every local text file, and the split files at URIs; with_long_lines checks them again once the read is over
+    # every text file of the read; with_long_lines checks them again once the read is over
     split_stamps: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
 
 
@@ -86,13 +86,13 @@ def spark_file_uris(spark: SparkSession, paths: Sequence[str]) -> list[str]:
 def file_stamps(spark: SparkSession, paths: Sequence[str]) -> dict[str, tuple[Any, ...] | None]:
     """What tells each landing file of ``paths`` from a file rewritten or replaced at that path, None for one that
     is gone (or that this process cannot see): a local file's length, modification time (in nanoseconds) and
-    inode; a file at a URI its length and ETag, as the driver's Hadoop ``FileSystem`` gives them (a request each;
-    a filesystem without ETags, HDFS's or viewfs's, gives none)."""
-    stamps: dict[str, tuple[Any, ...] | None] = {}
+    inode; a file at a URI its length, modification time (in ms) and ETag, as a listing of its folder by the
+    driver's Hadoop ``FileSystem`` gives them (a request per folder; a filesystem without ETags, HDFS's or
+    viewfs's, gives none)."""
+    remote = [path for path in paths if remote_scheme(path)]
+    stamps: dict[str, tuple[Any, ...] | None] = dict(session_fs(spark).stamps(remote)) if remote else {}
     for path in paths:
         if remote_scheme(path):
-            status = session_fs(spark).status(path)
-            stamps[path] = None if status is None else (status[1], status[0])
             continue
         try:
             st = os.stat(local_path(path))
@@ -243,9 +243,9 @@ def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict
         log.info("landing text files read in splits split_bytes=%s task_slots=%s files=%s", split_bytes, slots,
                  in_splits[:10])
         split_large_files(spark, split_bytes)
-        # before the first pass: a file that changes after it fails the run (with_long_lines). A file at a URI costs a
-        # request: only those in several splits (the first pass numbers a small one's lines too: not checked there)
-        stamps = file_stamps(spark, [p for p in texts if not remote_scheme(p) or p in in_splits])
+        # before the first pass: a file that changes after it fails the run (with_long_lines), small ones too (the
+        # first pass numbers the lines of those packed into a split's task)
+        stamps = file_stamps(spark, texts)
         try:
             parts = _read_limits(spark, texts, limits, max_line_bytes, file_keys, True)
             return parts, limits, in_splits, False, stamps

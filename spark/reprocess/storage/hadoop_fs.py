@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,6 +33,8 @@ IF_MATCH = "fs.option.create.conditional.overwrite.etag"
 PLUGIN_CLASS = "reprocess.connect.StorePlugin"
 PLUGIN_CONF = "spark.connect.extensions.relation.classes"
 TYPE_URL = "type.googleapis.com/reprocess.StoreRequest"  # StorePlugin.TYPE_URL
+log = logging.getLogger(__name__)
+Stamp = tuple[int, int | None, str | None]  # a file's length, modification time (ms) and ETag: HadoopFs.stamps
 
 
 class HadoopFs(Protocol):
@@ -51,6 +55,11 @@ class HadoopFs(Protocol):
 
     def sizes(self, locations: Sequence[str]) -> list[int]:
         """The files' lengths (:class:`FileNotFoundError` if one is absent)."""
+
+    def stamps(self, locations: Sequence[str]) -> dict[str, Stamp | None]:
+        """Each file's (length, modification time in ms, ETag or None where the filesystem has none), or None for
+        one that is not there: from one listing of each of their folders, so that a landing's many small files cost
+        a request per folder, not one each. A file is found by its name in its folder's listing."""
 
     def read(self, location: str) -> bytes: ...
 
@@ -169,7 +178,7 @@ class JvmFs:
         try:
             return fs.getFileStatus(path)
         except Py4JJavaError as exc:
-            if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+            if self._not_found(exc):
                 return None
             raise
 
@@ -191,6 +200,34 @@ class JvmFs:
                 raise FileNotFoundError(location)
             out.append(int(st.getLen()))
         return out
+
+    def stamps(self, locations: Sequence[str]) -> dict[str, Stamp | None]:
+        from py4j.protocol import Py4JJavaError
+
+        tagged = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.EtagSource")
+        out: dict[str, Stamp | None] = {}
+        for folder, names in by_folder(locations).items():
+            path, fs = self._at(folder)
+            try:
+                listed = fs.listStatus(path)
+            except Py4JJavaError as exc:
+                if not self._not_found(exc):
+                    raise
+                listed = []
+            wanted = dict(names)
+            found: dict[str, Stamp] = {}
+            for st in listed:  # each call a round trip: a file not asked for costs its name only
+                name = str(st.getPath().getName())
+                if name in wanted and st.isFile():  # only an EtagSource has getEtag (as in status)
+                    etag = st.getEtag() if tagged.isInstance(st) else None
+                    found[name] = (int(st.getLen()), int(st.getModificationTime()), None if etag is None else str(etag))
+            out.update((location, found.get(name)) for name, location in names)
+        return out
+
+    def _not_found(self, exc: Any) -> bool:
+        """Whether a Java error is a ``FileNotFoundException`` (or one of its kind: viewfs's
+        ``NotInMountpointException``), as the store plugin's ``catch`` takes it."""
+        return bool(self._jvm.java.lang.Class.forName("java.io.FileNotFoundException").isInstance(exc.java_exception))
 
     def read(self, location: str) -> bytes:
         from py4j.protocol import Py4JJavaError
@@ -316,6 +353,21 @@ class JvmFs:
             fs.delete(path, recursive)
 
 
+def by_folder(locations: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """``locations`` by their folder, each as (its name, the location): the last ``/`` divides them, as Hadoop's
+    ``Path.getParent`` and ``getName`` do (a listing's paths have no trailing ``/``)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for location in locations:
+        folder, name = location.rstrip("/").rsplit("/", 1)
+        if _ROOT.fullmatch(folder):  # a file at a filesystem's root: its folder is the root, "/" (getParent)
+            folder += "/"
+        out.setdefault(folder, []).append((name, location))
+    return out
+
+
+_ROOT = re.compile(r"[A-Za-z][\w+.-]*:(//[^/]*)?")  # a scheme and authority with no path: s3a://bucket, cfile:
+
+
 def plugin_request(session: ConnectSession, op: str, **args: Any) -> list[Any]:
     """One request ``op`` with ``args`` to the Connect server's ``reprocess.connect.StorePlugin``: its rows. A
     :class:`ConfigError` that says how to load the plugin when the server has none."""
@@ -350,6 +402,8 @@ def plugin_request(session: ConnectSession, op: str, **args: Any) -> list[Any]:
 
 class ConnectFs:
     """Through the Spark Connect server's driver JVM (``reprocess.connect.StorePlugin``): one request per call."""
+
+    STAMPS = "stamps"  # the request of stamps (a plugin built before it refuses it: a status per file instead)
 
     def __init__(self, session: ConnectSession) -> None:
         self._session = session
@@ -390,6 +444,31 @@ class ConnectFs:
             if row.n < 0:
                 raise FileNotFoundError(location)
         return [int(r.n) for r in rows]
+
+    def stamps(self, locations: Sequence[str]) -> dict[str, Stamp | None]:
+        from pyspark.errors import PySparkException
+
+        groups = list(by_folder(locations).items())
+        if not groups:
+            return {}
+        try:  # a row per file of each folder: b holds its folder's index, name, modification time and ETag
+            rows = self._call(self.STAMPS, paths=[folder for folder, _names in groups])
+        except PySparkException as exc:
+            if f"unknown request {self.STAMPS}\n" not in f"{exc}\n":
+                raise
+            # a server started with a plugin from before the request: the lengths alone, in one request
+            log.warning("the Spark Connect server's %s cannot stamp landing files (a build from before the request): "
+                        "their lengths alone tell a changed file; restart the server from this version's venv",
+                        PLUGIN_CLASS)
+            rows = self._call("sizes", paths=list(locations))  # a row per file in order, n = -1 for an absent one
+            return {location: None if row.n < 0 else (int(row.n), None, None)
+                    for location, row in zip(locations, rows, strict=True)}
+        found: dict[tuple[int, str], Stamp] = {}
+        for row in rows:
+            meta = json.loads(bytes(row.b))
+            found[(meta["i"], meta["name"])] = (int(row.n), int(meta["mtime"]), meta["etag"])
+        return {location: found.get((i, name)) for i, (_folder, names) in enumerate(groups)
+                for name, location in names}
 
     def read(self, location: str) -> bytes:
         rows = self._call("read", path=location)

@@ -15,6 +15,7 @@ import java.util.Optional;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.MissingNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.EtagSource;
@@ -182,6 +183,29 @@ public final class StorePlugin implements RelationPlugin {
           rows.add(row("size", p.asText(), len));
         }
         break;
+      case "stamps": { // a row per file in each folder of paths: its path, length, and in b (JSON) the folder's
+        int i = 0; // index, the file's name, modification time (ms) and ETag (null where the filesystem has none)
+        for (JsonNode p : request.path("paths")) {
+          Path folder = new Path(p.asText());
+          FileStatus[] listed;
+          try {
+            listed = folder.getFileSystem(conf).listStatus(folder);
+          } catch (FileNotFoundException e) {
+            listed = new FileStatus[0];
+          }
+          for (FileStatus st : listed) {
+            if (st.isFile()) {
+              ObjectNode meta = JSON.createObjectNode().put("i", i).put("name", st.getPath().getName())
+                  .put("mtime", st.getModificationTime())
+                  .put("etag", st instanceof EtagSource ? ((EtagSource) st).getEtag() : null);
+              rows.add(RowFactory.create("file", st.getPath().toString(), st.getLen(),
+                  JSON.writeValueAsBytes(meta)));
+            }
+          }
+          i++;
+        }
+        break;
+      }
       case "read": {
         Path path = path(request);
         try (FSDataInputStream in = path.getFileSystem(conf).open(path)) {
