@@ -690,6 +690,24 @@ def test_a_cycle_with_no_long_line_is_unchanged_by_the_maximum(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_a_deployments_cap_on_input_partitions_does_not_pack_whole_files_together(spark, tmp_path):
+    """``spark.sql.files.maxPartitionNum`` makes Spark pack files into at most that many partitions, whatever the
+    open cost: read whole, a file's records are numbered by their place in its partition, so three files in one
+    partition numbered their bad lines 2, 5 and 8. The landing read unsets it, and puts it back after."""
+    landing = tmp_path / "landing"
+    (landing / HOUR).mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (landing / HOUR / f"{name}.jsonl").write_text(f"{_record(name + '-1')}\nnot json\n{_record(name + '-3')}\n")
+    with restoring_conf(spark, contract.MAX_PARTITION_NUM):
+        spark.conf.set(contract.MAX_PARTITION_NUM, "1")
+        summary = _cycle(spark, landing, tmp_path / "wh", AS_OF, DEFAULT_MAX_LINE_BYTES)
+        assert spark.conf.get(contract.MAX_PARTITION_NUM) == "1"
+    assert summary["landing_read"] == "whole_files"
+    assert {k: v[0] for k, v in _quarantine(tmp_path / "wh").items()} == {
+        (f"{name}.jsonl", 2): contract.MALFORMED_JSON for name in "abc"}
+
+
+@pytest.mark.spark
 def test_a_line_of_two_gib_stops_the_run_with_the_file_named_and_nothing_committed(spark, tmp_path):
     """Hadoop's reader counts a line in an int: it can neither read nor skip 2 GiB without a line end. The run
     names the file instead of a Java stack trace. (A sparse file: 2 GiB of NUL bytes that take no disk.)"""

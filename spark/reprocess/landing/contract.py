@@ -255,7 +255,10 @@ def use_jvm_parser(spark: SparkSession) -> bool:
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST = "spark.sql.files.openCostInBytes"
 MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
-FILE_SPLIT_KEYS = (MAX_PARTITION_BYTES, OPEN_COST, MIN_PARTITION_NUM)
+# set, Spark packs the files again into at most this many partitions, however large the open cost: several whole
+# files in one partition, numbered on from each other
+MAX_PARTITION_NUM = "spark.sql.files.maxPartitionNum"
+FILE_SPLIT_KEYS = (MAX_PARTITION_BYTES, OPEN_COST, MIN_PARTITION_NUM, MAX_PARTITION_NUM)
 # The most a landing text file's split may be: a file (not .gz, which cannot be split) larger than its landing's split
 # size (split_size: at most this, sized to the cores) is read in splits, by as many tasks (read_text_records with
 # split); one task per file held a 4 GB file's parse on one core and its cached records in one block.
@@ -286,6 +289,7 @@ def one_file_per_partition(spark: SparkSession, largest_file_bytes: int) -> None
     size = str(max(largest_file_bytes + 1, 128 << 20))
     for key in (MAX_PARTITION_BYTES, OPEN_COST):
         spark.conf.set(key, size)
+    spark.conf.unset(MAX_PARTITION_NUM)  # a deployment's cap on the partitions would pack files together again
 
 
 def split_large_files(spark: SparkSession, split_bytes: int = SPLIT_BYTES, open_cost: int = 4 << 20) -> None:
