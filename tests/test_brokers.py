@@ -170,31 +170,36 @@ def test_a_target_outage_consumes_no_delivery_and_the_retry_redrives_what_was_le
 
 def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spark, tmp_path):
     """A message id longer than AMQP's 255-byte short string cannot be encoded: pika raises before sending, on a
-    connection that stays fine. That message's delivery fails (its policy reschedules it, then dead-letters it,
-    the reason named), and the messages after it in its partition are published: it is not the broker failing,
-    which would stop the partition at that message on every run."""
+    connection that stays fine. Headers larger than the connection's frame size are refused before sending too
+    (RabbitMQ would close the connection on the frame). That message's delivery fails (its policy reschedules it,
+    then dead-letters it, the reason named), and the messages after it in its partition are published: it is not the
+    broker failing, which would stop the partition at that message on every run."""
     conn, ch = _amqp_queues(["long.q"])
     landing, wh = tmp_path / "landing", tmp_path / "wh"
     long_id = "L" * 300
+    # headers larger than the frame RabbitMQ takes (frame_max, 128 KiB): it would close the connection on the frame
+    big = {"stack_trace": "at x.y(Z.java:1)\n" * 12_000}
     write_failures(landing, T0, "a", [
-        {"message_id": mid, "address": "long.q", "payload": mid[:8], "failed_at": "2026-11-21T10:00:00Z"}
-        for mid in ("a-before", long_id, "z-after")])
+        {"message_id": mid, "address": "long.q", "payload": mid[:8], "failed_at": "2026-11-21T10:00:00Z",
+         "headers": big if mid == "m-big-headers" else {}}
+        for mid in ("a-before", long_id, "m-big-headers", "z-after")])
     policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1m], "
                               "max_deliveries: 3}}]")
     target = AMQP + "?partitions=1"  # one partition: the long id has a message on either side of it
     summaries = [run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(wh), policies=policies,
                                                as_of_ms=_ms(T0 + timedelta(minutes=m)), target=target))
                  for m in (5, 10)]
-    assert [(s["due"], s["delivered"], s["rescheduled"]) for s in summaries] == [(3, 2, 1), (1, 0, 0)]
-    assert summaries[1]["dead_lettered"]["total"] == 1
+    assert [(s["due"], s["delivered"], s["rescheduled"]) for s in summaries] == [(4, 2, 2), (2, 0, 0)]
+    assert summaries[1]["dead_lettered"]["total"] == 2
     got = []
     while (msg := ch.basic_get("long.q", auto_ack=True))[0] is not None:
         got.append(msg[1].message_id)
     conn.close()
     assert sorted(got) == ["a-before", "z-after"]
-    (dead,) = read_dataset(spark, str(wh), "dlq").collect()
-    assert (dead.message_id, dead.deliveries, dead.reason_code) == (long_id, 3, "MAX_DELIVERIES_EXCEEDED")
-    assert dead.last_error_class == "pika.exceptions.ShortStringTooLong"
+    dead = {r.message_id: r for r in read_dataset(spark, str(wh), "dlq").collect()}
+    assert {m: (r.deliveries, r.reason_code, r.last_error_class) for m, r in dead.items()} == {
+        long_id: (3, "MAX_DELIVERIES_EXCEEDED", "pika.exceptions.ShortStringTooLong"),
+        "m-big-headers": (3, "MAX_DELIVERIES_EXCEEDED", "reprocess.AmqpFrameTooLarge")}
 
 
 def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_delivery_and_the_others_go(spark,

@@ -5,10 +5,12 @@
 * ``exchange`` (default ``""``, the default exchange) and ``routing_key`` (default ``{address}``: on the
   default exchange, the queue named after the original address) map a message to where it came from;
   ``{address}`` and ``{message_id}`` are replaced. Messages are published ``mandatory`` and persistent.
-* A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``),
-  as is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header
-  name longer than 255 bytes); a nack, a refused or lost connection, a closed channel, a timeout or no confirm within
-  ``timeout`` seconds is the broker failing: see :mod:`reprocess.targets.broker`.
+* A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``), as
+  is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header name
+  longer than 255 bytes; ``reprocess.AmqpFrameTooLarge``: properties and headers larger than the frame size the
+  connection negotiated, which RabbitMQ would close the connection on); a nack, a refused or lost connection, a
+  closed channel, a timeout or no confirm within ``timeout`` seconds is the broker failing: see
+  :mod:`reprocess.targets.broker`.
 * A routing key the user may not publish with (RabbitMQ's topic permissions: the channel closed with 403
   ``ACCESS_REFUSED - access to topic ...``) is that destination down: its messages stay due, the others go on a new
   channel. Refused access to the exchange itself is the broker failing, for every message.
@@ -87,8 +89,9 @@ class AmqpPublisher(Publisher):
                     self.channel.confirm_delivery()
                 except (pe.AMQPError, OSError) as exc:
                     raise TargetDown(f"cannot open a channel: {type(exc).__name__}: {exc}") from exc
-            self.channel.basic_publish(self.exchange, key, (rec["payload"] or "").encode("utf-8"), props,
-                                       mandatory=True)
+            body = (rec["payload"] or "").encode("utf-8")
+            self._check_frame(len(body), props)
+            self.channel.basic_publish(self.exchange, key, body, props, mandatory=True)
         except pe.UnroutableError as exc:
             raise MessageRefused("pika.exceptions.UnroutableError",
                                  f"no queue bound for routing key {key!r} on exchange {self.exchange!r}") from exc
@@ -108,6 +111,17 @@ class AmqpPublisher(Publisher):
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
         finally:
             impl._adapter_remove_timeout(deadline)
+
+    def _check_frame(self, body_bytes: int, props: Any) -> None:
+        """Raises :class:`MessageRefused` for a message whose properties (its headers among them) do not fit in one
+        frame of the size the connection negotiated: AMQP cannot split them, pika sends them anyway, and RabbitMQ
+        closes the connection on the frame (``frame_too_large``), which would be the broker down, at that message,
+        on every run."""
+        frame_max = self.connection._impl.params.frame_max
+        size = len(self.pika.frame.Header(self.channel.channel_number, body_bytes, props).marshal())
+        if frame_max and size > frame_max:
+            raise MessageRefused("reprocess.AmqpFrameTooLarge", f"its properties and headers take a frame of {size} "
+                                 f"bytes, more than the {frame_max} bytes the broker takes in one (frame_max)")
 
     def close(self) -> None:
         if self.connection is not None and self.connection.is_open:
