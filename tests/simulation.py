@@ -115,7 +115,9 @@ class Simulation:
             if m is None:
                 m = Msg(mid)
             fresh = []
-            for r in sorted(recs, key=lambda r: r["_ms"]):
+            # at one time, by the delivery counts they carry, a record without one first (ledger.merge)
+            for r in sorted(recs, key=lambda r: (r["_ms"], r.get("delivery_count") is not None,
+                                                 r.get("delivery_count") or 0)):
                 if r["_fp"] in m.seen:
                     continue
                 m.seen.add(r["_fp"])

@@ -560,10 +560,30 @@ def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(s
     assert ledger(spark, tmp_path)["m1"]["deliveries"] == 3
 
 
+def test_failures_at_one_time_count_in_the_order_of_the_delivery_counts_they_carry(spark, tmp_path):
+    """A source whose timestamps are in seconds lands immediate redeliveries (Artemis' default redelivery-delay 0)
+    at one failed_at, with delivery counts 1, 2 and 3: the message has had 3 deliveries. Taken in the order of their
+    fingerprints, a 3 before a 2 counted the 2 as a fourth delivery, and a message could be dead-lettered deliveries
+    early; a record without a count goes first."""
+    policies = parse_policies("policies: [{match: '#', profile: artemis, settings: {redelivery-delay: 60000, "
+                              "max-delivery-attempts: 5}}]")
+    lines = [rec(f"m{i}", "2026-11-21T10:00:00Z", delivery_count=n, error_message=f"boom {i}-{n}")
+             for i in range(8) for n in (3, 1, 2)]
+    lines += [rec("none", "2026-11-21T10:00:00Z", error_message="no count"),
+              rec("none", "2026-11-21T10:00:00Z", delivery_count=2, error_message="two")]
+    land(tmp_path / "landing", "10", "a.jsonl", lines)
+    cycle(spark, tmp_path, "2026-11-21T10:00:30Z", policies=policies)
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["deliveries"], r["state"]) for m, r in rows.items()} == {
+        **{f"m{i}": (3, "WAITING_RETRY") for i in range(8)}, "none": (2, "WAITING_RETRY")}
+    assert {r["next_attempt_ms"] for r in rows.values()} == {parse_instant("2026-11-21T10:01:00Z")}
+
+
 def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_duplicates(spark):
     """aggregate_failures against a plain-Python reference on a random batch: each message's failures sorted by
-    (failed_ms, fp), an exact duplicate (same fp) kept once and counted, the whole records of the last RECENT
-    of them; several partitions, so a message's records arrive from different tasks."""
+    (failed_ms, delivery_count, fp), a null count first, an exact duplicate (same fp) kept once and counted, the
+    whole records of the last RECENT of them; several partitions, so a message's records arrive from different
+    tasks."""
     import random
 
     from reprocess.ledger.merge import RECENT, aggregate_failures
@@ -576,8 +596,9 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
         for _ in range(rnd.choice([30, 45]) if many else rnd.choice([1, 1, 1, 2, 3, 6])):
             failed_ms = rnd.randrange(1, 40) * 1_000 if many else rnd.choice([1_000, 2_000, 3_000])
             variant = rnd.choice([0, 1, 2])
-            fp = (m * 7 + variant) * 1_000_000 + failed_ms  # a record's content decides its fingerprint
-            rows.append((f"m{m:05d}", failed_ms, fp, variant + 1, f"E{variant}", "boom", "orders.created",
+            # a record's content decides its fingerprint, in the opposite order of the counts
+            fp = (m * 7 + 2 - variant) * 1_000_000 + failed_ms
+            rows.append((f"m{m:05d}", failed_ms, fp, (1, None, 3)[variant], f"E{variant}", "boom", "orders.created",
                          f"p{variant}", {"h": str(variant)}, None, None, None, 0, variant == 2))
     rnd.shuffle(rows)
     schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
@@ -601,7 +622,7 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     assert got["true"] == got["false"]
     want: dict[str, tuple[list[tuple[int, int, int, bool]], list[tuple[int, int, str, str]], int]] = {}
     for mid in sorted({r[0] for r in rows}):
-        mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[2]))
+        mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[3] is not None, r[3] or 0, r[2]))
         kept = [r for i, r in enumerate(mine) if i == 0 or r[2] != mine[i - 1][2]]
         want[mid] = ([(r[1], r[2], r[3], r[13]) for r in kept], [(r[1], r[2], r[7], r[4]) for r in kept[-RECENT:]],
                      len(mine) - len(kept))

@@ -112,7 +112,7 @@ RECENT = 2 * HISTORY_LIMIT
 
 def aggregate_failures(failures: DataFrame) -> DataFrame:
     """One row per message of the batch, its failures without exact duplicates (same ``fp``), sorted by
-    (failed_ms, fp):
+    (failed_ms, delivery_count, fp), a null count first:
 
     - ``new_failures``: every one of them, with only what :func:`merge_failures` needs of each (``failed_ms``,
       ``fp``, ``delivery_count``, ``non_retryable``);
@@ -128,8 +128,9 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
 
     One shuffle by message id and one sort, in the order the list needs; the output stays partitioned by
     ``message_id`` alone, so the ledger join in :func:`merge_failures` shuffles only the ledger. An exact duplicate
-    is marked by comparing its ``fp`` with the previous record's (``lag``: sorted by (failed_ms, fp), duplicates sit
-    side by side; equal fp implies equal failed_ms, and fp, a hash of the record, is never null), left out of the
+    is marked by comparing its ``fp`` with the previous record's (``lag``: sorted by (failed_ms, delivery_count, fp),
+    duplicates sit side by side; equal fp implies equal failed_ms and delivery_count, and fp, a hash of the record,
+    is never null), left out of the
     lists (``collect_list`` skips nulls) and counted.
 
     The lists are collected by a ``groupBy`` over the window's sorted output. With :data:`SORT_AGGREGATE_KEY` on
@@ -139,17 +140,24 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
     whole list into each of its rows, so n distinct failures of one message cost n squared (20,000 took 24-31 s
     instead of 3 s; bench/RESULTS.md, thirty-third and thirty-eighth runs).
     """
-    ordered = Window.partitionBy("message_id").orderBy("failed_ms", "fp")
+    # failures at one time (a source's timestamps in seconds, immediate redeliveries) in the order of the delivery
+    # counts they carry, a record without one first: by fp alone, a count of 3 taken before a 2 counted the 2 as 4
+    ordered = Window.partitionBy("message_id").orderBy("failed_ms", "delivery_count", "fp")
     marked = failures.withColumn("_dup", F.coalesce(F.col("fp") == F.lag("fp").over(ordered), F.lit(False)))
     streamed = sort_aggregated(failures.sparkSession)
     named_group = F.nullif(F.col("consumer_group"), F.lit(""))  # a missing or empty group names none
 
     def in_order(fields: str) -> str:
-        """The message's distinct failures, in (failed_ms, fp) order: as they stream in, or sorted afterwards."""
+        """The message's distinct failures, in (failed_ms, delivery_count, fp) order, a null count first: as they
+        stream in, or sorted afterwards."""
         collected = f"collect_list(CASE WHEN NOT _dup THEN struct({fields}) END)"
         return collected if streamed else (
             f"array_sort({collected}, (l, r) -> CASE WHEN l.failed_ms < r.failed_ms THEN -1 "
-            "WHEN l.failed_ms > r.failed_ms THEN 1 WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)")
+            "WHEN l.failed_ms > r.failed_ms THEN 1 "
+            "WHEN l.delivery_count IS NULL AND r.delivery_count IS NOT NULL THEN -1 "
+            "WHEN l.delivery_count IS NOT NULL AND r.delivery_count IS NULL THEN 1 "
+            "WHEN l.delivery_count < r.delivery_count THEN -1 WHEN l.delivery_count > r.delivery_count THEN 1 "
+            "WHEN l.fp < r.fp THEN -1 WHEN l.fp > r.fp THEN 1 ELSE 0 END)")
 
     # The whole list of full records is only in the aggregation's buffer; the row keeps its last RECENT (the
     # aggregation is computed once, for both references).
