@@ -30,6 +30,7 @@ from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.landing.long_lines import (
     DEFAULT_MAX_LINE_BYTES,
     LongLine,
+    gunzipped,
     may_hold_long_lines,
     read_chunks,
     record_no_after_skips,
@@ -482,6 +483,41 @@ def test_a_split_the_first_pass_did_not_see_stops_the_read(spark, tmp_path):
         spark.conf.set("spark.sql.files.maxPartitionBytes", "5000")
         with pytest.raises(Exception, match="changed while it was read: a split its first read did not see"):
             df.collect()
+
+
+@pytest.mark.unit
+def test_a_local_gzip_is_decoded_as_hadoops_codec_decodes_it_members_yes_zero_padding_no():
+    """``long_lines.gunzipped`` (the local decode check and scan) gives what ``gzip`` gives for any run of whole
+    members, however small the chunks asked for, and refuses what Hadoop's codec refuses and Python's ``gzip``
+    takes: zero bytes after the last member (Hadoop reads them as another member's header). A stream cut short
+    or a bad checksum is refused by both."""
+    import io
+    import zlib
+
+    def decoded(blob: bytes, size: int) -> bytes | str:
+        try:
+            return b"".join(gunzipped(io.BytesIO(blob), size))
+        except (OSError, EOFError, zlib.error) as exc:
+            return type(exc).__name__
+
+    rnd = random.Random(7)
+    for _ in range(200):
+        parts = [rnd.randbytes(rnd.randrange(0, 3000)) for _ in range(rnd.randrange(1, 4))]
+        blob = b"".join(gzip.compress(p) for p in parts)
+        assert decoded(blob, rnd.randrange(1, 5000)) == b"".join(parts)
+        cut = blob[:rnd.randrange(1, len(blob))]
+        assert isinstance(decoded(cut, 64), str)
+        with pytest.raises((OSError, EOFError, zlib.error)):
+            gzip.decompress(cut)
+    one = gzip.compress(b'{"a": 1}\n')
+    assert gzip.decompress(one + b"\0" * 512) == b'{"a": 1}\n'  # Python's gzip takes the padding
+    assert decoded(one + b"\0" * 512, 1024) == decoded(one + b"\0", 1024) == "BadGzipFile"
+    assert decoded(one + b"junk", 1024) == "BadGzipFile"
+    assert decoded(b"", 1024) == b""
+    flipped = bytearray(one)
+    flipped[-6] ^= 1  # the CRC
+    assert decoded(bytes(flipped), 1024) == "error"
+    assert max(len(c) for c in gunzipped(io.BytesIO(gzip.compress(bytes(8 << 20))), 1 << 20)) == 1 << 20
 
 
 @pytest.mark.unit

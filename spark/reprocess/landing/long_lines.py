@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import gzip
 import logging
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pyspark.sql import functions as F
 
@@ -143,11 +144,51 @@ class _Scanner:
 
 
 def local_chunks(path: str, size: int = _CHUNK) -> Iterator[bytes]:
-    """The decoded bytes of the local landing file ``path`` (gunzipped for ``.gz``), ``size`` at a time."""
+    """The decoded bytes of the local landing file ``path`` (gunzipped for ``.gz``: :func:`gunzipped`), ``size`` at
+    most at a time."""
     local = local_path(path)
-    with (gzip.open(local, "rb") if str(local).endswith(".gz") else open(local, "rb")) as fh:
+    with open(local, "rb") as fh:
+        if str(local).endswith(".gz"):
+            yield from gunzipped(fh, size)
+            return
         while chunk := fh.read(size):
             yield chunk
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gunzipped(fh: BinaryIO, size: int) -> Iterator[bytes]:
+    """The bytes of the gzip stream ``fh`` (one member or several, one after the other), ``size`` at most at a
+    time, decoded as Hadoop's gzip codec decodes them: Python's ``gzip`` skips zero bytes after a member, which
+    Hadoop reads as the header of another and refuses (``not a gzip file``), so such a file passed the decode
+    check and then failed every run's read. Raises :class:`gzip.BadGzipFile` for bytes after a member that start
+    no other, :class:`EOFError` for a stream cut short, :class:`zlib.error` for bytes that do not inflate or a
+    member whose checksum or length is wrong."""
+    d: Any = None
+    buf, ended = b"", False
+    while True:
+        if not ended and (not buf or (d is None and len(buf) < len(_GZIP_MAGIC))):
+            more = fh.read(1 << 20)
+            ended = not more
+            buf += more
+            continue
+        if d is None:
+            if not buf:
+                return  # the end, between members (or an empty file)
+            if not buf.startswith(_GZIP_MAGIC):
+                raise gzip.BadGzipFile(f"{len(buf)}+ bytes after the end of the gzip data start no gzip member "
+                                       f"({buf[:8]!r}...; Hadoop's gzip codec refuses them, zero padding too)")
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = d.decompress(buf, size)
+        if d.eof:  # what follows the member (its unconsumed_tail holds it too)
+            buf, d = d.unused_data, None
+        else:
+            buf = d.unconsumed_tail
+        if d is not None and not out and not buf and ended:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        if out:
+            yield out
 
 
 def read_chunks(spark: SparkSession, path: str) -> Iterator[bytes]:
