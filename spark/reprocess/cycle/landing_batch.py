@@ -117,10 +117,12 @@ def _parquet_problem(path: str) -> str | None:
     import pyarrow.parquet as pq
 
     try:
-        pq.ParquetFile(path).metadata  # noqa: B018 - reading the footer is the check
+        meta = pq.ParquetFile(path).metadata
     except Exception as exc:  # noqa: BLE001 - any unreadable parquet file is corrupt
         return f"not a readable Parquet file: {exc}"
-    return None
+    return contract.codec_problem(meta.row_group(i).column(j).compression
+                                  for i in range(meta.num_row_groups) for j in range(meta.num_columns))
+
 
 
 def _spark_parquet(spark: SparkSession, path: str) -> tuple[DataFrame | None, str | None]:

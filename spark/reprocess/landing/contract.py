@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
@@ -249,6 +249,24 @@ def use_jvm_parser(spark: SparkSession) -> bool:
         return False
     log.debug("landing parser=jvm class=%s", JVM_PARSER_CLASS)
     return True
+
+
+# The Parquet compression codecs Spark reads with the jars it ships (BROTLI and LZO need Hadoop codecs it does not
+# carry): a landing file compressed with another is quarantined whole (codec_problem), and so in
+# the JVM's checks (storage.hadoop_fs.JvmFs.decode_problem, StorePlugin.decodeProblem's PARQUET_CODECS).
+PARQUET_CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4", "LZ4_RAW")
+
+
+def codec_problem(codecs: Iterable[str]) -> str | None:
+    """Why Spark cannot read a Parquet file whose column chunks are compressed with ``codecs`` (Parquet's names:
+    ``SNAPPY``, ``BROTLI``...), or None: its footer reads, but the first read of its pages would fail the run, and
+    every run after it (BROTLI and LZO need Hadoop codecs Spark's jars do not carry). Also
+    ``hadoop_fs.JvmFs.decode_problem`` and the store plugin's ``decodeProblem`` (:data:`PARQUET_CODECS`)."""
+    refused = sorted(set(codecs) - set(PARQUET_CODECS))
+    if not refused:
+        return None
+    return (f"not a readable Parquet file: compressed with {', '.join(refused)}, which Spark cannot decompress here "
+            f"(it reads {', '.join(PARQUET_CODECS)})")
 
 
 # The session settings that decide how files are split into input partitions.

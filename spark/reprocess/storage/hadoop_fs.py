@@ -307,8 +307,15 @@ class JvmFs:
         decoded = None
         try:
             if fmt == "parquet":
-                jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-                    jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, self._conf)).close()
+                from reprocess.landing.contract import codec_problem
+
+                reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                    jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, self._conf))
+                try:  # a few calls per column chunk: a landing file holds few
+                    codecs = {str(c.getCodec().name()) for b in reader.getFooter().getBlocks() for c in b.getColumns()}
+                finally:
+                    reader.close()
+                return codec_problem(codecs), None
             elif location.endswith(".gz"):
                 stream = self._decoded_stream(location)
                 try:

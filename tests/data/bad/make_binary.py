@@ -50,6 +50,9 @@ def main() -> None:
     (files / "gzip_multi_member.jsonl.gz").write_bytes(
         gz(jsonl(record("ok-gzip_multi_member-1"))) + gz(jsonl(record("ok-gzip_multi_member-2"))))
     (files / "gzip_empty_member.jsonl.gz").write_bytes(gz(b""))
+    # Python's gzip reads past zero padding; Hadoop's codec takes it for another member's header and fails the read
+    (files / "gzip_zero_padded.jsonl.gz").write_bytes(
+        gz(jsonl(*[record(f"unreadable-gzip_zero_padded-{i}") for i in range(3)])) + b"\0" * 512)
 
     parquet(files / "parquet_wrong_type.parquet",
             [record("ok-parquet_wrong_type", headers=None), record("bad-parquet_wrong_type", headers={"retries": 3})],
@@ -57,6 +60,10 @@ def main() -> None:
     parquet(files / "parquet_missing_field.parquet",
             [record("ok-parquet_missing_field", headers=None),
              {**record("bad-parquet_missing_field", headers=None), "payload": None}], SCHEMA)
+    # a footer pyarrow reads and pages Spark cannot decompress (no Hadoop BrotliCodec in its jars)
+    files.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([record("unreadable-brotli", headers=None)], schema=SCHEMA),
+                   files / "brotli.parquet", compression="brotli")
     whole = (files / "parquet_wrong_type.parquet").read_bytes()
     (files / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
 

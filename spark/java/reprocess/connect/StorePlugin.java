@@ -31,6 +31,8 @@ import org.apache.hadoop.io.IOUtils;
 import org.apache.hadoop.io.compress.CompressionCodec;
 import org.apache.hadoop.io.compress.CompressionCodecFactory;
 import org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.Dataset;
@@ -73,6 +75,9 @@ public final class StorePlugin implements RelationPlugin {
     "org.apache.hadoop.fs.FileAlreadyExistsException", "org.apache.hadoop.fs.s3a.RemoteFileChangedException"};
   // where the JVM throws when bytes do not decode (reprocess.storage.hadoop_fs._DECODERS)
   private static final String[] DECODERS = {"org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet."};
+  // the Parquet codecs Spark reads with the jars it ships (reprocess.landing.contract.PARQUET_CODECS)
+  private static final List<String> PARQUET_CODECS =
+      List.of("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4", "LZ4_RAW");
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final StructType SCHEMA = new StructType()
       .add("k", DataTypes.StringType)
@@ -320,7 +325,20 @@ public final class StorePlugin implements RelationPlugin {
   static String decodeProblem(Configuration conf, Path path, String fmt, long[] decoded) throws IOException {
     try {
       if ("parquet".equals(fmt)) {
-        ParquetFileReader.open(HadoopInputFile.fromPath(path, conf)).close();
+        try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(path, conf))) {
+          java.util.Set<String> refused = new java.util.TreeSet<>();
+          for (BlockMetaData block : reader.getFooter().getBlocks()) {
+            for (ColumnChunkMetaData column : block.getColumns()) {
+              if (!PARQUET_CODECS.contains(column.getCodec().name())) {
+                refused.add(column.getCodec().name());
+              }
+            }
+          }
+          if (!refused.isEmpty()) { // as reprocess.landing.contract.codec_problem says it
+            return "not a readable Parquet file: compressed with " + String.join(", ", refused)
+                + ", which Spark cannot decompress here (it reads " + String.join(", ", PARQUET_CODECS) + ")";
+          }
+        }
       } else if (path.getName().endsWith(".gz")) {
         CompressionCodec codec = new CompressionCodecFactory(conf).getCodec(path);
         FSDataInputStream raw = path.getFileSystem(conf).open(path);
