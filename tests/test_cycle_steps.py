@@ -1540,6 +1540,49 @@ def test_a_resumed_run_redrives_through_the_policy_targets_it_prepared_with_when
     assert {m: r["state"] for m, r in ledger(spark, tmp_path).items()} == {"m-own": "DELIVERED", "m-run": "DELIVERED"}
 
 
+def test_a_resumed_run_whose_due_set_the_changed_policy_file_changes_says_why_and_how_out(spark, tmp_path,
+                                                                                         monkeypatch):
+    """A run prepared with a delay of 1m (its new failure due at once) resumes with a file that says 1h: its due set
+    is not the one persisted, and it must not send a different one. The error names what changed and the two ways
+    out; the file put back, the run commits, and abandoned instead, the next cycle does the work again."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess.errors import ConservationError
+    from reprocess.storage.commit import Warehouse, abandon_prepared
+
+    class Stopped(Exception):
+        pass
+
+    def stop_after_prepare(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    text = "policies: [{match: '#', profile: stepped, settings: {delays: [1m], max_deliveries: 3}}]"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z")])
+    ok = "python:reprocess.targets.examples:always_ok"
+    monkeypatch.setattr(cycle_run, "crash_point", stop_after_prepare)
+    with pytest.raises(Stopped):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=parse_policies(text))
+    monkeypatch.undo()
+    longer = parse_policies(text.replace("[1m]", "[1h]"))
+    with pytest.raises(ConservationError, match=r"0 due messages, but 1 were persisted: what decides the due set "
+                                                r"changed since the run was prepared \(the policy file.*prepared "
+                                                r"abandon run-20261121T103000Z"):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=longer)
+    for way_out in ("put back", "abandoned"):
+        if way_out == "abandoned":
+            land(tmp_path / "again" / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z")])
+            monkeypatch.setattr(cycle_run, "crash_point", stop_after_prepare)
+            with pytest.raises(Stopped):
+                cycle(spark, tmp_path / "again", "2026-11-21T10:30:00Z", target=ok, policies=parse_policies(text))
+            monkeypatch.undo()
+            assert abandon_prepared(Warehouse(tmp_path / "again" / "wh"), "run-20261121T103000Z") is not None
+            s = cycle(spark, tmp_path / "again", "2026-11-21T10:30:00Z", target=ok, policies=longer)
+            assert (s["due"], s["delivered"]) == (0, 0)
+        else:
+            s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok, policies=parse_policies(text))
+            assert (s["due"], s["delivered"]) == (1, 1)
+
+
 @pytest.mark.parametrize(("point", "outbox"), [("after_redrive", "outbox"),
                                                ("after_stage", "${REPROCESS_TEST_OUTBOX}")])
 def test_a_run_stopped_after_its_redrive_resumes_from_its_outcomes_and_sends_nothing_again(spark, tmp_path,

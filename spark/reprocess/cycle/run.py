@@ -445,7 +445,12 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         wh.write_prepared(run_id, prepared_doc)
         crash_point("after_prepare")
     elif due_count != prepared["due"]:
-        raise ConservationError(f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted")
+        raise ConservationError(
+            f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted: what decides the due "
+            "set changed since the run was prepared (the policy file: a delay, a bound, a non_retryable rule, a "
+            "policy removed or made ordered; or --max-payload-bytes, --max-future-ms). Put it back as it was until "
+            f"this run has committed, or forget the run (`reprocess prepared abandon {run_id}`: the next cycle "
+            "selects its due messages again, and sends again what it had sent, with the same idempotency keys)")
     else:
         prepared_doc = dict(prepared)
 
