@@ -579,6 +579,34 @@ def test_failures_at_one_time_count_in_the_order_of_the_delivery_counts_they_car
     assert {r["next_attempt_ms"] for r in rows.values()} == {parse_instant("2026-11-21T10:01:00Z")}
 
 
+def test_a_lowered_bound_gives_a_waiting_message_its_next_delivery_then_dead_letters_it_and_the_run_commits(
+        spark, tmp_path):
+    """Messages waiting at 4 and 5 deliveries when an operator lowers max_deliveries from 7 to 3: as a broker gives a
+    message it had scheduled before its bound was lowered, the due one is re-driven once more (delivery 5) and
+    dead-lettered when that fails; the other waits beyond the new bound until its turn, then is delivered. The
+    ledger suite took both for deliveries beyond the bound and failed every cycle until the old bound came back.
+    A message this run keeps waiting must still have deliveries left: a new one at 2 of 3 waits, at 3 it goes."""
+    text = "policies: [{match: '#', profile: stepped, settings: {delays: [1m], max_deliveries: 7}}]"
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("due", "2026-11-21T10:00:00Z", delivery_count=4),
+        rec("later", "2026-11-21T10:00:20Z", delivery_count=5)])
+    cycle(spark, tmp_path, "2026-11-21T10:00:30Z", policies=parse_policies(text))
+    lowered = parse_policies(text.replace("max_deliveries: 7", "max_deliveries: 3"))
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        rec("new-2", "2026-11-21T10:01:00Z", delivery_count=2), rec("new-3", "2026-11-21T10:01:00Z", delivery_count=3)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:10Z", policies=lowered)
+    assert s["validation"]["passed"]
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["deliveries"]) for m, r in rows.items()} == {
+        "due": ("DEAD_LETTERED", 5), "later": ("WAITING_RETRY", 5), "new-2": ("WAITING_RETRY", 2),
+        "new-3": ("DEAD_LETTERED", 3)}
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:30Z", policies=lowered,
+              target="python:reprocess.targets.examples:always_ok")
+    assert s["validation"]["passed"]
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items() if m == "later"} == {
+        "later": ("DELIVERED", 6)}
+
+
 def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_duplicates(spark):
     """aggregate_failures against a plain-Python reference on a random batch: each message's failures sorted by
     (failed_ms, delivery_count, fp), a null count first, an exact duplicate (same fp) kept once and counted, the

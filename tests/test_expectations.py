@@ -94,6 +94,27 @@ RUN_BROKEN = {  # expectation index -> a count that breaks exactly that equality
 }
 
 
+def test_a_row_that_waited_before_the_run_gets_one_delivery_past_the_bound_and_one_kept_waiting_has_one_left(spark):
+    """A run's ledger rows carry the deliveries of a message that waited before the run (``waited_deliveries``):
+    the bound a policy file gives now (stepped, 3) may have been lowered since it was kept waiting. It gets one
+    delivery more, and may go on waiting as it was; a row this run keeps waiting must have deliveries left."""
+    rows = [  # message, state, deliveries, waited before the run -> within the bound
+        ("lowered-redriven-failed", "DEAD_LETTERED", 5, 4, True),
+        ("lowered-redriven-delivered", "DELIVERED", 5, 4, True),
+        ("lowered-left-waiting", "WAITING_RETRY", 5, 5, True),
+        ("two-past-what-it-had", "DELIVERED", 6, 4, False),
+        ("redriven-kept-waiting-past-the-bound", "WAITING_RETRY", 5, 4, False),
+        ("kept-waiting-at-the-bound", "WAITING_RETRY", 3, 2, False),
+        ("new-kept-waiting-at-the-bound", "WAITING_RETRY", 3, None, False),
+        ("new-waiting", "WAITING_RETRY", 2, None, True),
+        ("waiting-with-deliveries-left", "WAITING_RETRY", 2, 1, True),
+    ]
+    df = spark.createDataFrame([(m, "orders.x", st, d, 9000, 1000, None, w) for m, st, d, w, _ in rows],
+                               LEDGER_SCHEMA + ", waited_deliveries bigint")
+    got = {r.message_id: r.deliveries_within_policy_bound for r in ledger_frame(df, POLICIES).collect()}
+    assert got == {m: ok for m, _, _, _, ok in rows}
+
+
 def _landed(df):
     """Landing records as the cycle has them when it checks them: with ``failed_after_as_of_ms``."""
     return df.withColumn(FAILED_AFTER_AS_OF, failed_after_as_of(LANDING_AS_OF))

@@ -311,6 +311,9 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     ledger_group = F.nullif(F.col("e_consumer_group"), F.lit(""))
     c["out_end"] = [
         F.col("e_released_deliveries").alias("released_deliveries"),
+        # the deliveries of a message that waited before this run: the ledger suite gives it one delivery more than
+        # that, whatever bound the policy file gives now (validation.suites.ledger_frame; not written)
+        F.when(F.col("e_state") == WAITING, F.col("e_deliveries")).alias("waited_deliveries"),
         F.col("e_resets").alias("resets"),
         has_new.alias("changed"),
         # a dead letter a new landing failure takes back (it waits again, or is dead-lettered again in this run):

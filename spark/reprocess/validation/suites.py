@@ -351,6 +351,15 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
         # moved back from the DLQ by an operator without a reset: one delivery beyond its count then
         limit = F.greatest(limit, F.coalesce(F.col("released_deliveries") + 1, limit))
     within = F.col("deliveries") <= limit
+    if "waited_deliveries" in ledger.columns:  # a run's ledger rows (reprocess.ledger.merge)
+        # A message waiting before this run gets its next delivery whatever bound the policy file gives now, as a
+        # broker gives a message it had already scheduled when its bound was lowered; it is dead-lettered if that
+        # delivery fails. Only a message left waiting as it was may stay beyond the bound: one this run keeps
+        # waiting (a new failure, a failed re-drive) must have deliveries left by it.
+        waited = F.col("waited_deliveries")
+        within = F.col("deliveries") <= F.greatest(limit, F.coalesce(waited + 1, limit))
+        unchanged = F.coalesce(F.col("deliveries") == waited, F.lit(False))
+        within = within & (~waiting | unchanged | (F.col("deliveries") < limit))
     if "error_history" in ledger.columns:
         # A message may arrive already past its bound: its source made the deliveries (a landing record's
         # delivery_count, or more failures of one id than the bound). Counting keeps the source's number
