@@ -684,6 +684,10 @@ def test_broker_target_specs_are_checked_before_any_work():
     with pytest.raises(ConfigError, match="rate must be > 0"):
         parse_target("stomp://h?rate=0")
     assert redact("amqp://u:p@h:1/v") == "amqp://u:***@h:1/v"
+    assert redact("amqp://u:p:q@Host/v") == "amqp://u:***@Host/v"
+    with pytest.raises(ConfigError, match=r"amqp://u:\*\*\*@h:99999/v: Port out of range") as info:
+        parse_target("amqp://u:secret@h:99999/v")  # once a ValueError out of redact itself: exit 1, no config error
+    assert "secret" not in str(info.value)
 
 
 def test_a_policy_can_name_its_own_target_with_secrets_from_the_environment(spark, tmp_path, monkeypatch):

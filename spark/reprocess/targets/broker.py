@@ -97,8 +97,9 @@ def redact(spec: str) -> str:
     u = urlsplit(spec)
     if u.password is None:
         return spec
-    netloc = f"{u.username}:***@{u.hostname}" + (f":{u.port}" if u.port else "")
-    return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+    # from the text, not u.port: a port out of range raises there, and the error naming it must not
+    user, host = u.netloc.rsplit("@", 1)
+    return urlunsplit((u.scheme, f"{user.split(':', 1)[0]}:***@{host}", u.path, u.query, u.fragment))
 
 
 def message_headers(rec: dict[str, Any]) -> dict[str, str]:
