@@ -336,6 +336,11 @@ def _error(text: str, tmp_path) -> ConfigError:
          "settings.jitter_factor"),
         ("policies: [{match: 'a.#', profile: rocketmq, settings: {messageDelayLevel: '1x 2s'}}]", "a.#",
          "settings.messageDelayLevel"),
+        # a digit isdigit takes and int() refuses; a level beyond a Java long (both once a traceback or a crash)
+        ("policies: [{match: 'a.#', profile: rocketmq, settings: {messageDelayLevel: '1s \u00b2s'}}]", "a.#",
+         "settings.messageDelayLevel"),
+        ("policies: [{match: 'a.#', profile: rocketmq, settings: {messageDelayLevel: '1s 106751991168d'}}]", "a.#",
+         "settings.messageDelayLevel"),
         ("policies: [{match: 'a.b#', profile: stepped}]", "a.b#", "match"),
         ("policies: [{match: 'a..b', profile: stepped}]", "a..b", "match"),
         ("policies: [{match: 'a.#', profile: kafka}]", "a.#", "profile"),

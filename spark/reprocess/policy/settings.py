@@ -224,9 +224,12 @@ def parse_delay_levels(key: str, text: Any) -> tuple[int, ...]:
     levels = []
     for token in text.split():
         unit, number = token[-1:], token[:-1]
-        if unit not in _ROCKETMQ_UNITS or not number.isdigit():
+        if unit not in _ROCKETMQ_UNITS or not (number.isascii() and number.isdigit()):  # not '²', which isdigit takes
             raise _Bad(key, f"bad level {token!r}: RocketMQ levels are <integer><s|m|h|d>")
-        levels.append(int(number) * _ROCKETMQ_UNITS[unit])
+        millis = int(number) * _ROCKETMQ_UNITS[unit]
+        if millis > LONG_MAX:  # the broker's long wraps around; a policy cannot hold it
+            raise _Bad(key, f"bad level {token!r}: {millis} ms is more than a Java long holds")
+        levels.append(millis)
     return tuple(levels)
 
 
