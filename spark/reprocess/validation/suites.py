@@ -341,8 +341,10 @@ def _limit(policies: PolicySet, address: Column, consumer_group: Column) -> Colu
     return F.coalesce(out, F.lit(LONG_MAX).cast("long"))  # an address no policy matches any more: no bound
 
 
-def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
-    """The ledger with the boolean columns the ledger suite expects to be true."""
+def ledger_frame(ledger: DataFrame, policies: PolicySet, run_id: str | None = None) -> DataFrame:
+    """The ledger with the boolean columns the ledger suite expects to be true. With ``run_id``, a row that run left
+    as it was (``updated_run`` another's) is not judged against its policy's bound: it was by the run that wrote it,
+    and the bound may have been lowered since (a terminal row rewritten because its file holds a changed one)."""
     waiting = F.col("state") == WAITING
     # the bound in a projection of its own: used twice below, inlined it would match every address twice
     ledger = ledger.withColumn("_bound", _limit(policies, F.col("address"), F.col("consumer_group")))
@@ -367,6 +369,8 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet) -> DataFrame:
         # delivery reprocess made itself (a re-drive: history entries without a landing fingerprint) is bounded.
         last = F.try_element_at(F.col("error_history"), F.lit(-1))
         within = within | ((F.col("state") == DEAD_LETTERED) & F.coalesce(last["fp"].isNotNull(), F.lit(False)))
+    if run_id is not None and "updated_run" in ledger.columns:
+        within = within | ~F.coalesce(F.col("updated_run") == F.lit(run_id), F.lit(False))
     return ledger.select(
         "message_id", "state", "deliveries",
         _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
