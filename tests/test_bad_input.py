@@ -717,3 +717,36 @@ def test_landing_entries_outside_the_layout_are_named_in_a_warning_but_for_write
     assert [Path(f.path).name for f in files] == ["a.jsonl"]
     (line,) = [r.getMessage() for r in caplog.records if "outside the layout" in r.getMessage()]
     assert "count=3 entries=['2026-11-21', 'dt=2026-11-21/hour=10/b.json', 'dt=2026-11-21/hour=5']" in line
+
+
+_BAD_CODEC = r"""
+import sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+from reprocess.cycle.landing_batch import _parquet_problem
+
+path = sys.argv[1]
+pq.write_table(pa.table({"message_id": ["a", "b"]}), path, compression="lz4")
+data = open(path, "rb").read()
+size = int.from_bytes(data[-8:-4], "little")
+start = len(data) - 8 - size
+footer = data[start:-8]
+assert footer.count(b"\x15\x0e") == 1  # field 4 of the column chunk's metadata, the codec: 7 (LZ4_RAW)
+at = start + footer.index(b"\x15\x0e")
+open(path, "wb").write(data[:at] + b"\x15\x12" + data[at + 2:])  # 9: no codec pyarrow knows
+print(_parquet_problem(path))
+"""
+
+
+@pytest.mark.unit
+def test_a_parquet_footer_naming_a_codec_number_pyarrow_does_not_know_is_a_corrupt_file_not_an_abort(tmp_path):
+    """pyarrow aborts the whole process (a C++ exception it cannot raise in Python) when asked the codec of a column
+    chunk whose number it does not know; its footer reads. The check decodes the pages first, which raises, and asks
+    the codecs only then. In a subprocess: the failure this guards against kills the process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BAD_CODEC, str(tmp_path / "bad.parquet")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "not a readable Parquet file: Unsupported compression codec value: 9"

@@ -251,22 +251,22 @@ def use_jvm_parser(spark: SparkSession) -> bool:
     return True
 
 
-# The Parquet compression codecs Spark reads with the jars it ships (BROTLI and LZO need Hadoop codecs it does not
-# carry): a landing file compressed with another is quarantined whole (codec_problem), and so in
-# the JVM's checks (storage.hadoop_fs.JvmFs.decode_problem, StorePlugin.decodeProblem's PARQUET_CODECS).
-PARQUET_CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4", "LZ4_RAW")
+# The Parquet compression codecs Spark cannot decompress with the jars it ships (Hadoop codecs it does not carry): a
+# landing file compressed with one is quarantined whole (codec_problem), and so in the JVM's checks
+# (storage.hadoop_fs.JvmFs.decode_problem, StorePlugin.decodeProblem's UNREADABLE_PARQUET_CODECS). Refused by name,
+# not allowed by name: pyarrow calls LZ4_RAW "LZ4" and Hadoop's LZ4 "UNKNOWN", which Spark reads.
+UNREADABLE_PARQUET_CODECS = ("BROTLI", "LZO")
 
 
 def codec_problem(codecs: Iterable[str]) -> str | None:
     """Why Spark cannot read a Parquet file whose column chunks are compressed with ``codecs`` (Parquet's names:
     ``SNAPPY``, ``BROTLI``...), or None: its footer reads, but the first read of its pages would fail the run, and
-    every run after it (BROTLI and LZO need Hadoop codecs Spark's jars do not carry). Also
-    ``hadoop_fs.JvmFs.decode_problem`` and the store plugin's ``decodeProblem`` (:data:`PARQUET_CODECS`)."""
-    refused = sorted(set(codecs) - set(PARQUET_CODECS))
+    every run after it. Also ``hadoop_fs.JvmFs.decode_problem`` and the store plugin's ``decodeProblem``."""
+    refused = sorted(set(codecs) & set(UNREADABLE_PARQUET_CODECS))
     if not refused:
         return None
     return (f"not a readable Parquet file: compressed with {', '.join(refused)}, which Spark cannot decompress here "
-            f"(it reads {', '.join(PARQUET_CODECS)})")
+            "(its jars carry no Hadoop codec for it)")
 
 
 # The session settings that decide how files are split into input partitions.

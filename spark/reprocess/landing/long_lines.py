@@ -166,7 +166,7 @@ def gunzipped(fh: BinaryIO, size: int) -> Iterator[bytes]:
     no other, :class:`EOFError` for a stream cut short, :class:`zlib.error` for bytes that do not inflate or a
     member whose checksum or length is wrong."""
     d: Any = None
-    buf, ended = b"", False
+    buf, ended, members = b"", False, 0
     while True:
         if not ended and (not buf or (d is None and len(buf) < len(_GZIP_MAGIC))):
             more = fh.read(1 << 20)
@@ -177,9 +177,12 @@ def gunzipped(fh: BinaryIO, size: int) -> Iterator[bytes]:
             if not buf:
                 return  # the end, between members (or an empty file)
             if not buf.startswith(_GZIP_MAGIC):
+                if not members:
+                    raise gzip.BadGzipFile(f"not a gzip file (it begins {buf[:8]!r})")
                 raise gzip.BadGzipFile(f"{len(buf)}+ bytes after the end of the gzip data start no gzip member "
                                        f"({buf[:8]!r}...; Hadoop's gzip codec refuses them, zero padding too)")
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            members += 1
         out = d.decompress(buf, size)
         if d.eof:  # what follows the member (its unconsumed_tail holds it too)
             buf, d = d.unused_data, None

@@ -75,9 +75,9 @@ public final class StorePlugin implements RelationPlugin {
     "org.apache.hadoop.fs.FileAlreadyExistsException", "org.apache.hadoop.fs.s3a.RemoteFileChangedException"};
   // where the JVM throws when bytes do not decode (reprocess.storage.hadoop_fs._DECODERS)
   private static final String[] DECODERS = {"org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet."};
-  // the Parquet codecs Spark reads with the jars it ships (reprocess.landing.contract.PARQUET_CODECS)
-  private static final List<String> PARQUET_CODECS =
-      List.of("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4", "LZ4_RAW");
+  // the Parquet codecs Spark cannot decompress with the jars it ships
+  // (reprocess.landing.contract.UNREADABLE_PARQUET_CODECS)
+  private static final List<String> UNREADABLE_PARQUET_CODECS = List.of("BROTLI", "LZO");
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final StructType SCHEMA = new StructType()
       .add("k", DataTypes.StringType)
@@ -329,14 +329,14 @@ public final class StorePlugin implements RelationPlugin {
           java.util.Set<String> refused = new java.util.TreeSet<>();
           for (BlockMetaData block : reader.getFooter().getBlocks()) {
             for (ColumnChunkMetaData column : block.getColumns()) {
-              if (!PARQUET_CODECS.contains(column.getCodec().name())) {
+              if (UNREADABLE_PARQUET_CODECS.contains(column.getCodec().name())) {
                 refused.add(column.getCodec().name());
               }
             }
           }
           if (!refused.isEmpty()) { // as reprocess.landing.contract.codec_problem says it
             return "not a readable Parquet file: compressed with " + String.join(", ", refused)
-                + ", which Spark cannot decompress here (it reads " + String.join(", ", PARQUET_CODECS) + ")";
+                + ", which Spark cannot decompress here (its jars carry no Hadoop codec for it)";
           }
         }
       } else if (path.getName().endsWith(".gz")) {
