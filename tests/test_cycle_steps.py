@@ -605,6 +605,14 @@ def test_a_lowered_bound_gives_a_waiting_message_its_next_delivery_then_dead_let
     assert s["validation"]["passed"]
     assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items() if m == "later"} == {
         "later": ("DELIVERED", 6)}
+    # a new failure of new-3 rewrites the file of the month's terminal rows: "due" (dead-lettered at 5 by a
+    # re-drive) and "later" (delivered at 6) are in it as they were, judged by the runs that wrote them
+    land(tmp_path / "landing", "10", "c.jsonl", [rec("new-3", "2026-11-21T10:01:40Z", delivery_count=4)])
+    s = cycle(spark, tmp_path, "2026-11-21T10:01:50Z", policies=lowered)
+    assert s["validation"]["passed"]
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        "due": ("DEAD_LETTERED", 5), "later": ("DELIVERED", 6), "new-2": ("WAITING_RETRY", 2),
+        "new-3": ("DEAD_LETTERED", 4)}
 
 
 def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_duplicates(spark):
@@ -1707,26 +1715,34 @@ def test_a_prepared_policy_target_with_a_password_is_taken_from_the_policy_file_
         _prepared_policy_targets(prep, policies(None), "outbox", inflight(shown), "s3a://b/wh")
 
 
+def _counting_targets(spark, tmp_path: Path, monkeypatch, names: tuple[str, ...]) -> tuple[Path, Path]:
+    """A module of python targets ``names``, each appending "<name> <message_id>" to the calls file it returns with
+    the module (a module of its own: the session's workers import it once)."""
+    import uuid
+
+    calls = tmp_path / "calls"
+    module = tmp_path / f"counted_{uuid.uuid4().hex}.py"
+    module.write_text("".join(f"def {name}(message):\n    with open({str(calls)!r}, 'a') as f:\n"
+                              f"        f.write('{name} ' + message['message_id'] + '\\n')\n\n"
+                              for name in names), encoding="utf-8")
+    spark.sparkContext.addPyFile(str(module))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return calls, module
+
+
 def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targets_messages_again(
         spark, tmp_path, monkeypatch, capsys):
     """A run whose due messages go through several targets (policies' own, then the run's) records each target's
     outcomes in prepared.json as its share of the re-drive ends. Stopped before the next target's ends, the resumed
     run reads the done targets' outcomes and sends only the rest, and so again after a second stop in the resumed
     attempt. Before, every resume before the whole re-drive was recorded sent every target's messages again."""
-    import uuid
 
     import reprocess.cycle.run as cycle_run
 
     class Stopped(Exception):
         pass
 
-    calls = tmp_path / "calls"
-    module = tmp_path / f"counted_{uuid.uuid4().hex}.py"  # a module of its own: the session's workers import it once
-    module.write_text("".join(f"def {name}(message):\n    with open({str(calls)!r}, 'a') as f:\n"
-                              f"        f.write('{name} ' + message['message_id'] + '\\n')\n\n"
-                              for name in ("a", "b", "c")), encoding="utf-8")
-    spark.sparkContext.addPyFile(str(module))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    calls, module = _counting_targets(spark, tmp_path, monkeypatch, ("a", "b", "c"))
     policies = parse_policies("policies:\n" + "".join(
         f'  - match: "{m}"\n    profile: stepped\n    settings: {{delays: [1m], max_deliveries: 3}}\n{t}'
         for m, t in (("orders.created", f"    target: python:{module.stem}:a\n"),
@@ -1773,7 +1789,7 @@ def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targ
     with pytest.raises(SystemExit):  # a run id is never a path
         cli.main(["prepared", "abandon", "--warehouse", wh, "run-20261121T103000Z/.."])
     with monkeypatch.context() as m:
-        m.setattr(cycle_run, "crash_point", stop_at_group(2))  # the resumed attempt's a (none sent) and b done
+        m.setattr(cycle_run, "crash_point", stop_at_group(1))  # the resumed attempt's b done (a, done, not called)
         with pytest.raises(Stopped):
             cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
     assert sent() == ["a m-a", "b m-b"]
@@ -1784,6 +1800,40 @@ def test_a_run_stopped_between_its_targets_resumes_without_sending_the_done_targ
     assert all(s["conservation"].values())
     assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
         m: ("DELIVERED", 2) for m in ("m-a", "m-b", "m-c1", "m-c2")}
+
+
+def test_a_resumed_run_needs_no_variable_of_a_target_whose_share_is_done(spark, tmp_path, monkeypatch):
+    """A policy's own target written ``${VAR}``: its share of the re-drive done, the run stops in the next
+    target's, and the variable is gone by the resume. The done target is called no more (ADR 0003), so the resume
+    must not need it: it failed with the variable unset (exit 3) on every attempt."""
+
+    import reprocess.cycle.run as cycle_run
+
+    class Stopped(Exception):
+        pass
+
+    calls, module = _counting_targets(spark, tmp_path, monkeypatch, ("a", "c"))
+    monkeypatch.setenv("REPROCESS_TEST_A_TARGET", f"python:{module.stem}:a")
+    policies = parse_policies("policies:\n"
+                              '  - match: "orders.created"\n    profile: stepped\n    settings: {delays: [1m]}\n'
+                              "    target: ${REPROCESS_TEST_A_TARGET}\n"
+                              '  - match: "orders.#"\n    profile: stepped\n    settings: {delays: [1m]}\n')
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-a", "2026-11-21T10:00:00Z"),
+                                                 rec("m-c", "2026-11-21T10:00:00Z", address="orders.sent")])
+
+    def stop(name: str) -> None:
+        if name == "after_redrive_group":
+            raise Stopped(name)
+
+    target = f"python:{module.stem}:c"
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop)  # a's share done, c's not begun
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    monkeypatch.delenv("REPROCESS_TEST_A_TARGET")
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=target, policies=policies)
+    assert (s["run_id"], s["due"], s["delivered"]) == ("run-20261121T103000Z", 2, 2)
+    assert sorted(calls.read_text().splitlines()) == ["a m-a", "c m-c"]
 
 
 def test_a_prepared_run_whose_target_is_gone_is_abandoned_and_the_next_cycle_does_its_work_again(

@@ -268,6 +268,13 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
     targets: dict[str, str] = {}
     used: list[set[str] | None] = []  # the inflight targets, once asked
     for match, spec in stored.items():
+        if spec in done:  # called no more: not even its ${VAR}s need to be there (its recorded rows are done)
+            if not used:
+                used.append(inflight_targets())
+            if used[0] is not None:
+                log.info("resuming run_id=%s without the target %s of policy %r: its share of the re-drive is done",
+                         prep["run_id"], spec, match)
+                continue
         if spec in written or "***" not in spec:
             targets[match] = written.get(spec, spec)
             continue
@@ -276,10 +283,6 @@ def _prepared_policy_targets(prep: dict[str, Any], policies: PolicySet, run_targ
         if used[0] is not None and spec not in used[0]:
             log.info("resuming run_id=%s without the target %s of policy %r: none of its deliveries was recorded "
                      "for it", prep["run_id"], spec, match)
-            continue
-        if used[0] is not None and spec in done:
-            log.info("resuming run_id=%s without the target %s of policy %r: its share of the re-drive is done",
-                     prep["run_id"], spec, match)
             continue
         raise ConfigError(f"run {prep['run_id']} must be resumed with its target {spec} for policy {match!r} (the "
                           "password is not stored): write that target back in the policy file, under any policy "
@@ -448,9 +451,10 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         raise ConservationError(
             f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted: what decides the due "
             "set changed since the run was prepared (the policy file: a delay, a bound, a non_retryable rule, a "
-            "policy removed or made ordered; or --max-payload-bytes, --max-future-ms). Put it back as it was until "
-            f"this run has committed, or forget the run (`reprocess prepared abandon {run_id}`: the next cycle "
-            "selects its due messages again, and sends again what it had sent, with the same idempotency keys)")
+            "policy removed or made ordered; or --max-payload-bytes, --max-future-ms, --max-line-bytes). Put it "
+            f"back as it was until this run has committed, or forget the run (`reprocess prepared abandon {run_id}`, "
+            "with --force once a target's share of its re-drive is done: the next cycle selects its due messages "
+            "again, and sends again what it had sent, with the same idempotency keys)")
     else:
         prepared_doc = dict(prepared)
 
@@ -1094,7 +1098,7 @@ def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final
             # a projection of the landing's cached records: no second copy of the payloads in the cache
             v.validate(suites.landing_frame(fresh), "landing", params=landing_params, cached=True,
                        rows=b["ingested"] - b["bad_records"], data_bytes=summary["accepted_payload_bytes"])
-            v.validate(suites.ledger_frame(final, policies), "ledger", rows=b["ledger_rows"])
+            v.validate(suites.ledger_frame(final, policies, run_id), "ledger", rows=b["ledger_rows"])
             v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
             v.validate(suites.run_table(b), "run", rows=1)
         finally:
