@@ -43,7 +43,7 @@ def test_a_target_override_without_credentials_is_accepted(target):
     ("amqp://x:${REPROCESS_AIRFLOW_PASSWORD}@elsewhere:5672/%2F", r"may not use \$\{VAR\}"),
     ("stomp://${USER_AND_PASSWORD}@broker:61613", r"may not use \$\{VAR\}"),
     ("amqp://u:secret@broker:5672/%2F", r"may not carry a password \(amqp://u:\*\*\*@broker:5672/%2F\)"),
-    ("amqp://u:p@broker:notaport/", "bad target override"),
+    ("amqp://u:p@broker:notaport/", r"may not carry a password \(amqp://u:\*\*\*@broker:notaport/\)"),
     ("amqp://broker:notaport/", "Port could not be cast"),
     ("python:no_such_module_here:fn", "cannot load target python:no_such_module_here:fn"),
     ("kafka://broker:9092", "unknown target"),

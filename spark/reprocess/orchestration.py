@@ -86,11 +86,7 @@ def check_target_override(target: str | None) -> None:
         raise ConfigError("a target override may not use ${VAR}: the Spark job would fill it in from the deployment's "
                           "environment and its secrets; set REPROCESS_TARGET or a policy's target instead",
                           key="target")
-    try:
-        with_password = redact(target) != target
-    except ValueError as exc:  # urlsplit's: a port that is not a number
-        raise ConfigError(f"bad target override: {exc}", key="target") from None
-    if with_password:
+    if redact(target) != target:  # (redact reads no port: a port that is not a number is parse_target's to name)
         raise ConfigError(f"a target override may not carry a password ({redact(target)}): it would be in the run's "
                           "arguments and logs; set REPROCESS_TARGET or a policy's target, its password as ${VAR}",
                           key="target")
