@@ -4,7 +4,9 @@ started by dev/services.sh). Closed loops, headers, outage protection, rate limi
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -18,7 +20,7 @@ from reprocess.policy import parse_policies
 from reprocess.storage.commit import Warehouse
 from reprocess.storage.read import read_dataset
 from reprocess.targets.base import parse_target
-from reprocess.targets.broker import DestinationDown, RateLimiter, TargetDown, redact
+from reprocess.targets.broker import DestinationDown, MessageRefused, RateLimiter, TargetDown, redact
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -200,6 +202,53 @@ def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spar
     assert {m: (r.deliveries, r.reason_code, r.last_error_class) for m, r in dead.items()} == {
         long_id: (3, "MAX_DELIVERIES_EXCEEDED", "pika.exceptions.ShortStringTooLong"),
         "m-big-headers": (3, "MAX_DELIVERIES_EXCEEDED", "reprocess.AmqpFrameTooLarge")}
+
+
+def _stomp_headers_of(queue: str, count: int) -> list[dict[str, str]]:
+    """The headers of the next ``count`` messages on ``queue``, as a STOMP consumer reads them."""
+    import stomp
+
+    got: list[dict[str, str]] = []
+    cond = threading.Condition()
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame) -> None:  # type: ignore[no-untyped-def]
+            with cond:
+                got.append(dict(frame.headers))
+                cond.notify_all()
+
+    conn = stomp.Connection12([(STOMP_HOST, STOMP_PORT)], heartbeats=(0, 0))
+    conn.set_listener("headers", Listener())
+    conn.connect(wait=True)
+    conn.subscribe(f"/queue/{queue}", id="1", ack="auto")
+    with cond:
+        cond.wait_for(lambda: len(got) >= count, timeout=30)
+    conn.disconnect()
+    return got
+
+
+def test_stomp_header_names_arrive_as_sent_and_a_nul_in_a_header_is_that_message_refused():
+    """A header's name is escaped as STOMP 1.2 says, as its value is: a name holding ':' was split by the broker at
+    it ({"a:b": "1"} arrived as {"a": "b:1"}), one holding a newline broke the frame. A NUL cannot be escaped: it
+    ended the frame where it stood, ActiveMQ took the message without the headers after it (the idempotency key)
+    and the SEND was counted delivered. Such a message is refused instead, and the next one goes."""
+    queue = "stomp.names"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)  # start empty
+    publisher = parse_target(f"stomp://{STOMP_HOST}:{STOMP_PORT}?timeout=5").publisher_factory()()
+    names = {"a:b": "colon", "x\ny": "newline", "back\\slash": "backslash", "cr\rname": "return", "k": "v:\\n"}
+    rec = {"address": queue, "payload": "p", "delivery": 1}
+    try:
+        publisher.publish({**rec, "message_id": "named", "headers": names})
+        with pytest.raises(MessageRefused, match="header 'v' holds a NUL") as info:
+            publisher.publish({**rec, "message_id": "nul", "headers": {"v": "cut\x00here"}})
+        publisher.publish({**rec, "message_id": "after", "headers": {}})
+    finally:
+        publisher.close()
+    assert info.value.error_class == "reprocess.StompNulInHeader"
+    got = _stomp_headers_of(queue, 2)
+    assert [h["x-reprocess-message-id"] for h in got] == ["named", "after"]
+    assert {name: got[0].get(name) for name in names} == names
+    assert got[0]["x-reprocess-idempotency-key"] == "named:1"
 
 
 def test_a_message_activemq_drops_the_connection_on_or_refuses_is_a_failed_delivery_and_the_others_go(spark,
@@ -660,7 +709,72 @@ def test_an_amqp_broker_whose_confirms_stop_coming_is_down_after_the_timeout_not
     conn.close()
     assert got == ["through"]  # "held" never reached the broker: not confirmed, not delivered
     assert isinstance(err, TargetDown)
-    assert "no publisher confirm (or new channel) within 1.0s" in str(err)
+    assert "no answer to a publisher confirm (or a new channel) within 1.0s" in str(err)
+
+
+def _rabbit_eval(expr: str) -> str:
+    return subprocess.run(["rabbitmqctl", "eval", expr], check=True, capture_output=True, text=True,
+                          env={**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}).stdout.strip()
+
+
+def test_a_body_over_rabbitmqs_max_message_size_is_a_refused_delivery_not_the_broker_down():
+    """RabbitMQ closes the channel with 406 on a body over its ``max_message_size`` (128 MiB unless configured):
+    that message cannot go, the broker is fine, and the next message is published on a new channel. Taken for the
+    broker down, it stopped its partition at that message on every run and never dead-lettered it. The limit is
+    lowered for the moment the publisher's channel opens (a channel reads it then), and put back at once."""
+    conn, ch = _amqp_queues(["sized.q"])
+    before = _rabbit_eval("application:get_env(rabbit, max_message_size).")
+    assert before.startswith("{ok,"), before
+    _rabbit_eval("application:set_env(rabbit, max_message_size, 1048576).")
+    try:
+        publisher = parse_target(AMQP + "?timeout=10").publisher_factory()()
+    finally:
+        _rabbit_eval(f"application:set_env(rabbit, max_message_size, {before[4:-1]}).")
+    rec = {"address": "sized.q", "headers": {}, "delivery": 1}
+    try:
+        with pytest.raises(MessageRefused) as info:
+            publisher.publish({**rec, "message_id": "too-big", "payload": "x" * (2 << 20)})
+        publisher.publish({**rec, "message_id": "after", "payload": "small"})
+    finally:
+        publisher.close()
+    assert info.value.error_class == "reprocess.AmqpMessageTooLarge"
+    assert "message size 2097152 is larger than configured max size 1048576" in str(info.value)
+    got = []
+    while (msg := ch.basic_get("sized.q", auto_ack=True))[0] is not None:
+        got.append(msg[1].message_id)
+    conn.close()
+    assert got == ["after"]
+
+
+def test_an_amqp_broker_that_never_opens_the_first_channel_is_down_after_the_timeout(monkeypatch):
+    """The connection is made (its handshake bounded by pika's stack timeout), then the broker stops answering before
+    the publisher's first channel is open: the target is down after its ``timeout``, not when the heartbeat gives up
+    minutes later, or never while a proxy keeps the socket open."""
+    import pika
+
+    opened = pika.BlockingConnection.channel
+    with _freezable_proxy(5672) as (port, frozen):
+        def channel(self, *args, **kwargs):  # the broker hangs between the handshake and the channel's opening
+            frozen.set()
+            return opened(self, *args, **kwargs)
+
+        monkeypatch.setattr(pika.BlockingConnection, "channel", channel)
+        raised: list[BaseException] = []
+
+        def connect() -> None:
+            try:
+                parse_target(f"amqp://guest:guest@127.0.0.1:{port}/%2F?timeout=1").publisher_factory()()
+            except BaseException as exc:  # noqa: BLE001 - the test reads it
+                raised.append(exc)
+
+        opener = threading.Thread(target=connect, daemon=True)
+        opener.start()
+        opener.join(60)
+        assert not opener.is_alive(), "the publisher still waits for its first channel"
+    assert frozen.is_set()
+    assert len(raised) == 1, raised
+    assert isinstance(raised[0], TargetDown), raised
+    assert "no answer to the first channel within 1.0s" in str(raised[0])
 
 
 def test_rate_limiter_spaces_messages_evenly(monkeypatch):

@@ -18,7 +18,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from reprocess.errors import ConfigError
@@ -38,6 +40,10 @@ from reprocess.targets.broker import (
 ROUTING_KEY = "{address}"  # the routing_key option's default
 
 
+# rabbit_channel:check_msg_size's refusal (3.8 to 4.x): "message size 5 is larger than [configured ]max size 4"
+_TOO_LARGE = re.compile(r"message size \d+ is larger than (configured )?max size \d+")
+
+
 class AmqpPublisher(Publisher):
     def __init__(self, opts: BrokerOptions) -> None:
         import pika
@@ -55,33 +61,47 @@ class AmqpPublisher(Publisher):
             stack_timeout=opts.timeout)
         self.connection: Any = None
         try:
-            self.connection = pika.BlockingConnection(params)
-            self.channel = self.connection.channel()
-            self.channel.confirm_delivery()
+            self.connection = pika.BlockingConnection(params)  # stack_timeout bounds the handshake
+            with self._deadline("the first channel"):  # and this the channel's opening, which nothing else bounds
+                self.channel = self.connection.channel()
+                self.channel.confirm_delivery()
         except (pe.AMQPError, OSError) as exc:
             self.close()  # a connection opened before its channel failed is not left open
             raise TargetDown(f"cannot connect to amqp://{opts.host}:{opts.port}: {type(exc).__name__} {exc}") \
                 from exc
 
-    def publish(self, rec: dict[str, Any]) -> None:
-        pe = self.pe
-        key = filled(self.routing_key, rec)
-        props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
-                                          delivery_mode=2, content_type="application/octet-stream")
-        # pika's blocking publish waits for the broker's confirm with no deadline of its own: a broker that stays up
-        # and withholds confirms (a quorum queue that lost its majority) or a proxy that stopped forwarding held the
-        # task until the connection's heartbeat gave up, and with heartbeats flowing never. The deadline ends the
-        # connection the way pika's own blocked-connection timeout does (on its I/O loop, the one the wait runs),
-        # and the wait raises its error: the broker down, this message not confirmed. It covers a new channel's
-        # opening too.
+    @contextmanager
+    def _deadline(self, what: str) -> Iterator[None]:
+        """Ends the connection if the block has not returned within the timeout.
+
+        pika's blocking calls wait for the broker's answer with no deadline of their own: a broker that stays up and
+        withholds confirms (a quorum queue that lost its majority), that never answers a channel's opening, or a proxy
+        that stopped forwarding held the task until the connection's heartbeat gave up, and with heartbeats flowing
+        never. The deadline ends the connection the way pika's own blocked-connection timeout does (on its I/O loop,
+        the one the wait runs), and the wait raises its error: the broker down."""
         impl = self.connection._impl
+        pe = self.pe
 
         def give_up() -> None:
             if impl.is_open and impl._transport is not None:  # not a stream that ended in the same loop iteration
-                impl._terminate_stream(pe.AMQPConnectionError(
-                    f"no publisher confirm (or new channel) within {self.timeout}s"))
+                impl._terminate_stream(pe.AMQPConnectionError(f"no answer to {what} within {self.timeout}s"))
 
         deadline = impl._adapter_call_later(self.timeout, give_up)
+        try:
+            yield
+        finally:
+            impl._adapter_remove_timeout(deadline)
+
+    def publish(self, rec: dict[str, Any]) -> None:
+        key = filled(self.routing_key, rec)
+        props = self.pika.BasicProperties(message_id=rec["message_id"], headers=message_headers(rec),
+                                          delivery_mode=2, content_type="application/octet-stream")
+        # this message's confirm (and a new channel's opening) within the timeout, else the broker is down
+        with self._deadline("a publisher confirm (or a new channel)"):
+            self._publish(key, props, rec)
+
+    def _publish(self, key: str, props: Any, rec: dict[str, Any]) -> None:
+        pe = self.pe
         try:
             if not self.channel.is_open:  # closed by the broker on the last message's destination (see below)
                 try:
@@ -106,11 +126,13 @@ class AmqpPublisher(Publisher):
         except pe.ChannelClosedByBroker as exc:
             if exc.reply_code == 403 and "access to topic" in exc.reply_text:  # this routing key, not the exchange
                 raise DestinationDown(f"{self.exchange}/{key}", f"{exc.reply_code} {exc.reply_text}") from exc
+            if exc.reply_code == 406 and _TOO_LARGE.search(exc.reply_text or ""):
+                # RabbitMQ's max_message_size: this body, not the broker (406 is also an unknown exchange type, a
+                # queue declared twice otherwise...: those stay the broker failing)
+                raise MessageRefused("reprocess.AmqpMessageTooLarge", f"{exc.reply_code} {exc.reply_text}") from exc
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
         except (pe.AMQPError, OSError) as exc:
             raise TargetDown(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            impl._adapter_remove_timeout(deadline)
 
     def _check_frame(self, body_bytes: int, props: Any) -> None:
         """Raises :class:`MessageRefused` for a message whose properties (its headers among them) do not fit in one

@@ -41,6 +41,23 @@ from reprocess.targets.broker import (
 # ERRORs about a SEND, are the destination down (see reprocess.targets.base.deliver_each).
 FRAME_REFUSED = "org.apache.activemq.transport.stomp.ProtocolException"
 DESTINATION = "/queue/{address}"  # the destination option's default
+# STOMP 1.2's header escapes. stomp.py applies them to header values only; a name holding ':' was split by the broker
+# at it ({"a:b": "1"} arrived as {"a": "b:1"}) and one holding a newline broke the frame.
+_NAME_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", ":": "\\c"})
+
+
+def stomp_headers(headers: dict[str, str], destination: str) -> dict[str, str]:
+    """``headers`` with their names escaped as STOMP 1.2 says (their values are escaped by stomp.py). Raises
+    :class:`MessageRefused` when a name, a value or the destination holds a NUL: STOMP has no escape for it, and
+    the NUL ends the frame where it stands (ActiveMQ took the message with the headers after it cut off, the
+    idempotency key among them, and read the rest of the frame as a frame of its own)."""
+    held = [f"header {name[:60]!r}" for name, value in headers.items() if "\x00" in name + value]
+    if "\x00" in destination:
+        held.insert(0, f"the destination {destination[:60]!r}")
+    if held:
+        raise MessageRefused("reprocess.StompNulInHeader", f"{', '.join(held)} holds a NUL character, which a "
+                             "STOMP frame cannot carry outside its body")
+    return {name.translate(_NAME_ESCAPES): value for name, value in headers.items()}
 
 
 class _Receipts:
@@ -213,7 +230,7 @@ class StompPublisher(Publisher):
         # The original headers less the frame's own length: one captured from a STOMP frame is that frame's, and the
         # broker read this body by it (a longer one: it waited for bytes that never came, on every run; a shorter
         # one: it cut the body). stomp.py then writes this body's.
-        headers = {k: v for k, v in message_headers(rec).items() if k != "content-length"}
+        headers = stomp_headers({k: v for k, v in message_headers(rec).items() if k != "content-length"}, dest)
 
         def send(receipt: str) -> None:
             self.conn.send(dest, body, headers=headers | {"persistent": "true", "receipt": receipt})
