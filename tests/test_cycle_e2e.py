@@ -622,3 +622,32 @@ def test_a_dead_letter_moved_back_without_a_reset_gets_one_delivery_more_and_the
     over = [m for m in moved if before[m][3] == "MAX_DELIVERIES_EXCEEDED"]
     assert over
     assert all(after[m][0] in ("DEAD_LETTERED", "DELIVERED") for m in over)
+
+
+def test_a_parquet_landing_ends_as_the_jsonl_landing_of_its_seed_and_its_malformed_rows_are_quarantined(
+        spark, tmp_path, capsys):
+    """``generate --format parquet`` writes the records of its seed and ``--malformed`` rows that break the contract
+    (a Parquet file has no lines to break): the cycle keeps the same ledger as from the JSON lines of that seed, and
+    quarantines each malformed row, naming its file and record."""
+    as_of = parse_instant("2026-11-21T04:30:00Z")
+    ledgers, quarantines = {}, {}
+    for fmt in ("jsonl", "parquet"):
+        root = tmp_path / fmt
+        assert main(["generate", "--out", str(root), "--messages", "60", "--hours", "2", "--seed", "3",
+                     "--format", fmt, "--malformed", "4"]) == 0
+        assert json.loads(capsys.readouterr().out)["malformed"] == 4
+        wh = str(tmp_path / f"wh-{fmt}")
+        run_cycle(spark, CycleOptions(landing=str(root), warehouse=wh, policies=load_config(None), as_of_ms=as_of,
+                                      target=TARGET))
+        ledgers[fmt] = _ledger_states(spark, wh)
+        quarantines[fmt] = read_dataset(spark, wh, "quarantine").collect()
+    assert len(ledgers["jsonl"]) == 60
+    assert ledgers["parquet"] == ledgers["jsonl"]
+    assert len(quarantines["jsonl"]) == 4
+    rows = quarantines["parquet"]
+    assert sorted(r.reason_code for r in rows) == ["INVALID_DELIVERY_COUNT", "INVALID_TIMESTAMP", "MISSING_FIELD",
+                                                   "MISSING_FIELD"]
+    assert all(r.source_file.endswith(".parquet") and r.record_no >= 1 for r in rows)
+    with pytest.raises(SystemExit):
+        main(["generate", "--out", str(tmp_path / "x"), "--malformed", "-1"])
+    assert "must be >= 0" in capsys.readouterr().err

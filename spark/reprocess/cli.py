@@ -43,14 +43,22 @@ def load_config(path: str | None) -> PolicySet:
     return load_policies(path)
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1)
 
 
 def _line_cap(text: str) -> int:
@@ -166,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", metavar="S", type=int, default=7, help="random seed (default 7)")
     g.add_argument("--format", dest="fmt", choices=("jsonl", "jsonl.gz", "parquet"), default="jsonl",
                    help="file format (default jsonl)")
-    g.add_argument("--malformed", metavar="N", type=int, default=4, help="malformed lines to add (default 4)")
+    g.add_argument("--malformed", metavar="N", type=_non_negative_int, default=4,
+                   help="malformed records to add (default 4): lines that break the contract, or in Parquet rows "
+                        "that do (no id or failure time, a bad timestamp or delivery count)")
     g.set_defaults(func=cmd_generate)
 
     from reprocess.spark_env import JVM_ARCHIVE_ENV, default_jvm_archive

@@ -32,6 +32,17 @@ POISON = (("com.acme.ValidationError", "field 'amount' is not a number"),
 MALFORMED = ('{"message_id": "broken-1", "address": "orders.created", "payload": "{\\"a\\": 1}"',
              "this is not json at all", '{"message_id": 42, "address": "orders.created"}',
              '{"message_id": "no-ts", "address": "orders.created", "payload": "", "failed_at": "2026-11-21 10:00"}')
+# A Parquet file holds no lines, so a truncated one or one that is not JSON cannot be written there: its malformed
+# records are rows of the right types that break the contract (a missing id or failure time, a timestamp without an
+# offset, a delivery count below 1), one quarantine row each, as the malformed lines of a text landing are. A
+# failed_at of "" becomes the start of the row's partition hour (not after the as-of that reads the partition).
+_OK_ROW = {"address": "orders.created", "payload": "{}", "failed_at": "", "delivery_count": 1}
+MALFORMED_ROWS: tuple[dict[str, Any], ...] = (
+    {**_OK_ROW, "message_id": "broken-1", "failed_at": None},
+    {**_OK_ROW, "message_id": None},
+    {**_OK_ROW, "message_id": "zero-deliveries", "delivery_count": 0},
+    {**_OK_ROW, "message_id": "no-ts", "failed_at": "2026-11-21 10:00"},
+)
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,12 @@ def write_landing(opts: GenerateOptions) -> dict[str, Any]:
         by_hour[(at.strftime("%Y-%m-%d"), at.strftime("%H"))].append(json.dumps(rec, separators=(",", ":")))
     hours = sorted(by_hour)
     for j in range(opts.malformed):
-        by_hour[hours[j % len(hours)]].append(MALFORMED[j % len(MALFORMED)])
+        day, hour = hours[j % len(hours)]
+        row = MALFORMED_ROWS[j % len(MALFORMED_ROWS)]
+        failed_at = f"{day}T{hour}:00:00Z" if row["failed_at"] == "" else row["failed_at"]
+        bad = (json.dumps({**row, "failed_at": failed_at}) if opts.fmt == "parquet"
+               else MALFORMED[j % len(MALFORMED)])
+        by_hour[(day, hour)].append(bad)
     files = 0
     for (day, hour), lines in sorted(by_hour.items()):
         rnd.shuffle(lines)
@@ -122,23 +138,17 @@ def write_landing(opts: GenerateOptions) -> dict[str, Any]:
                 with gzip.open(name, "wt", encoding="utf-8") as fh:
                     fh.write(text)
             else:
-                _write_parquet(name, [c for c in chunk if c.startswith("{")])
+                _write_parquet(name, chunk)
     return {"records": len(records), "malformed": opts.malformed, "files": files,
             "first_hour": f"{hours[0][0]}T{hours[0][1]}", "last_hour": f"{hours[-1][0]}T{hours[-1][1]}"}
 
 
 def _write_parquet(path: Path, lines: list[str]) -> None:
+    """One row per line: the records and :data:`MALFORMED_ROWS` (unknown fields are not written)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec.get("message_id"), str) and "failed_at" in rec:
-            rows.append({k: rec.get(k) for k in ("message_id", "address", "payload", "failed_at", "headers",
-                                                 "delivery_count", "error_class", "error_message",
-                                                 "consumer_group", "ordering_key")})
+    rows = [{k: rec.get(k) for k in ("message_id", "address", "payload", "failed_at", "headers", "delivery_count",
+                                     "error_class", "error_message", "consumer_group", "ordering_key")}
+            for rec in map(json.loads, lines)]
     pq.write_table(pa.Table.from_pylist(rows), path)
