@@ -437,6 +437,10 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
 
     with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
         session_fs(spark).decode_problem(f"viewfs:/{name}/{HOUR}/gone.jsonl.gz", "text")
+    with pytest.raises(FileNotFoundError):  # read's "absent", as status and stamps take it
+        session_fs(spark).read(f"viewfs:/{name}/{HOUR}/gone.jsonl.gz")
+    assert session_fs(spark).stamps([f"viewfs:/{name}/{HOUR}/gone.jsonl.gz"]) == {
+        f"viewfs:/{name}/{HOUR}/gone.jsonl.gz": None}
     with pytest.raises(ConfigError, match=f"landing root viewfs:///{name}/nowhere does not exist"):
         list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
 

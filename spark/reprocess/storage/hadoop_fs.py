@@ -141,6 +141,13 @@ class JvmFs:
         self._jvm: Any = sc._jvm
         self._conf = sc._jsc.hadoopConfiguration()
         self._filesystem: Any = None
+        self._classes: dict[str, Any] = {}
+
+    def _class(self, name: str) -> Any:
+        """The JVM class ``name``, looked up once per instance (each lookup is a py4j round trip)."""
+        if name not in self._classes:
+            self._classes[name] = self._jvm.java.lang.Class.forName(name)
+        return self._classes[name]
 
     def _at(self, location: str) -> tuple[Any, Any]:
         """``location``'s Hadoop ``Path`` and this root's ``FileSystem``."""
@@ -188,7 +195,7 @@ class JvmFs:
             return None
         # only statuses that implement EtagSource have one (a bucket's); HDFS's, viewfs's and the local
         # filesystem's have no getEtag at all (the store plugin checks the same for a Connect client)
-        tagged = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.EtagSource").isInstance(st)
+        tagged = self._class("org.apache.hadoop.fs.EtagSource").isInstance(st)
         etag = st.getEtag() if tagged else None
         return (None if etag is None else str(etag)), int(st.getLen())
 
@@ -204,7 +211,7 @@ class JvmFs:
     def stamps(self, locations: Sequence[str]) -> dict[str, Stamp | None]:
         from py4j.protocol import Py4JJavaError
 
-        tagged = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.EtagSource")
+        tagged = self._class("org.apache.hadoop.fs.EtagSource")
         out: dict[str, Stamp | None] = {}
         for folder, names in by_folder(locations).items():
             path, fs = self._at(folder)
@@ -227,7 +234,7 @@ class JvmFs:
     def _not_found(self, exc: Any) -> bool:
         """Whether a Java error is a ``FileNotFoundException`` (or one of its kind: viewfs's
         ``NotInMountpointException``), as the store plugin's ``catch`` takes it."""
-        return bool(self._jvm.java.lang.Class.forName("java.io.FileNotFoundException").isInstance(exc.java_exception))
+        return bool(self._class("java.io.FileNotFoundException").isInstance(exc.java_exception))
 
     def read(self, location: str) -> bytes:
         from py4j.protocol import Py4JJavaError
@@ -236,7 +243,7 @@ class JvmFs:
         try:
             stream = fs.open(path)
         except Py4JJavaError as exc:
-            if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+            if self._not_found(exc):
                 raise FileNotFoundError(location) from None
             raise
         try:
