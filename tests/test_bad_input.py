@@ -445,6 +445,43 @@ def test_a_landing_uri_without_authority_a_missing_uri_root_and_io_errors_that_a
         list_landing(f"viewfs:///{name}/nowhere", _ms(AS_OF), spark)
 
 
+@pytest.mark.unit
+def test_a_local_gz_or_parquet_file_the_filesystem_cannot_read_fails_the_run_and_is_not_quarantined(tmp_path,
+                                                                                                   monkeypatch):
+    """The check of a local ``.gz`` or Parquet file took any error for corruption: a file gone since the listing,
+    one this user may not read, an I/O error quarantined the file whole, the manifest marked it done, and its
+    messages were never read. Such an error is the filesystem's: it fails the run (nothing committed), to be retried,
+    as the JVM's check of a file at a URI already did. Bytes that do not decode are still the file's."""
+    import pyarrow as pa
+
+    from reprocess.cycle import landing_batch
+
+    folder = tmp_path / HOUR
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl.gz").write_bytes(gzip.compress(json.dumps(_ok("gz")).encode() + b"\n"))
+    pq.write_table(pa.Table.from_pylist([_ok("pq")]), folder / "b.parquet")
+    files = list_landing(tmp_path, _ms(AS_OF))
+    assert [Path(f.path).name for f in files] == ["a.jsonl.gz", "b.parquet"]
+    assert [landing_batch._decode_problem(None, f)[0] for f in files] == [None, None]
+    for f in files:
+        Path(f.path).unlink()  # gone since the listing
+        with pytest.raises(FileNotFoundError):
+            landing_batch._decode_problem(None, f)
+
+    def refused(path, *args):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(landing_batch, "local_chunks", refused)  # as root, no mode refuses: the OS's answer
+    with pytest.raises(PermissionError):
+        landing_batch._decode_problem(None, files[0])
+    monkeypatch.undo()
+    for f, data in zip(files, (b"\x1f\x8b\x08\x00" + b"y" * 50, b"PAR1" + b"x" * 100 + b"PAR1"), strict=True):
+        Path(f.path).write_bytes(data)
+    problems = [landing_batch._decode_problem(None, f)[0] for f in files]
+    assert problems[0].startswith("cannot decompress: ")
+    assert problems[1].startswith("not a readable Parquet file: ")
+
+
 def test_a_local_landing_root_that_does_not_exist_fails_the_run_as_a_uri_does(tmp_path, monkeypatch):
     """A mistyped local --landing was a warning, and `reprocess run` made green runs that read nothing (the DAG's
     find_new_landing already failed on it)."""

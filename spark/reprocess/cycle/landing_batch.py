@@ -103,12 +103,22 @@ def file_stamps(spark: SparkSession, paths: Sequence[str]) -> dict[str, tuple[An
     return stamps
 
 
+def _filesystem_error(exc: BaseException) -> bool:
+    """Whether an error reading a local landing file is the filesystem's (an OSError with an errno: the file gone
+    since the listing, no permission, an I/O error, too many open files), not its bytes'. Such a file is no
+    corruption: the run fails, to be retried, as the JVM's check takes an error thrown outside its decoders
+    (storage.hadoop_fs._DECODERS). Quarantined, the file was marked done, and its messages never read."""
+    return isinstance(exc, OSError) and exc.errno is not None
+
+
 def _gzip_problem(path: str) -> tuple[str | None, int | None]:
     decoded = 0
     try:
         for chunk in local_chunks(path, 1 << 20):
             decoded += len(chunk)
     except (OSError, EOFError, zlib.error) as exc:
+        if _filesystem_error(exc):
+            raise
         return f"cannot decompress: {exc}", None
     return None, decoded
 
@@ -124,7 +134,9 @@ def _parquet_problem(path: str) -> str | None:
         # only once the pages decoded: pyarrow aborts the process on a codec number it does not know
         codecs = {meta.row_group(i).column(j).compression
                   for i in range(meta.num_row_groups) for j in range(meta.num_columns)}
-    except Exception as exc:  # noqa: BLE001 - any unreadable parquet file is corrupt
+    except Exception as exc:  # noqa: BLE001 - any Parquet file that does not decode is corrupt
+        if _filesystem_error(exc):
+            raise
         return f"not a readable Parquet file: {exc}"
     return contract.codec_problem(codecs)
 
