@@ -41,7 +41,7 @@ END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get
 LANDING_ASSET = Asset(name="reprocess_landing", uri=asset_uri(LANDING))
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=asset_uri(WAREHOUSE, "ledger"))
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=asset_uri(WAREHOUSE, "dlq"))
-ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$"
+ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}(:?\d{2})?)$"  # +01, +0100, +01:00
 BIN = Path(sys.executable).parent
 SPARK_ENV = spark_submit_env(sys.executable, os.environ.get("PATH", "/usr/bin:/bin"))
 ON_CONNECT = on_spark_connect()

@@ -180,6 +180,8 @@ for conf in bad:
 good = {"as_of": "2026-11-21T10:15:00Z", "address_filter": "orders.#", "target": "python:m.sub:fn", "dry_run": True}
 for key, value in good.items():
     dag.params.get_param(key).resolve(value)
+for value in ("2026-11-21T11:15:00+0100", "2026-11-21T11:15+01"):  # offsets the job parses: the form takes them
+    dag.params.get_param("as_of").resolve(value)
 print("GOOD OK")
 redrive = DagBag().get_dag("redrive_dead_letters").params
 for value in ("orders#1", "orders..x"):  # a wildcard inside a word: the job refuses it, so the form does

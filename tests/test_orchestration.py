@@ -32,6 +32,32 @@ def test_an_as_of_override_after_the_trigger_or_not_a_date_is_refused_as_configu
         resolve_as_of("2026-02-30T10:00Z", None, TRIGGERED)
 
 
+def test_a_data_interval_that_ends_after_the_trigger_is_refused_as_the_override_is():
+    """Airflow 3's form ("Data interval: manual") and REST API take a data interval for a run triggered now: its end
+    was the as-of unchecked, so a run re-drove messages before their time, as an override that late would."""
+    with pytest.raises(ConfigError, match=r"the data interval's end \(the as-of\) 2027-11-21T10:15:00Z is later than "
+                                          r"the run was triggered \(2026-11-21T10:20:00Z\)") as info:
+        resolve_as_of(None, datetime(2027, 11, 21, 10, 15, tzinfo=UTC), TRIGGERED)
+    assert info.value.key == "data_interval_end"
+    assert resolve_as_of(None, TRIGGERED, TRIGGERED) == "2026-11-21T10:20:00Z"  # a scheduled run's: at its run_after
+
+
+def test_an_address_or_requester_beginning_with_a_dash_reaches_the_job_as_a_value():
+    """``-orders.created`` is a landing address and a valid pattern; passed as ``--address -orders.created`` argparse
+    took it for an option, and the job (or the re-drive DAG's plan task) exited 2 on every try."""
+    from reprocess.cli import build_parser
+    from reprocess.orchestration import cycle_args, redrive_args, redrive_request
+
+    run = build_parser().parse_args(["run", *cycle_args("/l", "/wh", "2026-11-21T10:15:00Z", None, None,
+                                                        "-orders.created", False)])
+    assert run.address_filter == "-orders.created"
+    params = {"address_pattern": "-orders.#"}
+    req = redrive_request(redrive_args("/wh", params, "2026-11-21T01:05:00Z", "-alice"))
+    assert req.address_pattern == "-orders.#"
+    assert build_parser().parse_args(["redrive", *redrive_args("/wh", params, "2026-11-21T01:05:00Z", "-alice")]
+                                     ).requested_by == "-alice"
+
+
 @pytest.mark.parametrize("target", [None, "", "outbox", "python:reprocess.targets.examples:always_ok",
                                     "amqp://broker:5672/%2F?routing_key={address}",
                                     "stomp://user@broker:61613?destination=/queue/{address}"])
@@ -47,6 +73,7 @@ def test_a_target_override_without_credentials_is_accepted(target):
     ("amqp://broker:notaport/", "Port could not be cast"),
     ("python:no_such_module_here:fn", "cannot load target python:no_such_module_here:fn"),
     ("kafka://broker:9092", "unknown target"),
+    ("amqp://[broker", r"bad target override: Invalid IPv6 URL"),  # urlsplit's ValueError: a traceback, retried
 ])
 def test_a_target_override_with_a_variable_a_password_or_no_target_is_refused(target, why):
     """Anyone who may trigger the DAG types the form's target: a ${VAR} in it was filled in by the Spark job from the

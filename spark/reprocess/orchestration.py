@@ -39,18 +39,24 @@ def to_iso(value: Any) -> str:
 def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any) -> str:
     """The run's "now": the form's override, else the data interval end, else the run's run_after.
 
-    An override later than the run's ``run_after`` (when it was triggered; stored, so a retry decides alike) is
-    refused: a mistyped year would re-drive and dead-letter messages before their time, and every scheduled run
-    after it would be refused as out of order until that instant."""
+    An override, or a data interval end, later than the run's ``run_after`` (when it was triggered; stored, so a
+    retry decides alike) is refused: a mistyped year would re-drive and dead-letter messages before their time, and
+    every scheduled run after it would be refused as out of order until that instant. A scheduled or backfill run's
+    interval ends at its ``run_after``; a later end is one typed into the form's "Data interval" or the REST API's
+    ``data_interval_end``."""
     if override:
-        chosen = to_iso(override)
-        if run_after is not None and as_of_ms(chosen) > as_of_ms(to_iso(run_after)):
-            raise ConfigError(f"as-of {chosen} is later than the run was triggered ({to_iso(run_after)}); a run "
-                              "cannot re-drive messages before their time", key="as_of")
-        return chosen
+        return _not_after_trigger(to_iso(override), run_after, "as-of", "as_of")
     if data_interval_end is not None:
-        return to_iso(data_interval_end)
+        return _not_after_trigger(to_iso(data_interval_end), run_after, "the data interval's end (the as-of)",
+                                  "data_interval_end")
     return to_iso(run_after)
+
+
+def _not_after_trigger(chosen: str, run_after: Any, what: str, key: str) -> str:
+    if run_after is not None and as_of_ms(chosen) > as_of_ms(to_iso(run_after)):
+        raise ConfigError(f"{what} {chosen} is later than the run was triggered ({to_iso(run_after)}); a run "
+                          "cannot re-drive messages before their time", key=key)
+    return chosen
 
 
 def as_of_ms(iso: str) -> int:
@@ -86,8 +92,12 @@ def check_target_override(target: str | None) -> None:
         raise ConfigError("a target override may not use ${VAR}: the Spark job would fill it in from the deployment's "
                           "environment and its secrets; set REPROCESS_TARGET or a policy's target instead",
                           key="target")
-    if redact(target) != target:  # (redact reads no port: a port that is not a number is parse_target's to name)
-        raise ConfigError(f"a target override may not carry a password ({redact(target)}): it would be in the run's "
+    try:
+        shown = redact(target)
+    except ValueError as exc:  # urlsplit's own refusals ("amqp://[broker": Invalid IPv6 URL)
+        raise ConfigError(f"bad target override: {exc}", key="target") from None
+    if shown != target:  # (redact reads no port: a port that is not a number is parse_target's to name)
+        raise ConfigError(f"a target override may not carry a password ({shown}): it would be in the run's "
                           "arguments and logs; set REPROCESS_TARGET or a policy's target, its password as ${VAR}",
                           key="target")
     parse_target(target)
@@ -136,7 +146,8 @@ def cycle_args(landing: str, warehouse: str, as_of: str, config: str | None, tar
     if target:
         args += ["--target", target]
     if address_filter:
-        args += ["--address", address_filter]
+        args.append(f"--address={address_filter}")  # one argument: an address may begin with '-'
+
     if dry_run:
         args.append("--dry-run")
     return args
@@ -255,8 +266,9 @@ def requester(triggering_user: str | None, conf: Any) -> str:
 
 def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by: str) -> list[str]:
     """The arguments of ``reprocess redrive`` from the re-drive DAG's params."""
-    args = ["--warehouse", warehouse, "--address", params.get("address_pattern") or "#", "--now", now,
-            "--requested-by", requested_by, "--lock-wait", lock_wait_seconds()]
+    # --x=value: an address, or a user's name, may begin with '-', which argparse would read as an option
+    args = ["--warehouse", warehouse, f"--address={params.get('address_pattern') or '#'}", "--now", now,
+            f"--requested-by={requested_by}", "--lock-wait", lock_wait_seconds()]
     if params.get("date_from"):
         args += ["--from", params["date_from"]]
     if params.get("date_to"):
