@@ -253,6 +253,38 @@ def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_
     assert page.count('<img class="plot"') == 6
 
 
+def test_a_report_that_cannot_be_written_is_a_clear_error_and_leaves_no_file_behind(wh, tmp_path, capsys):
+    """--out an existing folder, or under a file: a traceback (exit 1) before, and a failed rename left the
+    temporary file, the dead letters' payload previews in it, beside the folder."""
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "a-file").write_text("")
+    for out, why in ((tmp_path / "taken", "cannot write: Is a directory"),
+                     (tmp_path / "a-file" / "r.html", "cannot make its folder")):
+        assert main(["report", "--warehouse", wh, "--out", str(out)]) == 3
+        err = capsys.readouterr().err
+        assert why in err
+        assert str(out) in err
+        assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "taken"]
+    assert list((tmp_path / "taken").iterdir()) == []
+
+
+def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by_name(wh, capsys):
+    """``--until 9999-12-31`` overflowed in argparse's conversion (a traceback), and an instant with a negative offset
+    on that day was taken and failed later, when the filter or the re-drive's time was written as ISO-8601."""
+    assert _json(capsys, "dlq", "list", "--warehouse", wh, "--until", "9999-12-31")["filter"]["until"] == \
+        "9999-12-31T23:59:59.999Z"
+    late = "9999-12-31T23:30:00-01:00"
+    for args in (["dlq", "stats", "--warehouse", wh, "--since", late],
+                 ["redrive", "--warehouse", wh, "--now", late, "--requested-by", "op"]):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"'{late}': it is after 9999-12-31T23:59:59.999Z" in err
+        assert "Traceback" not in err
+
+
 def test_operator_commands_never_load_pyspark(wh):
     code = ("import sys, contextlib, io\nfrom reprocess.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"

@@ -13,7 +13,6 @@ Exit codes come from the error classes in :mod:`reprocess.errors`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -547,52 +546,11 @@ def cmd_policies_import(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(imported.text)
     else:
-        _publish(Path(args.out), imported.text, replace=args.force)
+        from reprocess.files import publish_file
+
+        publish_file(Path(args.out), imported.text, replace=args.force)
     sys.stderr.write(imported.summary() + (f"\nwrote {args.out}" if args.out else "") + "\n")
     return 0
-
-
-def _publish(out: Path, text: str, replace: bool) -> None:
-    """Write ``text`` to ``out`` whole or not at all: a temporary file beside it, synced, then renamed over it
-    (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile."""
-    import tempfile
-
-    from reprocess.storage.commit import fsync_dir
-
-    if out.name in ("", ".", ".."):
-        raise ConfigError("not a file name", file=str(out))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot make its folder: {exc.strerror}", file=str(out)) from exc
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        if replace:
-            os.replace(tmp, out)
-        else:
-            try:
-                os.link(tmp, out)
-            except FileExistsError:
-                raise ConfigError("exists; give --force to replace it", file=str(out)) from None
-        fsync_dir(out.parent)
-    except OSError as exc:
-        raise ConfigError(f"cannot write: {exc.strerror}", file=str(out)) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 _PREPARED_NOTE = ("The next cycle resumes a prepared run first; a DLQ re-drive waits until it has. Listing needs "
@@ -918,7 +876,13 @@ def parse_instant(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected ISO-8601 like 2026-11-21T10:15:00Z, got {text!r}") from None
     if dt.tzinfo is None:
         raise argparse.ArgumentTypeError(f"the instant needs an offset or Z (it is compared with UTC data): {text!r}")
-    return int(dt.timestamp() * 1000)
+    from reprocess.limits import instant_problem
+
+    ms = int(dt.timestamp() * 1000)
+    problem = instant_problem(ms)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return ms
 
 
 def _writer_lock(warehouse: str, owner: str, wait_seconds: float, private: bool | None,

@@ -8,12 +8,13 @@ UTC ISO-8601 strings; ages are measured from the snapshot's as-of, never the wal
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from reprocess.dlq_stats import DlqFilter, read_dead_letters
 from reprocess.errors import NotFoundError
 from reprocess.ledger.states import DEAD_LETTERED, STATES, WAITING
+from reprocess.limits import LATEST_INSTANT_MS, instant_problem
 from reprocess.storage.arrow import ReadWarehouse, iso_ms, open_reader, open_snapshot, read_live, read_live_file, to_ms
 from reprocess.storage.commit import Snapshot
 
@@ -35,18 +36,22 @@ def parse_time(text: str, *, end_of_day: bool = False) -> int:
     except ValueError:
         day = None
     if day is not None and len(text) == 10:
-        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        if end_of_day:
-            start += timedelta(days=1)
-        return int(start.timestamp() * 1000)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"expected a date (2026-11-21) or an instant with an offset (2026-11-21T10:15:00Z), "
-                         f"got {text!r}") from None
-    if dt.tzinfo is None:
-        raise ValueError(f"the instant needs an offset or Z (dead-letter times are UTC): {text!r}")
-    return int(dt.timestamp() * 1000)
+        ms = (day - date(1970, 1, 1)).days * 86_400_000
+        if end_of_day:  # the next day's start (10000-01-01 is no datetime: its last instant bounds 9999-12-31)
+            ms = min(ms + 86_400_000, LATEST_INSTANT_MS)
+    else:
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"expected a date (2026-11-21) or an instant with an offset (2026-11-21T10:15:00Z), "
+                             f"got {text!r}") from None
+        if dt.tzinfo is None:
+            raise ValueError(f"the instant needs an offset or Z (dead-letter times are UTC): {text!r}")
+        ms = int(dt.timestamp() * 1000)
+    problem = instant_problem(ms)
+    if problem:
+        raise ValueError(f"{text!r}: {problem}")
+    return ms
 
 
 def _head(wh_uri: str, version: int, as_of_ms: int | None) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -341,13 +340,10 @@ def write_report(warehouse: str, out: str | Path, newest: int = 20, private: boo
     The newest dead letters' payloads are previewed in it: with ``private`` (default ``$REPROCESS_PRIVATE_FILES``)
     the file is owner-only (0600).
     """
+    from reprocess.files import publish_file
+
     page, summary = render_report(warehouse, newest=newest)
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     private = private_files_default() if private is None else private
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    os.replace(tmp, path)
+    publish_file(path, page, replace=True, mode=0o600 if private else 0o644)  # a bad --out: a clear error
     return {"out": str(path), "bytes": len(page.encode("utf-8")), **summary}
