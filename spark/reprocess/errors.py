@@ -86,6 +86,14 @@ class CommitConflictError(ReprocessError):
     exit_code = 7
 
 
+class OutOfOrderError(ReprocessError):
+    """A run's as-of is before the warehouse's last committed as-of (cycle.run): a retry of the run has the same
+    as-of, and the committed one never moves back."""
+
+    code = "out_of_order"
+    exit_code = 8
+
+
 class ValidationFailedError(ReprocessError):
     """A GX suite on what a run would commit (ledger, DLQ, the run's balance) failed: a bug, nothing commits."""
 
@@ -163,6 +171,7 @@ FINAL_ERRORS: dict[type[ReprocessError], str] = {
     ConfigError: "refused its configuration",
     ContractError: "found a broken landing contract",
     ConservationError: "found books that do not balance (a bug; nothing committed)",
+    OutOfOrderError: "was asked for an as-of before the warehouse's last committed one",
     ValidationFailedError: "failed a GX suite on what it would commit (nothing committed)",
     WarehouseDamagedError: "found a damaged warehouse file",
 }

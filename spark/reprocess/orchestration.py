@@ -287,9 +287,9 @@ def redrive_args(warehouse: str, params: dict[str, Any], now: str, requested_by:
 def run_on_connect(command: str, args: list[str], remote: str) -> None:
     """Run ``reprocess <command> <args>`` as a client of the Spark Connect server ``remote`` in a child process,
     its output in this task's log. The URL (it may carry a token) goes to the child in its environment, never on
-    its command line. Exit codes 3, 4, 5, 9 and 12 (a bad option, a broken contract, books that do not balance, a
-    failed GX gate, a damaged warehouse) raise what no retry can fix (reprocess.errors.FINAL_ERRORS); any other
-    failure raises ``RuntimeError``, which the task's retries take."""
+    its command line. Exit codes 3, 4, 5, 8, 9 and 12 (a bad option, a broken contract, books that do not balance,
+    an as-of before the last committed one, a failed GX gate, a damaged warehouse) raise what no retry can fix
+    (reprocess.errors.FINAL_ERRORS); any other failure raises ``RuntimeError``, which the task's retries take."""
     import subprocess
     import sys
 

@@ -30,7 +30,7 @@ from reprocess.cycle.landing_batch import Batch, read_batch, spark_file_uris, wi
 from reprocess.errors import (
     ConfigError,
     ConservationError,
-    ReprocessError,
+    OutOfOrderError,
     TargetUnavailableError,
     ValidationFailedError,
 )
@@ -105,13 +105,6 @@ if TYPE_CHECKING:
     from reprocess.targets.base import Target
 
 log = logging.getLogger(__name__)
-
-
-class OutOfOrderError(ReprocessError):
-    """A run's as-of is before the warehouse's last committed as-of."""
-
-    code = "out_of_order"
-    exit_code = 8
 
 
 @dataclass
