@@ -99,7 +99,7 @@ def test_closed_loop_through_rabbitmq(spark, tmp_path):
         publish(mid, q)
     conn.close()
     summary, consumed = _closed_loop(spark, tmp_path, AMQP,
-                                     lambda: drain_amqp(AMQP, QUEUES, transient_and_poison))
+                                     lambda land: drain_amqp(AMQP, QUEUES, transient_and_poison, land))
     _check_loop(spark, tmp_path, summary, consumed)
 
 
@@ -114,7 +114,8 @@ def test_closed_loop_through_activemq_over_stomp(spark, tmp_path):
         conn.send(f"/queue/{q}", f"payload of {mid}", headers={"app-message-id": mid, "persistent": "true"})
     conn.disconnect()
     summary, consumed = _closed_loop(spark, tmp_path, f"stomp://{STOMP_HOST}:{STOMP_PORT}",
-                                     lambda: drain_stomp(STOMP_HOST, STOMP_PORT, QUEUES, transient_and_poison))
+                                     lambda land: drain_stomp(STOMP_HOST, STOMP_PORT, QUEUES, transient_and_poison,
+                                                              land=land))
     _check_loop(spark, tmp_path, summary, consumed)
 
 
@@ -202,6 +203,48 @@ def test_a_message_amqp_cannot_carry_is_a_failed_delivery_and_the_others_go(spar
     assert {m: (r.deliveries, r.reason_code, r.last_error_class) for m, r in dead.items()} == {
         long_id: (3, "MAX_DELIVERIES_EXCEEDED", "pika.exceptions.ShortStringTooLong"),
         "m-big-headers": (3, "MAX_DELIVERIES_EXCEEDED", "reprocess.AmqpFrameTooLarge")}
+
+
+@pytest.mark.parametrize("broker", ["amqp", "stomp"])
+def test_the_loop_consumer_acknowledges_a_drain_only_once_its_failures_are_landed(broker):
+    """The closed loop's consumer acknowledged each message as it took it and wrote the drain's failures after: a
+    consumer stopped in between, or a landing write that failed, lost them (the broker had them acknowledged, the
+    landing never got them). Now a drain whose landing fails leaves every message with the broker, which delivers
+    them again to the next drain."""
+    import pika
+    import stomp
+
+    queue = f"loop.acked.{broker}"
+    if broker == "amqp":
+        conn, ch = _amqp_queues([queue])
+        for mid in ("f-1", "f-2"):
+            ch.basic_publish("", queue, b"p", pika.BasicProperties(message_id=mid, delivery_mode=2))
+        conn.close()
+
+        def drain(land):  # type: ignore[no-untyped-def]
+            return drain_amqp(AMQP, [queue], lambda m, d: "Failed", land)
+    else:
+        drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)  # start empty
+        sender = stomp.Connection12([(STOMP_HOST, STOMP_PORT)], heartbeats=(0, 0))
+        sender.connect(wait=True)
+        for mid in ("f-1", "f-2"):
+            sender.send(f"/queue/{queue}", "p", headers={"app-message-id": mid, "persistent": "true"})
+        sender.disconnect()
+
+        def drain(land):  # type: ignore[no-untyped-def]
+            return drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: "Failed", idle_seconds=0.5, land=land)
+
+    def broken(failures: list) -> None:
+        assert len(failures) == 2
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        drain(broken)
+    landed: list = []
+    failures, _ = drain(landed.extend)
+    assert sorted(f["_"][0] for f in landed) == ["f-1", "f-2"]
+    assert failures == landed
+    assert drain(landed.extend) == ([], [])  # acknowledged once landed
 
 
 def _stomp_headers_of(queue: str, count: int) -> list[dict[str, str]]:

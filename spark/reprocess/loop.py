@@ -3,7 +3,9 @@ messages, and writes its failures to landing, as the platform's real users' cons
 
 A message fails while ``fails(message_id, delivery)`` says so: the delivery number comes from the
 ``x-reprocess-delivery`` header a re-drive sets (1 for a message no re-drive has touched). Failures are
-written as one JSON-lines file per drain, whole (written then renamed), at the caller's logical time.
+written as one JSON-lines file per drain, whole (written, synced, then renamed), at the caller's logical time, and
+only then are the drain's messages acknowledged: a consumer stopped in between, or one whose landing write fails,
+leaves them with the broker, which delivers them again (at least once), never acknowledged and not landed.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from reprocess.storage.commit import fsync_dir
 from reprocess.targets.broker import HEADER_PREFIX
 
 log = logging.getLogger(__name__)
 
 Fails = Callable[[str, int], str | None]  # (message_id, delivery) -> error class, or None to succeed
+Land = Callable[[list[dict[str, Any]]], None]  # writes a drain's failures durably, before its acknowledgements
 
 
 def transient_and_poison(message_id: str, delivery: int) -> str | None:
@@ -41,8 +45,12 @@ def write_failures(landing: Path, at: datetime, name: str, failures: list[dict[s
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.jsonl"
     tmp = folder / f".{name}.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(f) + "\n" for f in failures), encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(f) + "\n" for f in failures))
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fsync_dir(folder)
     return path
 
 
@@ -76,35 +84,43 @@ class _Drained:
         return self.failures, self.consumed
 
 
-def drain_amqp(url: str, queues: list[str], fails: Fails) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
-    """Consume everything waiting on ``queues``; return (failures, consumed (message_id, delivery))."""
+def drain_amqp(url: str, queues: list[str], fails: Fails,
+               land: Land | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+    """Consume everything waiting on ``queues``; return (failures, consumed (message_id, delivery)). With ``land``,
+    the failures are handed to it before any message is acknowledged (see the module's doc)."""
     import pika
 
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
     drained = _Drained(fails)
+    last_tag = None
     try:
         for q in queues:
             while True:
                 method, props, body = ch.basic_get(q, auto_ack=False)
                 if method is None:
                     break
+                last_tag = method.delivery_tag
                 headers = {str(k): str(v) for k, v in (props.headers or {}).items()}
                 drained.take(props.message_id or headers.get(f"{HEADER_PREFIX}message-id", ""), q, body, headers)
-                ch.basic_ack(method.delivery_tag)
+        if land is not None:
+            land(drained.failures)
+        if last_tag is not None:
+            ch.basic_ack(last_tag, multiple=True)  # every message this channel got, once landed
     finally:
-        conn.close()
+        conn.close()  # unacknowledged: the broker delivers them again
     return drained.result()
 
 
-def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
-                idle_seconds: float = 1.0) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+def drain_stomp(host: str, port: int, queues: list[str], fails: Fails, idle_seconds: float = 1.0,
+                land: Land | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
     """The same over STOMP (ActiveMQ): subscribe, take messages until ``idle_seconds`` pass without one.
 
-    Each message taken is acknowledged, as the AMQP drain acknowledges each: with the broker's own acknowledgement
-    (``ack:auto``) a message dispatched while the connection closed counted as delivered and was never seen. One
-    that arrives once the drain is closing is neither taken nor acknowledged, so the broker delivers it again to
-    the next drain."""
+    Each message taken is acknowledged by the consumer (``ack:client-individual``), once ``land`` (if given) has
+    written the drain's failures: with the broker's own acknowledgement (``ack:auto``) a message dispatched while
+    the connection closed counted as delivered and was never seen. One that arrives once the drain is closing is
+    neither taken nor acknowledged, so the broker delivers it again to the next drain, as it does every message of
+    a drain whose landing write failed."""
     import stomp
 
     got: list[tuple[dict[str, str], str]] = []
@@ -113,27 +129,32 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails,
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def on_message(self, frame: Any) -> None:
-            with cond:  # the ack goes out before the DISCONNECT, which is sent once closing is set under this lock
+            with cond:
                 if closing:
                     return
                 got.append((dict(frame.headers), frame.body))
-                conn.ack(frame.headers["ack"])
                 cond.notify_all()
 
     conn = stomp.Connection12([(host, port)], heartbeats=(0, 0))
     conn.set_listener("loop", Listener())
     conn.connect(wait=True)
-    for i, q in enumerate(queues):
-        conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual")
-    with cond:
-        while cond.wait(timeout=idle_seconds):
-            pass
-        closing = True
-    conn.disconnect()
-    drained = _Drained(fails)
-    for headers, body in got:
-        mid = headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id") or headers["message-id"]
-        drained.take(mid, headers["destination"].removeprefix("/queue/"), body, headers)
+    try:
+        for i, q in enumerate(queues):
+            conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual")
+        with cond:
+            while cond.wait(timeout=idle_seconds):
+                pass
+            closing = True
+        drained = _Drained(fails)
+        for headers, body in got:
+            mid = headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id") or headers["message-id"]
+            drained.take(mid, headers["destination"].removeprefix("/queue/"), body, headers)
+        if land is not None:
+            land(drained.failures)
+        for headers, _body in got:  # sent before the DISCONNECT, on the same connection
+            conn.ack(headers["ack"])
+    finally:
+        conn.disconnect()  # what is not acknowledged goes back to its queue
     return drained.result()
 
 
@@ -148,12 +169,13 @@ def as_records(failures: list[dict[str, Any]], at: datetime) -> list[dict[str, A
 
 
 def closed_loop(spark: Any, landing: Path, warehouse: Path, policies: Any, target: str,
-                drain: Callable[[], tuple[list[dict[str, Any]], list[tuple[str, int]]]],
+                drain: Callable[[Land], tuple[list[dict[str, Any]], list[tuple[str, int]]]],
                 start: datetime, step: timedelta = timedelta(minutes=2),
                 max_cycles: int = 10) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """Once producers have published: until nothing is left, the consumer drains and lands its failures at
     logical time t, and a cycle as of t + ``step`` re-drives what is due. Returns the last run summary and
-    every (message id, delivery) consumed successfully."""
+    every (message id, delivery) consumed successfully. ``drain(land)`` hands its failures to ``land`` before it
+    acknowledges its messages."""
     from reprocess.cycle.run import CycleOptions, run_cycle
 
     landing.mkdir(parents=True, exist_ok=True)
@@ -161,9 +183,11 @@ def closed_loop(spark: Any, landing: Path, warehouse: Path, policies: Any, targe
     t = start
     summary: dict[str, Any] = {}
     for i in range(max_cycles):
-        failures, ok = drain()
+        def land(failures: list[dict[str, Any]], at: datetime = t, name: str = f"drain-{i}") -> None:
+            write_failures(landing, at, name, as_records(failures, at))
+
+        failures, ok = drain(land)
         consumed += ok
-        write_failures(landing, t, f"drain-{i}", as_records(failures, t))
         t += step
         summary = run_cycle(spark, CycleOptions(landing=str(landing), warehouse=str(warehouse), policies=policies,
                                                 as_of_ms=int(t.timestamp() * 1000), target=target))
@@ -216,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     conn.close()
     summary, consumed = closed_loop(
         build_session("reprocess-loop"), out / "landing", out / "warehouse", parse_policies(LOOP_POLICIES), args.amqp,
-        lambda: drain_amqp(args.amqp, queues, transient_and_poison),
+        lambda land: drain_amqp(args.amqp, queues, transient_and_poison, land),
         start=datetime(2026, 11, 21, 10, tzinfo=UTC), step=timedelta(minutes=10))
     print(f"closed loop through {args.amqp.split('@')[-1]}: {len(messages)} messages published, "
           f"{len(consumed)} consumed by the consumer, ledger {summary['states']} (warehouse {out / 'warehouse'})")
