@@ -192,6 +192,31 @@ def test_a_writer_whose_lease_is_lost_deletes_nothing_in_its_vacuum(spark, tmp_p
         assert not theirs.exists()
 
 
+def test_a_writer_whose_lease_is_lost_after_its_publish_writes_no_summary(spark, tmp_path, monkeypatch):
+    """The run's summary.json is written after the publish, outside the commit's condition: a writer paused past
+    its lease there (while another resumed the run and committed it) wrote its own summary over the committed
+    attempt's, and reports read it once the run left the snapshot's newest runs. It checks its lease first."""
+    import reprocess.cycle.run as cycle_run
+
+    landing = tmp_path / "landing"
+    write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=5, malformed=0))
+    lost: list[str] = []
+    monkeypatch.setattr(cycle_run, "crash_point", lambda name: name == "after_publish" and lost.append(name))
+    held = HadoopWarehouse.check_lease
+
+    def check_lease(self: HadoopWarehouse) -> None:
+        if self._lease is not None and lost:
+            self._lease["lost"] = "taken over by run-b"  # what the renewal thread sets when it finds it replaced
+        held(self)
+
+    monkeypatch.setattr(HadoopWarehouse, "check_lease", check_lease)
+    with pytest.raises(CommitConflictError, match="lease is lost"):
+        cycle_at(spark, landing, _uri(tmp_path / "wh"), "2026-11-21T01:00:00Z")
+    assert lost == ["after_publish"]
+    assert list((tmp_path / "wh").rglob("summary.json")) == []
+    assert open_warehouse(_uri(tmp_path / "wh")).latest().version == 0
+
+
 def test_cycles_on_a_hadoop_warehouse_equal_cycles_on_a_local_one(spark, tmp_path):
     """Three cycles (new failures, re-drives, dead letters) into a ``cfile:`` warehouse commit what the same cycles
     commit into a local one, and remove the same expired Data Docs (a retention of 0.2 days: 4.8 hours)."""

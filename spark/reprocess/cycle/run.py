@@ -515,6 +515,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         new.files[name] += wh.publish(run_id, name, wh.staged(run_id, stage, name))
     new.files["manifest"] = wh.publish(run_id, "manifest", wh.staged(run_id, stage, "manifest"))
     crash_point("after_publish")
+    # the summary is written outside the commit's condition: a writer that lost its lease (paused past it while
+    # another resumed and committed this run) would replace the committed attempt's summary with its own
+    wh.check_lease()
     wh.write_bytes(str(wh.path("runs", run_id, "summary.json")),
                    (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     docs = {"data_docs": True} if opts.validate else {}  # until expire_data_docs removes them, past the retention
