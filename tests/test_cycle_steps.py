@@ -2006,6 +2006,40 @@ def test_a_python_target_down_for_one_address_holds_back_only_that_addresss_mess
         "3-ok": ("DELIVERED", 2)}
 
 
+def test_a_resumed_runs_target_outage_does_not_stop_the_run_that_resumed_it(spark, tmp_path, monkeypatch):
+    """A run stopped after its prepare is resumed by the next call, at a later as-of. Its target down for some of
+    its messages, the resumed run commits and raised TargetUnavailableError, which ended the call there: the later
+    run's own landing was not read until a call found the target up. Now the later run goes on, re-drives what is
+    due by its as-of (the held-back messages among them) and fails as any run whose target is down does."""
+    import reprocess.cycle.run as cycle_run
+    from reprocess.errors import TargetUnavailableError
+
+    class Stopped(Exception):
+        pass
+
+    def stop(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    target = "python:reprocess.targets.examples:down_for_down_addresses"
+    policies = parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [10m]}}]")
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("0-down", "2026-11-21T10:00:00Z", address="down.x"),
+                                                 rec("1-ok", "2026-11-21T10:00:00Z")])
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop)
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies, target=target)
+    land(tmp_path / "landing", "11", "b.jsonl", [rec("2-new", "2026-11-21T11:00:00Z")])
+    with pytest.raises(TargetUnavailableError, match="failed during run run-20261121T113000Z"):
+        cycle(spark, tmp_path, "2026-11-21T11:30:00Z", policies=policies, target=target)
+    from reprocess.storage.commit import Warehouse
+
+    snap = Warehouse(tmp_path / "wh").latest()
+    assert [r["run_id"] for r in snap.runs] == ["run-20261121T103000Z", "run-20261121T113000Z"]
+    assert {m: (r["state"], r["deliveries"]) for m, r in ledger(spark, tmp_path).items()} == {
+        "0-down": ("WAITING_RETRY", 1), "1-ok": ("DELIVERED", 2), "2-new": ("DELIVERED", 2)}
+
+
 def test_a_target_unavailable_subclass_that_skips_its_base_init_is_still_the_whole_target_down():
     """A user's subclass of ``TargetUnavailable`` written before ``address_only`` existed may not call its
     ``__init__``; the attribute the target reads must still be there (an AttributeError would fail the task)."""

@@ -174,7 +174,13 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                                                           opts.warehouse)
             resumed = CycleOptions(**{**opts.__dict__, "as_of_ms": prep["as_of_ms"], "target": target,
                                       "address_filter": prep.get("address_filter"), "policy_targets": policy_targets})
-            _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
+            try:
+                _execute(spark, wh, wh.latest(), resumed, prep["run_id"], prepared=prep)
+            except TargetUnavailableError as exc:
+                # committed, what its target did not take left due: this run goes on, and re-drives them with its
+                # own if they are due by its as-of (they failed the resumed run's whole call before)
+                log.warning("resumed run_id=%s committed with its target down; going on with run_id=%s: %s",
+                            prep["run_id"], run_id, exc)
         snap = wh.latest()
         settle_redrives(wh, snap)  # commits nothing: the snapshot stands
         done = snap.runs_at(opts.as_of_ms)
