@@ -93,6 +93,7 @@ QUARANTINED = [
     ("corrupt.parquet", None, "CORRUPT_FILE", "not a readable Parquet file"),
     ("truncated.parquet", None, "CORRUPT_FILE", "not a readable Parquet file"),
     ("brotli.parquet", None, "CORRUPT_FILE", "compressed with BROTLI, which Spark cannot decompress here"),
+    ("damaged_page.parquet", None, "CORRUPT_FILE", "not a readable Parquet file"),
     ("gzip_zero_padded.jsonl.gz", None, "CORRUPT_FILE", "cannot decompress"),
     ("bad_partition_date.jsonl", None, "CORRUPT_FILE", "dt=2026-02-30/hour=10, which is not a real date and hour"),
     ("bad_partition_hour.jsonl", None, "CORRUPT_FILE", "dt=2026-11-21/hour=24, which is not a real date and hour"),

@@ -36,8 +36,8 @@ from reprocess.landing.long_lines import (
     scan,
 )
 from reprocess.landing.manifest import name_problem, partition_problem
-from reprocess.sparkutil import error_text, task_slots, with_as_of
-from reprocess.storage.hadoop_fs import session_fs
+from reprocess.sparkutil import error_text, is_remote, task_slots, with_as_of
+from reprocess.storage.hadoop_fs import does_not_decode, session_fs
 from reprocess.uris import local_file_uri, local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -159,6 +159,30 @@ def _spark_parquet(spark: SparkSession, path: str) -> tuple[DataFrame | None, st
     return df, None
 
 
+def _pages_problem(spark: SparkSession, frame: DataFrame) -> str | None:
+    """Why Spark cannot decode the pages of a Parquet file at a URI, or None. The JVM's check of such a file reads
+    its footer (a local file's pages are decoded by pyarrow, in ``_parquet_problem``): a damaged page failed the
+    run's read, at every run, naming the file. Here Spark reads every page and value once, and an error thrown by
+    a decoder anywhere in the cause chain (``hadoop_fs._DECODERS``: Parquet's "could not read page" wraps the
+    codec's) is the file's; any other error (the store failing) fails the run, to be retried. A Spark Connect
+    client's session gives no Java error to tell them apart: its read still fails the run, naming the file."""
+    if is_remote(spark):
+        return None
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    try:
+        frame.write.format("noop").mode("overwrite").save()
+    except (Py4JJavaError, CapturedException) as exc:
+        error = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+        while error is not None:
+            if does_not_decode(error):
+                return f"not a readable Parquet file: {error.toString()}"
+            error = error.getCause()
+        raise
+    return None
+
+
 def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, int | None]:
     """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text), and a
     readable ``.gz`` file's decoded length (None for others)."""
@@ -198,14 +222,17 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
         if problem is None and f.size == 0:
             readable.append(f)
             continue
-        decoded = None
+        decoded = known = None
         if problem is None:
             known = None if checked is None else checked.decode_checks.get(f.path)
             problem, decoded = known if known is not None else _decode_problem(spark, f)
             decode_checks[f.path] = (problem, decoded)
         if problem is None and f.fmt == "parquet":
             frame, problem = _spark_parquet(spark, f.path)
-            if frame is not None:
+            if frame is not None and known is None and remote_scheme(f.path):
+                problem = _pages_problem(spark, frame)
+                decode_checks[f.path] = (problem, decoded)
+            if frame is not None and problem is None:
                 frames[f.path] = frame
         if problem:
             log.error("landing file is corrupt, quarantined whole file=%s reason=%s", f.path, problem)

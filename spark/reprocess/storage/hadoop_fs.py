@@ -120,14 +120,16 @@ def session_fs(spark: Any) -> HadoopFs:
 
 # Where the JVM throws when bytes do not decode: the gzip codec, the JDK's inflater, the Parquet reader. An error
 # thrown anywhere else (the filesystem) is no corruption. A file that ends early (EOFException) is corrupt wherever
-# it is noticed. The same list is StorePlugin.DECODERS, for Connect clients.
+# it is noticed, as is a page Parquet calls corrupt (ParquetDecodingException, which Spark's vectorized reader throws
+# from its own classes). The same prefix list is StorePlugin.DECODERS, for Connect clients.
 _DECODERS = ("org.apache.hadoop.io.compress.", "java.util.zip.", "org.apache.parquet.")
+_CORRUPT_WHEREVER = ("java.io.EOFException", "org.apache.parquet.io.ParquetDecodingException")
 
 
-def _does_not_decode(exc: Any) -> bool:
+def does_not_decode(exc: Any) -> bool:
     """True when a Java exception says the bytes do not decode (see ``_DECODERS``), by its class or the frame
     that threw it."""
-    if exc.getClass().getName() == "java.io.EOFException":
+    if exc.getClass().getName() in _CORRUPT_WHEREVER:
         return True
     frames = exc.getStackTrace()
     return len(frames) > 0 and str(frames[0].getClassName()).startswith(_DECODERS)
@@ -330,7 +332,7 @@ class JvmFs:
                 finally:
                     jvm.org.apache.hadoop.io.IOUtils.closeStream(stream)  # closes the file's stream too
         except Py4JJavaError as exc:
-            if not _does_not_decode(exc.java_exception):
+            if not does_not_decode(exc.java_exception):
                 raise
             why = exc.java_exception.toString()
             return (f"not a readable Parquet file: {why}" if fmt == "parquet" else f"cannot decompress: {why}"), None

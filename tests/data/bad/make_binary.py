@@ -8,6 +8,7 @@ The 10 MB payload is not here: tests/test_bad_input.py writes it into the landin
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -41,6 +42,20 @@ def parquet(path: Path, rows: list[dict], schema: pa.Schema | None = None) -> No
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
+def damaged_page(path: Path) -> None:
+    """A Parquet file whose footer and page headers read, and whose payload page does not decompress (64 bytes of
+    its Snappy data flipped): the check of a file at a URI read its footer only, and Spark's read failed every run."""
+    rows = [record(f"unreadable-damaged_page-{i}", payload=hashlib.sha256(str(i).encode()).hexdigest(), headers=None)
+            for i in range(2000)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path, compression="snappy", use_dictionary=False)
+    data = bytearray(path.read_bytes())
+    column = pq.ParquetFile(path).metadata.row_group(0).column(SCHEMA.get_field_index("payload"))
+    middle = column.data_page_offset + column.total_compressed_size // 2
+    for k in range(middle, middle + 64):
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
 def main() -> None:
     files = HERE / "files"
     whole_gz = gz(jsonl(*[record(f"unreadable-truncated_gz-{i}") for i in range(40)]))
@@ -66,6 +81,7 @@ def main() -> None:
                    files / "brotli.parquet", compression="brotli")
     whole = (files / "parquet_wrong_type.parquet").read_bytes()
     (files / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    damaged_page(files / "damaged_page.parquet")
 
     isolated = HERE / "isolated"
     # Two Parquet files whose message_id columns differ in type (string, int64).
