@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from reprocess.errors import CommitConflictError, ConfigError
+from reprocess.errors import CommitConflictError, ConfigError, WarehouseDamagedError
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -107,10 +107,17 @@ class Snapshot:
                            "runs": runs}, indent=1, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Snapshot:
-        doc = json.loads(text)
-        files = {d: list(doc.get("files", {}).get(d, [])) for d in DATASETS}
-        return cls(doc["version"], files, list(doc.get("runs", [])), doc.get("as_of_ms"))
+    def from_json(cls, text: bytes | str, where: str = "snapshot") -> Snapshot:
+        """The snapshot ``text`` holds; :class:`WarehouseDamagedError` naming ``where`` (its file) when it does not
+        read as one (cut short or overwritten outside reprocess: a commit creates its file whole)."""
+        try:
+            doc = json.loads(text)
+            files = {d: list(doc.get("files", {}).get(d, [])) for d in DATASETS}
+            return cls(doc["version"], files, list(doc.get("runs", [])), doc.get("as_of_ms"))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise WarehouseDamagedError(f"{where} is not a readable snapshot ({type(exc).__name__}: "
+                                        f"{str(exc)[:200]}): damaged outside reprocess? Nothing reads or writes "
+                                        "this warehouse until it is restored") from None
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         for r in reversed(self.runs):
@@ -416,7 +423,8 @@ class Warehouse:
         version = latest_version(os.listdir(self.snapshots_dir))
         if version is None:
             return Snapshot()
-        return Snapshot.from_json((self.snapshots_dir / snapshot_name(version)).read_text(encoding="utf-8"))
+        where = self.snapshots_dir / snapshot_name(version)
+        return Snapshot.from_json(where.read_bytes(), str(where))
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
         snap = snapshot or self.latest()

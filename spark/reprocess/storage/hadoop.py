@@ -211,8 +211,8 @@ class HadoopWarehouse:
         version = latest_version(f.rsplit("/", 1)[-1] for f in self.list_files(self.snapshots_dir, False))
         if version is None:
             return Snapshot()
-        text = self.read_bytes(self.snapshots_dir / snapshot_name(version)).decode("utf-8")
-        return Snapshot.from_json(text)
+        where = self.snapshots_dir / snapshot_name(version)
+        return Snapshot.from_json(self.read_bytes(where), str(where))
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
         snap = snapshot or self.latest()

@@ -118,8 +118,8 @@ class ArrowWarehouse:
         version = latest_version(p.rsplit("/", 1)[-1] for p, _ in self.listing("_snapshots", ".json"))
         if version is None:
             return Snapshot()
-        text = self.read_bytes(self.path("_snapshots", snapshot_name(version))).decode("utf-8")
-        return Snapshot.from_json(text)
+        where = self.path("_snapshots", snapshot_name(version))
+        return Snapshot.from_json(self.read_bytes(where), str(where))
 
     def prepared_runs(self) -> list[dict[str, Any]]:
         """The records of prepared runs (``_runs/<run_id>/prepared.json``) the latest snapshot has not committed,
