@@ -130,6 +130,8 @@ def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
       "<max-delivery-attempts>3</max-delivery-attempts><redelivery-collision-avoidance-factor>1.5"
       "</redelivery-collision-avoidance-factor>"), "", ("#", "settings.redelivery-collision-avoidance-factor")),
     (('match="*.eu.#"', 'match="#.eu"'), "'#' anywhere but at the end", ("#.eu", "match")),
+    (('match="*.eu.#"', 'match="orders+.#"'), "regular expression, in which +", ("orders+.#", "match")),
+    (('match="*.eu.#"', 'match="sensors.[ab].*"'), "in which [ ]", ("sensors.[ab].*", "match")),
     (('match="*.eu.#"', 'match="orders.>"'), "", ("orders.>", "match")),
     (('match="*.eu.#"', 'match="${region}.#"'), "property", ("${region}.#", "match")),
     (("<name>shop</name>", "<wildcard-addresses><delimiter>/</delimiter></wildcard-addresses>"),

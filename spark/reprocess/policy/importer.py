@@ -223,6 +223,9 @@ def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
     return root
 
 
+_REGEX_OPERATORS = "+?()[]{}|^\\"  # what java.util.regex reads as operators, '.' and '$' aside (Match escapes them)
+
+
 def _check_match(match: str, markers: str | None, where: dict[str, str]) -> None:
     if markers and len(match) > 1 and match[0] == markers[0] and match[-1] == markers[1]:
         raise ConfigError(f"a literal match (between the <literal-match-markers> {markers!r}) has no policy-file "
@@ -236,6 +239,13 @@ def _check_match(match: str, markers: str | None, where: dict[str, str]) -> None
     if not artemis_accepts(match):
         raise ConfigError("Artemis refuses this match ('#' anywhere but at the end): the broker would not start",
                           **where, key="match")
+    operators = sorted(set(match) & set(_REGEX_OPERATORS))
+    if operators and ("#" in match or "*" in match):
+        # Match.java turns a wildcard match into a regular expression escaping only '.' and '$': "orders+.#" matches
+        # orders.created and orderss.x, not orders+.x; the policy file reads every other character literally
+        raise ConfigError(f"Artemis reads a wildcard match as a regular expression, in which {' '.join(operators)} "
+                          "are operators (orders+.# matches orders.x and orderss.x, not orders+.x); a policy matches "
+                          "words literally: write the addresses it is meant for", **where, key="match")
 
 
 def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> Imported:
