@@ -28,7 +28,10 @@ WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
 COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de",
           "NO_POLICY": "#9b59b6"}
 
-app = FastAPI(title="reprocess: dead letters")
+# no /docs, /redoc or /openapi.json: FastAPI serves them without the login the two pages below require
+app = FastAPI(title="reprocess: dead letters", docs_url=None, redoc_url=None, openapi_url=None)
+CHART_DAYS = 60  # the newest days drawn (a bar each); the older ones are counted under the chart
+TABLE_ADDRESSES = 100  # the addresses with the most dead letters listed; the rest are counted under the table
 log = logging.getLogger(__name__)
 
 
@@ -59,10 +62,13 @@ def stats(user: GetUserDep) -> dict:
 
 
 def _chart(by_day: dict[str, dict[str, int]]) -> str:
-    """A stacked bar per day and reason, as inline SVG (no JavaScript library)."""
+    """A stacked bar per day and reason, as inline SVG (no JavaScript library): the newest CHART_DAYS days."""
     if not by_day:
         return "<p>No dead letters yet.</p>"
-    days = list(by_day)
+    days = list(by_day)[-CHART_DAYS:]  # by_day is sorted by day
+    older = sum(sum(c.values()) for d, c in by_day.items() if d < days[0])
+    note = (f"<p>{older} dead letters of {len(by_day) - len(days)} earlier days are not drawn: "
+            "<code>reprocess dlq stats --until</code> counts them.</p>" if older else "")
     peak = max(sum(c.values()) for c in by_day.values()) or 1
     width, height, bar = 60 * len(days) + 40, 220, 40
     parts = [f'<svg role="img" aria-label="dead letters per day and reason" width="{width}" height="{height + 40}">']
@@ -73,11 +79,12 @@ def _chart(by_day: dict[str, dict[str, int]]) -> str:
             y -= h
             parts.append(f'<rect x="{x}" y="{y}" width="{bar}" height="{h}" fill="{COLORS.get(reason, "#999")}">'
                          f"<title>{html.escape(day)} {html.escape(reason)}: {n}</title></rect>")
-        parts.append(f'<text x="{x}" y="{height + 15}" font-size="10">{html.escape(day[5:])}</text>')
+        parts.append(f'<text x="{x}" y="{height + 15}" font-size="10"><title>{html.escape(day)}</title>'
+                     f"{html.escape(day[5:])}</text>")
         parts.append(f'<text x="{x}" y="{y - 3}" font-size="10">{sum(by_day[day].values())}</text>')
     parts.append("</svg>")
     legend = " ".join(f'<span style="color:{c}">&#9632;</span> {r}' for r, c in COLORS.items())
-    return "".join(parts) + f"<p>{legend}</p>"
+    return "".join(parts) + f"<p>{legend}</p>" + note
 
 
 WILD_ATTR = ' data-wild="1"'
@@ -95,12 +102,16 @@ def _page(s: dict) -> str:
         f"<tr><td>{html.escape(a)}</td>" + "".join(f"<td>{c.get(r, 0)}</td>" for r in reasons)
         + f'<td><a class="redrive" href="#" data-address="{html.escape(a)}"{WILD_ATTR if _wild(a) else ""}>'
           "Re-drive&hellip;</a></td></tr>"
-        for a, c in s["by_address"].items())
+        for a, c in list(s["by_address"].items())[:TABLE_ADDRESSES])  # most dead letters first
+    rest = list(s["by_address"].values())[TABLE_ADDRESSES:]
+    more = (f"<p>{sum(sum(c.values()) for c in rest)} dead letters of {len(rest)} more addresses are not listed: "
+            "<code>reprocess dlq stats</code> lists them all.</p>" if rest else "")
     errors = "".join(f"<tr><td>{html.escape(e)}</td><td>{n}</td></tr>" for e, n in s["top_error_classes"])
     runs = "".join(
         f"<tr><td>{html.escape(r['run_id'])}</td><td>{html.escape(str(r.get('as_of') or ''))}</td>"
-        f"<td>{r.get('ingested', '')}</td><td>{r.get('due', '')}</td><td>{r.get('delivered', '')}</td>"
-        f"<td>{(r.get('dead_lettered') or {}).get('total', r.get('moved', ''))}</td></tr>" for r in s["latest_runs"])
+        + "".join(f"<td>{'' if r.get(k) is None else r[k]}</td>" for k in ("ingested", "due", "delivered"))  # None:
+        + f"<td>{(r.get('dead_lettered') or {}).get('total', r.get('moved', ''))}</td></tr>"  # a re-drive's
+        for r in s["latest_runs"])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Dead letters</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;margin-bottom:1.5em}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#f3f3f3}}
@@ -110,7 +121,7 @@ form{{border:1px solid #ccc;padding:1em;max-width:40em}} label{{display:block;ma
 <h2>Per day and reason</h2>{_chart(s['by_day'])}
 <h2>Per address and reason</h2>
 <table id="by-address"><tr><th>original address</th>{''.join(f'<th>{r}</th>' for r in reasons)}<th></th></tr>{rows}
-</table>
+</table>{more}
 <form id="redrive-form" hidden><h3>Re-drive dead letters (DAG <code>redrive_dead_letters</code>)</h3>
 <label>Address pattern <input name="address_pattern" required></label>
 <p id="redrive-wild" hidden><strong>This address holds '*' or '#', which a pattern reads as a wildcard:</strong> it

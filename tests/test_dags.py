@@ -227,6 +227,10 @@ import os, sys
 plugin = next(m for name, m in sys.modules.items() if name.endswith("reprocess_plugin"))
 wild = plugin._page({**stats.json(), "by_address": {"orders.*.eu": {"NO_POLICY": 1}, "orders.eu": {"NO_POLICY": 2}}})
 print("WILD" + json.dumps(wild))
+many = {**stats.json(), "by_address": {f"a{i:03d}.x": {"NO_POLICY": 1} for i in range(130)},
+        "by_day": {f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}": {"NO_POLICY": 2} for i in range(70)}}
+print("MANY" + json.dumps(plugin._page(many)))
+print("OPEN" + json.dumps([client.get(f"/reprocess/{p}").status_code for p in ("docs", "redoc", "openapi.json")]))
 plugin.WAREHOUSE = os.environ["DAMAGED_WAREHOUSE"]
 bad_stats, bad_page = client.get("/reprocess/api/stats", headers=auth), client.get("/reprocess/", headers=auth)
 print("BAD" + json.dumps({"stats": bad_stats.status_code, "body": bad_stats.json(), "page": bad_page.status_code,
@@ -274,6 +278,14 @@ def test_dead_letters_page_requires_login_and_shows_counts(dead_letters, tmp_pat
     assert 'id="redrive-wild" hidden' in wild
     assert "which a pattern reads as a wildcard" in wild
     assert 'name="rate_per_second" type="number" min="1.1574074074074073e-05"' in wild
+    # a large DLQ: the newest 60 days drawn and the 100 addresses with most dead letters listed, the rest counted
+    many = json.loads([x for x in proc.stdout.splitlines() if x.startswith("MANY")][-1][4:])
+    assert many.count('class="redrive"') == 100
+    assert "30 dead letters of 30 more addresses are not listed" in many
+    assert many.count("<rect ") == 60
+    assert "20 dead letters of 10 earlier days are not drawn" in many
+    # FastAPI's own pages were served without the login the plugin's pages require
+    assert json.loads([x for x in proc.stdout.splitlines() if x.startswith("OPEN")][-1][4:]) == [404, 404, 404]
     bad = json.loads([x for x in proc.stdout.splitlines() if x.startswith("BAD")][-1][3:])
     assert bad["stats"] == bad["page"] == 500
     assert bad["body"]["error"] == "damaged"

@@ -269,6 +269,29 @@ def test_a_report_that_cannot_be_written_is_a_clear_error_and_leaves_no_file_beh
     assert list((tmp_path / "taken").iterdir()) == []
 
 
+def test_a_damaged_snapshot_file_is_named_not_a_traceback(wh, tmp_path, capsys):
+    """The latest snapshot file cut short or overwritten outside reprocess (a commit creates it whole): every reader
+    failed with a JSONDecodeError traceback (the UI with a bare 500). It is the damaged warehouse's error, exit 12,
+    naming the file."""
+    import shutil
+
+    from reprocess.dlq_stats import dlq_stats
+    from reprocess.errors import WarehouseDamagedError
+
+    copy = tmp_path / "wh"
+    shutil.copytree(wh, copy)
+    latest = sorted((copy / "_snapshots").glob("*.json"))[-1]
+    latest.write_bytes(latest.read_bytes()[:40])
+    assert main(["dlq", "list", "--warehouse", str(copy)]) == WarehouseDamagedError.exit_code
+    err = capsys.readouterr().err
+    assert f"{latest} is not a readable snapshot (JSONDecodeError" in err
+    assert "Traceback" not in err
+    with pytest.raises(WarehouseDamagedError, match="is not a readable snapshot"):
+        dlq_stats(str(copy))
+    with pytest.raises(ConfigError, match=f"warehouse {tmp_path / 'nowhere'} does not exist"):
+        dlq_stats(str(tmp_path / "nowhere"))
+
+
 def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by_name(wh, capsys):
     """``--until 9999-12-31`` overflowed in argparse's conversion (a traceback), and an instant with a negative offset
     on that day was taken and failed later, when the filter or the re-drive's time was written as ISO-8601."""

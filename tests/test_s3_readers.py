@@ -186,6 +186,9 @@ def test_readers_name_what_is_wrong_with_a_bucket(capsys, warehouses):
     assert main(["ledger", "stats", "--warehouse", f"s3a://{BUCKET}/empty"]) == ConfigError.exit_code
     assert "no committed snapshot" in capsys.readouterr().err
     assert dlq_stats(f"s3a://{BUCKET}/empty")["total"] == 0  # the UI shows an empty page before the first run
+    # a warehouse that is not there at all: an error, not zero dead letters (the UI's REPROCESS_WAREHOUSE mistyped)
+    with pytest.raises(ConfigError, match=f"warehouse s3a://{BUCKET}/nowhere does not exist: no run has committed"):
+        dlq_stats(f"s3a://{BUCKET}/nowhere")
 
 
 @pytest.mark.parametrize("where", ["disk", "bucket"])
