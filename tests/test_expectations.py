@@ -141,6 +141,10 @@ def test_suite_passes_good_data_and_catches_each_broken_batch(spark, suite, sche
         assert result.failed[0]["expectation"] == load_suite(suite)["expectations"][index]["type"]
         unique = result.failed[0]["expectation"] == "expect_column_values_to_be_unique"
         assert result.failed[0]["unexpected_count"] == len(rows) * (2 if unique else 1), (suite, index)
+        # the rows named: the message ids of those that broke it (a null id is named None)
+        ids = [r[0] for r in rows] + (["a"] if unique else [])
+        assert sorted(result.failed[0]["message_ids"], key=str) == sorted(ids, key=str), (suite, index)
+        assert f"message ids {result.failed[0]['message_ids']}" in result.describe()
 
 
 def test_landing_row_checks_name_exactly_the_expectations_each_row_breaks(spark):

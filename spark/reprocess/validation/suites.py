@@ -154,9 +154,19 @@ class SuiteResult:
             return f"suite {self.suite}: {self.evaluated} expectations passed"
         parts = [f"{f['expectation']}({f.get('column') or ''}) unexpected={f.get('unexpected_count')}"
                  + (f" e.g. {f['sample']}" if f.get("sample") else "")
+                 + (f" message ids {f['message_ids']}" if f.get("message_ids") else "")
                  + (f" error: {f['error']}" if f.get("error") else "")
                  for f in self.failed]
         return f"suite {self.suite}: {len(self.failed)} of {self.evaluated} failed: " + "; ".join(parts)
+
+
+def _columns(kwargs: dict[str, Any]) -> str | None:
+    """The column(s) an expectation is about: its ``column``, or a pair's ``column_A, column_B`` (the run suite's
+    pairs printed with none, so which of them failed went unsaid)."""
+    if kwargs.get("column"):
+        return str(kwargs["column"])
+    names = [kwargs[k] for k in ("column_A", "column_B") if kwargs.get(k)] or list(kwargs.get("column_list") or [])
+    return ", ".join(map(str, names)) or None
 
 
 def load_suite(name: str) -> dict[str, Any]:
@@ -284,10 +294,15 @@ class Validator:
         definition = self.ctx.validation_definitions.add(gx.ValidationDefinition(name=key, data=batch,
                                                                                   suite=gx_suite))
         local = not hasattr(df, "sparkSession")  # a pandas frame
+        # a failure names the rows: the message ids of a few that broke it (their values alone, e.g. [False, False],
+        # said nothing of which messages)
+        summary: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
+        if "message_id" in df.columns:
+            summary |= {"unexpected_index_column_names": ["message_id"], "return_unexpected_index_query": False}
         if engine == "pandas":
             return self._finish(name, engine, definition.run(
                 batch_parameters={"dataframe": df if local else df.toPandas()}, expectation_parameters=params or {},
-                result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}, run_id=self.run_id))
+                result_format=summary, run_id=self.run_id))
         if local:
             from pyspark.sql import SparkSession
 
@@ -298,8 +313,7 @@ class Validator:
                                     result_format={"result_format": "BOOLEAN_ONLY"}, run_id=self.run_id)
             if not result.success:
                 result = definition.run(batch_parameters={"dataframe": data}, expectation_parameters=params or {},
-                                        result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
-                                        run_id=self.run_id)
+                                        result_format=summary, run_id=self.run_id)
         finally:
             if not cached:
                 data.unpersist()
@@ -308,9 +322,11 @@ class Validator:
     def _finish(self, name: str, engine: str, result: Any) -> SuiteResult:
         failed = [
             {"expectation": r.expectation_config.type if r.expectation_config else None,
-             "column": r.expectation_config.kwargs.get("column") if r.expectation_config else None,
+             "column": _columns(r.expectation_config.kwargs) if r.expectation_config else None,
              "unexpected_count": (r.result or {}).get("unexpected_count"),
              "sample": (r.result or {}).get("partial_unexpected_list"),
+             "message_ids": [row.get("message_id") for row in (r.result or {}).get("partial_unexpected_index_list")
+                             or [] if isinstance(row, dict)] or None,
              "error": (r.exception_info or {}).get("exception_message")}
             for r in result.results if not r.success]
         out = SuiteResult(name, bool(result.success), len(result.results), failed, engine)
