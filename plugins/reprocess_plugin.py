@@ -145,17 +145,30 @@ document.querySelectorAll("a.redrive").forEach(a => a.addEventListener("click", 
   e.preventDefault(); form.hidden = false; form.address_pattern.value = a.dataset.address;
   document.getElementById("redrive-wild").hidden = !a.dataset.wild; form.scrollIntoView();
 }}));
+// Airflow's API beside this page, under the same base URL (a deployment may serve Airflow under a path)
+const api = location.pathname.replace(/\/reprocess\/?$/, "") + "/api/v2/dags/redrive_dead_letters/dagRuns";
 form.addEventListener("submit", async e => {{
   e.preventDefault();
+  const button = form.querySelector("button"), result = document.getElementById("redrive-result");
+  if (button.disabled) return;  // a second click while the first is sent: each would be a request of its own
+  button.disabled = true; result.textContent = "sending...";
   const f = new FormData(form), num = k => f.get(k) ? Number(f.get(k)) : null;
   const conf = {{address_pattern: f.get("address_pattern"), reason_codes: f.getAll("reason_codes"),
     date_from: f.get("date_from") || null, date_to: f.get("date_to") || null, max_messages: num("max_messages"),
     rate_per_second: num("rate_per_second"), reset_deliveries: f.get("reset_deliveries") === "on"}};
-  const r = await fetch("/api/v2/dags/redrive_dead_letters/dagRuns", {{method: "POST",
-    headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{logical_date: null, conf}})}});
-  const body = await r.json();
-  document.getElementById("redrive-result").textContent = r.ok ? "triggered " + body.dag_run_id
-    : "refused: " + JSON.stringify(body.detail);
+  try {{
+    const r = await fetch(api, {{method: "POST", headers: {{"Content-Type": "application/json"}},
+      body: JSON.stringify({{logical_date: null, conf}})}});
+    const text = await r.text();
+    let body = null;
+    try {{ body = JSON.parse(text); }} catch (_) {{}}  // a proxy's HTML error page
+    result.textContent = r.ok && body ? "triggered " + body.dag_run_id
+      : "refused (HTTP " + r.status + "): " + (body ? JSON.stringify(body.detail) : text.slice(0, 200));
+  }} catch (err) {{
+    result.textContent = "not sent: " + err;
+  }} finally {{
+    button.disabled = false;
+  }}
 }});
 </script></body></html>"""
 

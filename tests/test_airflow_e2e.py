@@ -178,3 +178,35 @@ def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
     note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
     assert note
     assert "run-20261121T030000Z" in note
+
+
+def test_the_dead_letters_pages_redrive_form_triggers_one_run_however_often_it_is_clicked(airflow):
+    """The plugin's page in headless Chromium: a double click on "Trigger re-drive" sent two requests, each a DAG run
+    of its own (its own run_after, its own request id), so twice the batch was moved. The button is disabled while
+    its request is out, and the page shows the run it triggered."""
+    from playwright.sync_api import sync_playwright
+
+    api = airflow["api"]
+    base = f"http://localhost:{PORT}"
+    airflow["warehouse"].mkdir(parents=True, exist_ok=True)  # run alone, before any cycle: an empty page, not an error
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.goto(f"{base}/auth/login?next={base}/reprocess/")
+        page.fill('input[name="username"]', "admin")
+        page.fill('input[name="password"]', "admin")
+        page.click('button[type="submit"]')
+        page.wait_for_url(f"{base}/reprocess/", timeout=60_000)
+        page.evaluate('document.getElementById("redrive-form").hidden = false')
+        page.fill('input[name="address_pattern"]', "orders.#")
+        page.fill('input[name="max_messages"]', "1")
+        page.locator("#redrive-form button").dblclick()
+        page.get_by_text("triggered ").wait_for(timeout=30_000)
+        shown = page.locator("#redrive-result").text_content()
+        browser.close()
+    runs = api.call("GET", "/api/v2/dags/redrive_dead_letters/dagRuns")["dag_runs"]
+    assert len(runs) == 1, runs
+    assert shown == f"triggered {runs[0]['dag_run_id']}"
+    assert runs[0]["conf"]["address_pattern"] == "orders.#"
