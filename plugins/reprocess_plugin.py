@@ -146,7 +146,7 @@ document.querySelectorAll("a.redrive").forEach(a => a.addEventListener("click", 
   document.getElementById("redrive-wild").hidden = !a.dataset.wild; form.scrollIntoView();
 }}));
 // Airflow's API beside this page, under the same base URL (a deployment may serve Airflow under a path)
-const api = location.pathname.replace(/\/reprocess\/?$/, "") + "/api/v2/dags/redrive_dead_letters/dagRuns";
+const api = location.pathname.replace(/\\/reprocess\\/?$/, "") + "/api/v2/dags/redrive_dead_letters/dagRuns";
 form.addEventListener("submit", async e => {{
   e.preventDefault();
   const button = form.querySelector("button"), result = document.getElementById("redrive-result");
