@@ -73,6 +73,26 @@ def test_artemis_own_broker_xml_imports_with_its_dead_letter_address_and_default
     assert load_policies(written).policies == ps.policies
 
 
+def test_artemis_dead_letter_queue_naming_is_named_as_what_it_is_not_as_unrelated(tmp_path):
+    """auto-create-dead-letter-resources with a prefix and suffix names a queue per original address on the
+    dead-letter address (DEAD.<address>.X): it was listed as "not about redelivery", which it is not; the policy file
+    keeps no such queues (the DLQ keeps each dead letter's original address), and the import says so."""
+    naming = ("<auto-create-dead-letter-resources>true</auto-create-dead-letter-resources>"
+              "<dead-letter-queue-prefix>DEAD.</dead-letter-queue-prefix>"
+              "<dead-letter-queue-suffix>.X</dead-letter-queue-suffix>")
+    imported = import_broker_xml(_write(tmp_path, BROKER.replace("<max-size-bytes>10M</max-size-bytes>",
+                                                                 "<max-size-bytes>10M</max-size-bytes>" + naming)))
+    summary = imported.summary()
+    assert ("dead-letter queue naming, not carried over (the dead letters of each original address are kept under "
+            "their dead-letter address with that address: reprocess dlq list --address selects them): "
+            "auto-create-dead-letter-resources (1), dead-letter-queue-prefix (1), dead-letter-queue-suffix (1)"
+            ) in summary
+    assert "not about redelivery, not carried over: expiry-address (1), max-size-bytes (1)" in summary
+    header = imported.text.split("policies:")[0]
+    assert "# Dead-letter queue naming, not carried over" in header
+    assert "dead-letter-queue-prefix" not in header.split("Not carried over (not about redelivery)")[1]
+
+
 def test_a_broker_xml_imports_as_artemis_reads_it(tmp_path):
     """Namespaces, trimmed values, a signed number, an empty dead-letter address, a repeated match kept at its first
     occurrence; the policies in broker.xml order, so ties break as in the broker."""

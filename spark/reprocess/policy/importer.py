@@ -61,9 +61,13 @@ class Imported:
                  "in broker.xml order"]
         if self.repeated:
             lines.append("repeated match(es) left out, as Artemis ignores them: " + ", ".join(self.repeated))
-        if self.not_carried:
+        naming = {k: n for k, n in self.not_carried.items() if k in DEAD_LETTER_NAMING}
+        if naming:
+            lines.append(f"{DEAD_LETTER_NAMING_NOTE}: " + ", ".join(f"{k} ({n})" for k, n in sorted(naming.items())))
+        others = {k: n for k, n in self.not_carried.items() if k not in DEAD_LETTER_NAMING}
+        if others:
             lines.append("not about redelivery, not carried over: "
-                         + ", ".join(f"{k} ({n})" for k, n in sorted(self.not_carried.items())))
+                         + ", ".join(f"{k} ({n})" for k, n in sorted(others.items())))
         if not self.catch_all:
             lines.append(NO_CATCH_ALL)
         return "\n".join(lines)
@@ -120,6 +124,16 @@ def _check_wildcards(root: ET.Element, source: str) -> str | None:
         raise ConfigError("<literal-match-markers> must be two characters (the broker would not start)",
                           file=source, key="literal-match-markers")
     return _text(markers)
+
+
+# Artemis's naming of the queue it creates on the dead-letter address for each original address (DEAD.<address>.X):
+# about dead letters, not redelivery, and not carried over either. reprocess keeps each message's dead letters in the
+# DLQ partition of its dead-letter address with its original address, which `reprocess dlq list --address` selects.
+DEAD_LETTER_NAMING = frozenset({"auto-create-dead-letter-resources", "dead-letter-queue-prefix",
+                                "dead-letter-queue-suffix"})
+DEAD_LETTER_NAMING_NOTE = ("dead-letter queue naming, not carried over (the dead letters of each original address "
+                           "are kept under their dead-letter address with that address: reprocess dlq list --address "
+                           "selects them)")
 
 
 def _settings(setting: ET.Element, where: dict[str, str], not_carried: Counter[str]) -> dict[str, Any]:
@@ -287,8 +301,14 @@ def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[st
         "# is merged from the less specific ones matching the same address, then Artemis's default, as the broker",
         "# does (docs/adr/0008-artemis-settings-merge.md).",
     ]
-    if not_carried:
-        header += textwrap.wrap("Not carried over (not about redelivery): " + ", ".join(sorted(not_carried)) + ".",
+    naming = sorted(k for k in not_carried if k in DEAD_LETTER_NAMING)
+    if naming:
+        header += textwrap.wrap(f"{DEAD_LETTER_NAMING_NOTE[0].upper()}{DEAD_LETTER_NAMING_NOTE[1:]}: "
+                                + ", ".join(naming) + ".", width=116, initial_indent="# ", subsequent_indent="# ",
+                                break_on_hyphens=False)
+    others = sorted(k for k in not_carried if k not in DEAD_LETTER_NAMING)
+    if others:
+        header += textwrap.wrap("Not carried over (not about redelivery): " + ", ".join(others) + ".",
                                 width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
     if not any(p["match"] == ANY_WORDS for p in policies):
         header += textwrap.wrap(NO_CATCH_ALL[0].upper() + NO_CATCH_ALL[1:] + ".", width=116, initial_indent="# ",
