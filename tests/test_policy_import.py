@@ -190,6 +190,30 @@ def test_address_settings_in_an_xinclude_are_read_where_it_stands(tmp_path):
     assert caught.value.file == str(tmp_path / "gone.xml")
 
 
+def test_an_xinclude_falls_back_as_the_broker_does_and_one_taking_part_of_a_file_is_refused(tmp_path):
+    """A missing included file with an <xi:fallback>: the broker starts with the fallback's settings (the import
+    refused the file). An xpointer takes part of the included file: the import read all of it, settings the broker
+    never saw among them; it is refused, naming it."""
+    settings = BROKER[BROKER.index("<address-settings>"):BROKER.index("</address-settings>") + 19]
+    fallback = ('<xi:include href="conf/optional.xml"><xi:fallback>'
+                + settings.replace("<address-settings>", '<address-settings xmlns="urn:activemq:core">')
+                + "</xi:fallback></xi:include>")
+    main_xml = BROKER.replace(settings, fallback).replace(
+        "<configuration ", '<configuration xmlns:xi="http://www.w3.org/2001/XInclude" ')
+    imported = import_broker_xml(_write(tmp_path, main_xml))
+    assert [p.match for p in imported.policies.policies] == ["*.eu.#", "shop.#", "shop.audit", "#"]
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "optional.xml").write_text(
+        '<address-settings xmlns="urn:activemq:core"><address-setting match="#">'
+        "<max-delivery-attempts>7</max-delivery-attempts></address-setting></address-settings>", encoding="utf-8")
+    present = import_broker_xml(_write(tmp_path, main_xml, "present.xml"))  # the file there: its settings, only
+    assert [(p.match, p.settings.max_delivery_attempts) for p in present.policies.policies] == [("#", 7)]
+    part = main_xml.replace('<xi:include href="conf/optional.xml">', '<xi:include href="conf/optional.xml" '
+                            'xpointer="element(/1/1)">')
+    with pytest.raises(ConfigError, match=r"takes part of its file \(xpointer='element\(/1/1\)'\)"):
+        import_broker_xml(_write(tmp_path, part, "part.xml"))
+
+
 def test_the_cli_writes_a_policy_file_that_schedule_reads(tmp_path, capsys):
     xml = _write(tmp_path, BROKER)
     out = tmp_path / "conf" / "policies.yaml"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 from xml.etree import ElementInclude
 
@@ -225,13 +225,42 @@ def parse_file(source: str, prepare: Callable[[str], str] | None = None) -> ET.E
         raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
 
 
+_XI = "{http://www.w3.org/2001/XInclude}"
+
+
+def _fallbacks(root: ET.Element, base: str, source: str) -> None:
+    """What Python's ElementInclude does not do of XInclude, as the broker's parser does it: an include whose file is
+    missing is replaced by its ``<xi:fallback>`` (the broker starts; the import refused it). An ``xpointer``, which
+    takes part of the file, is refused: ElementInclude ignored it and imported the whole file, settings the broker
+    never read among them."""
+    parents = {child: parent for parent in root.iter() for child in parent}
+    for include in [e for e in root.iter(f"{_XI}include")]:
+        href = include.get("href", "")
+        if include.get("xpointer") is not None:
+            raise ConfigError(f"the XInclude {href!r} takes part of its file (xpointer={include.get('xpointer')!r}), "
+                              "which this import cannot read as the broker does: include a file holding just those "
+                              "settings", file=source)
+        fallback = include.find(f"{_XI}fallback")
+        if fallback is None or include not in parents:
+            continue
+        parts = urlsplit(urljoin(base, href))
+        if parts.scheme == "file" and not Path(url2pathname(parts.path)).exists():
+            parent = parents[include]
+            at = list(parent).index(include)
+            parent.remove(include)
+            for offset, child in enumerate(fallback):
+                parent.insert(at + offset, child)
+
+
 def _read(source: str, properties: Mapping[str, str]) -> ET.Element:
     """The document, its properties substituted (:func:`substitute`) and its XIncludes resolved relative to it
     (Artemis's parser is XInclude-aware: its documentation keeps address settings in a file of their own so); the
     loader turns an include's own failures into ``ConfigError``s."""
     root = parse_file(source, lambda text: substitute(text, properties))
+    base = Path(source).resolve().as_uri()
+    _fallbacks(root, base, source)
     try:
-        ElementInclude.include(root, loader=_loader(source, properties), base_url=Path(source).resolve().as_uri())
+        ElementInclude.include(root, loader=_loader(source, properties), base_url=base)
     except ElementInclude.FatalIncludeError as exc:
         raise ConfigError(f"an XInclude failed: {exc}", file=source) from exc
     return root
