@@ -56,6 +56,22 @@ def _max(ps, queue: str) -> int:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.unit
+def test_an_activemq_xml_in_the_encoding_its_declaration_names_imports_as_in_utf_8(tmp_path):
+    """Spring's parser honours the XML declaration's encoding: an activemq.xml in ISO-8859-1 (a comment in German)
+    starts the broker; the import refused it as not UTF-8. A declaration naming an encoding nobody knows is refused
+    by name."""
+    text = ACTIVEMQ.read_text(encoding="utf-8")
+    assert text.startswith("<!--")
+    latin = '<?xml version="1.0" encoding="ISO-8859-1"?>\n<!-- Übersicht der Wiederzustellungen -->\n' + text
+    path = tmp_path / "latin1.xml"
+    path.write_bytes(latin.encode("iso-8859-1"))
+    assert [p.match for p in import_activemq_xml(path).policies.policies] == ["SpecialQueue", "orders.#", "*.eu", "#"]
+    path.write_bytes(latin.replace("ISO-8859-1", "x-nonesuch").encode("iso-8859-1"))
+    with pytest.raises(ConfigError, match="names an encoding that cannot be read: unknown encoding: x-nonesuch"):
+        import_activemq_xml(path)
+
+
+@pytest.mark.unit
 def test_activemq_own_configuration_with_the_documented_plugin_imports(tmp_path):
     imported = import_activemq_xml(ACTIVEMQ)
     ps = imported.policies

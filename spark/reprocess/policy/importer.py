@@ -211,16 +211,21 @@ def _loader(source: str, properties: Mapping[str, str]) -> Callable[..., Any]:
 
 
 def parse_file(source: str, prepare: Callable[[str], str] | None = None) -> ET.Element:
-    """The XML document in the UTF-8 file ``source``, its text first passed through ``prepare``; a file that cannot
-    be read, decoded or parsed is a :class:`ConfigError` naming it."""
+    """The XML document in the file ``source``; a file that cannot be read, decoded or parsed is a
+    :class:`ConfigError` naming it. Without ``prepare`` its bytes are parsed in the encoding its XML declaration
+    names (UTF-8 without one), as ActiveMQ Classic's Spring parser reads activemq.xml; with ``prepare`` (Artemis,
+    whose loader reads the text in the platform's charset, UTF-8 here, whatever the declaration) the UTF-8 text is
+    passed through it first."""
     try:
         with open(source, "rb") as fh:
-            text = fh.read().decode("utf-8")
-        return ET.fromstring(prepare(text) if prepare else text)
+            raw = fh.read()
+        return ET.fromstring(prepare(raw.decode("utf-8")) if prepare else raw)
     except ET.ParseError as exc:
         raise ConfigError(f"not well-formed XML: {exc}", file=source) from exc
     except UnicodeError as exc:
         raise ConfigError(f"not UTF-8: {exc}", file=source) from exc
+    except LookupError as exc:  # the declaration names an encoding Python does not know
+        raise ConfigError(f"its XML declaration names an encoding that cannot be read: {exc}", file=source) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=source) from exc
 
