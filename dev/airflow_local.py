@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -73,6 +74,11 @@ def migrate(env: dict[str, str]) -> None:
 
 def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     """``airflow standalone`` in the background, logging to ``log_path``."""
+    port = int(env["AIRFLOW__API__PORT"])
+    with socket.socket() as probe:  # an Airflow left from a killed run: the tests would talk to it, not to this one
+        probe.settimeout(0.5)
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise RuntimeError(f"port {port} is taken (an Airflow left from an earlier run?): stop what listens there")
     fh = open(log_path, "wb")  # noqa: SIM115 - the file lives as long as the process
     return subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, stdout=fh, stderr=subprocess.STDOUT,
                             start_new_session=True)

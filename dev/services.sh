@@ -22,7 +22,8 @@ if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
   pg_isready -h 127.0.0.1 -p 5432 -q \
     || { echo "services: PostgreSQL did not accept connections on 127.0.0.1:5432 (see /var/log/postgresql)" >&2; exit 1; }
 fi
-pg_trusts() { psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1; }
+# -w: never ask for a password (on a terminal psql asked, and the setup waited for someone to press Enter)
+pg_trusts() { psql -w -h 127.0.0.1 -U postgres -d postgres -Atc "select 1" >/dev/null 2>&1 </dev/null; }
 if ! pg_trusts; then
   # Debian's own pg_hba.conf asks for a password on 127.0.0.1 (scram-sha-256): the tests log in as postgres without
   # one, so loopback connections of that user are trusted, in the first line (the first matching line decides).

@@ -105,6 +105,20 @@ def airflow(tmp_path_factory):
         _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
+@pytest.mark.unit
+def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path):
+    """An Airflow left from a killed run kept the port: the tests then talked to it (another database, another
+    warehouse) while the new api-server could not bind, and failed in ways that did not say so."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = airflow_local.environment(tmp_path / "home", tmp_path / "l", tmp_path / "w", port=port)
+        with pytest.raises(RuntimeError, match=f"port {port} is taken"):
+            airflow_local.start(env, tmp_path / "log")
+    assert not (tmp_path / "log").exists()
+
+
 def _ledger(spark, warehouse: Path) -> dict:
     df = read_dataset(spark, str(warehouse), "ledger")
     return {r.message_id: (r.state, r.deliveries, r.next_attempt_ms)
