@@ -69,7 +69,7 @@ def _chart(by_day: dict[str, dict[str, int]]) -> str:
     older = sum(sum(c.values()) for d, c in by_day.items() if d < days[0])
     note = (f"<p>{older} dead letters of {len(by_day) - len(days)} earlier days are not drawn: "
             "<code>reprocess dlq stats --until</code> counts them.</p>" if older else "")
-    peak = max(sum(c.values()) for c in by_day.values()) or 1
+    peak = max(sum(by_day[d].values()) for d in days) or 1  # of the days drawn: an older spike flattened them
     width, height, bar = 60 * len(days) + 40, 220, 40
     parts = [f'<svg role="img" aria-label="dead letters per day and reason" width="{width}" height="{height + 40}">']
     for i, day in enumerate(days):

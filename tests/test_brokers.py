@@ -247,6 +247,26 @@ def test_the_loop_consumer_acknowledges_a_drain_only_once_its_failures_are_lande
     assert drain(landed.extend) == ([], [])  # acknowledged once landed
 
 
+def test_a_stomp_drain_takes_more_messages_than_activemqs_default_prefetch_in_one_pass():
+    """A drain acknowledges its messages once their failures are landed; ActiveMQ stops dispatching to a subscription
+    at its prefetch (1000 by default) of unacknowledged messages, so a drain stopped there and left the rest for a
+    later one. Its subscription asks a larger prefetch."""
+    import stomp
+
+    queue = "loop.many"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5)  # start empty
+    sender = stomp.Connection12([(STOMP_HOST, STOMP_PORT)], heartbeats=(0, 0))
+    sender.connect(wait=True)
+    for i in range(1100):
+        sender.send(f"/queue/{queue}", "p", headers={"app-message-id": f"m-{i:04d}"})
+    sender.disconnect()  # with a receipt: every SEND before it was taken
+    landed: list = []
+    failures, consumed = drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=1.0,
+                                     land=landed.extend)
+    assert (failures, landed) == ([], [])
+    assert sorted(m for m, _ in consumed) == [f"m-{i:04d}" for i in range(1100)]
+
+
 def _stomp_headers_of(queue: str, count: int) -> list[dict[str, str]]:
     """The headers of the next ``count`` messages on ``queue``, as a STOMP consumer reads them."""
     import stomp

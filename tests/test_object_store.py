@@ -192,16 +192,18 @@ def test_a_writer_whose_lease_is_lost_deletes_nothing_in_its_vacuum(spark, tmp_p
         assert not theirs.exists()
 
 
-def test_a_writer_whose_lease_is_lost_after_its_publish_writes_no_summary(spark, tmp_path, monkeypatch):
-    """The run's summary.json is written after the publish, outside the commit's condition: a writer paused past
-    its lease there (while another resumed the run and committed it) wrote its own summary over the committed
-    attempt's, and reports read it once the run left the snapshot's newest runs. It checks its lease first."""
+@pytest.mark.parametrize("point", ["after_stage", "after_publish"])
+def test_a_writer_whose_lease_is_lost_writes_no_summary_nor_data_docs(spark, tmp_path, monkeypatch, point):
+    """The run's summary.json (after the publish) and its Data Docs (at the gate, after the stage) are written
+    outside the commit's condition: a writer paused past its lease there (while another resumed the run and
+    committed it) wrote its own over the committed attempt's, which reports and the UI then read. It checks its
+    lease first: the summary is not written, the Data Docs not copied (a warning), and the commit refused."""
     import reprocess.cycle.run as cycle_run
 
     landing = tmp_path / "landing"
     write_landing(GenerateOptions(out=landing, messages=40, hours=1, seed=5, malformed=0))
     lost: list[str] = []
-    monkeypatch.setattr(cycle_run, "crash_point", lambda name: name == "after_publish" and lost.append(name))
+    monkeypatch.setattr(cycle_run, "crash_point", lambda name: name == point and lost.append(name))
     held = HadoopWarehouse.check_lease
 
     def check_lease(self: HadoopWarehouse) -> None:
@@ -212,8 +214,10 @@ def test_a_writer_whose_lease_is_lost_after_its_publish_writes_no_summary(spark,
     monkeypatch.setattr(HadoopWarehouse, "check_lease", check_lease)
     with pytest.raises(CommitConflictError, match="lease is lost"):
         cycle_at(spark, landing, _uri(tmp_path / "wh"), "2026-11-21T01:00:00Z")
-    assert lost == ["after_publish"]
+    assert lost == [point]
     assert list((tmp_path / "wh").rglob("summary.json")) == []
+    if point == "after_stage":
+        assert list((tmp_path / "wh").rglob("data_docs")) == []
     assert open_warehouse(_uri(tmp_path / "wh")).latest().version == 0
 
 

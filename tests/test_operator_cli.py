@@ -239,6 +239,28 @@ def test_operator_commands_name_what_is_wrong(capsys, tmp_path, wh):
         assert why in capsys.readouterr().err
 
 
+def test_dead_letter_counts_take_an_empty_string_for_no_value_as_a_null(tmp_path):
+    """The counts fold an empty error class, reason or original address into the placeholders as a null is (the
+    Python loop's `or` did; pyarrow's fill_null alone let "" through as a key of its own)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reprocess.dlq_stats import dlq_stats
+
+    root = Warehouse(tmp_path / "wh")
+    rel = "dlq/address=x.dlq/dt=2026-11-21/part-0.parquet"
+    (root.root / rel).parent.mkdir(parents=True)
+    at = pa.array([parse_instant(AS_OF)] * 3, pa.timestamp("ms", tz="UTC"))
+    pq.write_table(pa.table({"message_id": ["a", "b", "c"], "original_address": ["orders.x", "", None],
+                             "reason_code": ["NON_RETRYABLE", "", None], "last_error_class": ["E", "", None],
+                             "dead_lettered_at": at}), root.root / rel)
+    root.commit(Snapshot(), Snapshot(files={"dlq": [rel]}, as_of_ms=parse_instant(AS_OF)))
+    s = dlq_stats(str(root.root))
+    assert s["by_reason"] == {"UNKNOWN": 2, "NON_RETRYABLE": 1}
+    assert s["top_error_classes"] == [("(none)", 2), ("E", 1)]
+    assert s["by_address"] == {"x.dlq": {"UNKNOWN": 2}, "orders.x": {"NON_RETRYABLE": 1}}
+
+
 def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_data(capsys, tmp_path):
     root = Warehouse(tmp_path / "wh")
     root.root.mkdir()
@@ -297,14 +319,16 @@ def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by
     on that day was taken and failed later, when the filter or the re-drive's time was written as ISO-8601."""
     assert _json(capsys, "dlq", "list", "--warehouse", wh, "--until", "9999-12-31")["filter"]["until"] == \
         "9999-12-31T23:59:59.999Z"
-    late = "9999-12-31T23:30:00-01:00"
-    for args in (["dlq", "stats", "--warehouse", wh, "--since", late],
-                 ["redrive", "--warehouse", wh, "--now", late, "--requested-by", "op"]):
+    late, early = "9999-12-31T23:30:00-01:00", "0001-01-01T00:30:00+01:00"
+    for args, said in ((["dlq", "stats", "--warehouse", wh, "--since", late], f"'{late}': it is after 9999-12-31"),
+                       (["redrive", "--warehouse", wh, "--now", late, "--requested-by", "op"], "it is after 9999"),
+                       (["dlq", "list", "--warehouse", wh, "--since", early], f"'{early}': it is before 0001-01-01"),
+                       (["run", "--landing", wh, "--warehouse", wh, "--as-of", early], "it is before 0001-01-01")):
         with pytest.raises(SystemExit) as info:
             main(args)
         assert info.value.code == 2
         err = capsys.readouterr().err
-        assert f"'{late}': it is after 9999-12-31T23:59:59.999Z" in err
+        assert said in err
         assert "Traceback" not in err
 
 

@@ -212,6 +212,24 @@ def test_an_xinclude_falls_back_as_the_broker_does_and_one_taking_part_of_a_file
                             'xpointer="element(/1/1)">')
     with pytest.raises(ConfigError, match=r"takes part of its file \(xpointer='element\(/1/1\)'\)"):
         import_broker_xml(_write(tmp_path, part, "part.xml"))
+    # an href with a property not given: refused, not taken for a missing file and replaced by its fallback
+    unknown = main_xml.replace('href="conf/optional.xml"', 'href="${conf.dir}/optional.xml"')
+    with pytest.raises(ConfigError, match=r"holds a \$\{...\} property: give its value"):
+        import_broker_xml(_write(tmp_path, unknown, "unknown.xml"))
+    # in an included file, as at the top: its fallback when its own include's file is missing, an xpointer refused
+    (tmp_path / "conf" / "nested.xml").write_text(
+        '<address-settings xmlns="urn:activemq:core" xmlns:xi="http://www.w3.org/2001/XInclude">'
+        '<xi:include href="missing.xml"><xi:fallback><address-setting match="#">'
+        "<max-delivery-attempts>9</max-delivery-attempts></address-setting></xi:fallback></xi:include>"
+        "</address-settings>", encoding="utf-8")
+    nested = main_xml.replace(fallback, '<xi:include href="conf/nested.xml"/>')
+    assert [(p.match, p.settings.max_delivery_attempts)
+            for p in import_broker_xml(_write(tmp_path, nested, "nested.xml")).policies.policies] == [("#", 9)]
+    (tmp_path / "conf" / "nested.xml").write_text((tmp_path / "conf" / "nested.xml").read_text(encoding="utf-8")
+                                                  .replace('href="missing.xml"', 'href="optional.xml" xpointer="x"'),
+                                                  encoding="utf-8")
+    with pytest.raises(ConfigError, match="takes part of its file"):
+        import_broker_xml(_write(tmp_path, nested, "nested.xml"))
 
 
 def test_the_cli_writes_a_policy_file_that_schedule_reads(tmp_path, capsys):

@@ -125,6 +125,9 @@ def test_private_files_make_every_warehouse_file_owner_only_and_the_default_does
             else:  # the option is what makes the difference
                 assert any(k.startswith("quarantine/") and k.endswith(".parquet") for k in leaks), leaks
                 assert stat.S_IMODE(report.stat().st_mode) == 0o644
+                os.umask(0o077)  # a restrictive umask still applies to the report, as to any file created so
+                write_report(str(wh), report)
+                assert stat.S_IMODE(report.stat().st_mode) == 0o600
     finally:
         os.umask(old)
 

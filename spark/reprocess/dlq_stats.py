@@ -119,12 +119,15 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
         table = pa.table({c: pa.array([], pa.timestamp("ms") if c == "dead_lettered_at" else pa.string())
                           for c in _COLUMNS})
     at = pc.cast(table["dead_lettered_at"], pa.timestamp("ms", tz="UTC"), safe=False)
+    def given(name: str) -> Any:  # null for an empty string too, as a value that says nothing
+        return pc.if_else(pc.equal(table[name], ""), pa.scalar(None, pa.string()), table[name])
+
     keys = pa.table({
-        "reason": pc.fill_null(table["reason_code"], "UNKNOWN"),
+        "reason": pc.fill_null(given("reason_code"), "UNKNOWN"),
         "day": pc.fill_null(pc.strftime(at, format="%Y-%m-%d"), "?"),
-        "address": pc.fill_null(pc.coalesce(table["original_address"], table["address"]), "?"),
-        "dla": pc.fill_null(table["address"], "?"),
-        "error": pc.fill_null(table["last_error_class"], "(none)"),
+        "address": pc.fill_null(pc.coalesce(given("original_address"), given("address")), "?"),
+        "dla": pc.fill_null(given("address"), "?"),
+        "error": pc.fill_null(given("last_error_class"), "(none)"),
     })
     by_reason: Counter[str] = Counter()
     by_day: dict[str, Counter[str]] = defaultdict(Counter)

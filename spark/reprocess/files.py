@@ -12,8 +12,9 @@ from reprocess.errors import ConfigError
 
 def publish_file(out: Path, text: str, replace: bool, mode: int | None = None) -> None:
     """Write ``text`` to ``out`` whole or not at all: a temporary file beside it, synced, then renamed over it
-    (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile. ``mode`` is the
-    file's (default: 0666 less the umask); the temporary file is owner-only until then. Any error is a
+    (``replace``) or linked to its name, which fails if the name exists, even when made meanwhile. The file's mode is
+    ``mode`` (default 0666) less the umask, as a file created with it would have; the temporary file is owner-only
+    until then. Any error is a
     :class:`ConfigError` naming ``out``, and leaves no temporary file."""
     from reprocess.storage.commit import fsync_dir
 
@@ -30,7 +31,7 @@ def publish_file(out: Path, text: str, replace: bool, mode: int | None = None) -
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
+        os.chmod(tmp, (0o666 if mode is None else mode) & ~_umask())
         if replace:
             os.replace(tmp, out)
         else:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Fails = Callable[[str, int], str | None]  # (message_id, delivery) -> error class, or None to succeed
 Land = Callable[[list[dict[str, Any]]], None]  # writes a drain's failures durably, before its acknowledgements
+DRAIN_PREFETCH = 100_000  # unacknowledged messages a STOMP drain takes: one drain's, acknowledged when it lands
 
 
 def transient_and_poison(message_id: str, delivery: int) -> str | None:
@@ -140,7 +141,9 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails, idle_seco
     conn.connect(wait=True)
     try:
         for i, q in enumerate(queues):
-            conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual")
+            # acknowledged at the end: ActiveMQ's prefetch (1000 by default) would stop dispatching at that many
+            conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual",
+                           headers={"activemq.prefetchSize": str(DRAIN_PREFETCH)})
         with cond:
             while cond.wait(timeout=idle_seconds):
                 pass

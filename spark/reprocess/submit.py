@@ -40,7 +40,8 @@ class ReprocessSubmitOperator(SparkSubmitOperator):
     own Python can say why; the provider then fails the task with only "Error code is: 52". This operator fails it
     with what the driver had and what to raise instead (:func:`reprocess.spark_env.out_of_memory_advice`), the same
     advice ``reprocess run`` gives. The job's exit codes that no retry can change (:data:`FINAL_EXITS`: a bad option,
-    a broken contract, books that do not balance, a failed GX gate, a damaged warehouse) fail the task without its
+    a broken contract, books that do not balance, an as-of before the last committed one, a failed GX gate, a damaged
+    warehouse) fail the task without its
     retries, as the Spark Connect path does. Every other outcome is the provider's. ``target`` (the deployment's,
     ``REPROCESS_TARGET``) is added to the job's arguments when it runs unless they carry the form's own.
     """

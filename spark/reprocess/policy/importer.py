@@ -198,7 +198,9 @@ def _loader(source: str, properties: Mapping[str, str]) -> Callable[..., Any]:
             with open(path, "rb") as fh:
                 raw = fh.read()
             if parse == "xml":
-                return ET.fromstring(substitute(raw.decode("utf-8"), properties))
+                node = ET.fromstring(substitute(raw.decode("utf-8"), properties))
+                _fallbacks(node, href, source)  # its own includes, relative to it (ElementInclude recurses into it)
+                return node
             return substitute(raw.decode(encoding or "utf-8"), properties)
         except OSError as exc:
             raise ConfigError(f"cannot read the XInclude {path}: {exc.strerror}", file=source) from exc
@@ -241,6 +243,9 @@ def _fallbacks(root: ET.Element, base: str, source: str) -> None:
     parents = {child: parent for parent in root.iter() for child in parent}
     for include in [e for e in root.iter(f"{_XI}include")]:
         href = include.get("href", "")
+        if "${" in href:  # its file cannot be looked for, nor its fallback taken, before the property has a value
+            raise ConfigError(f"the XInclude {href!r} holds a ${{...}} property: give its value (--property)",
+                              file=source)
         if include.get("xpointer") is not None:
             raise ConfigError(f"the XInclude {href!r} takes part of its file (xpointer={include.get('xpointer')!r}), "
                               "which this import cannot read as the broker does: include a file holding just those "

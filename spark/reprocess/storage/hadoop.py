@@ -322,7 +322,10 @@ class HadoopWarehouse:
             yield local
         finally:
             try:
+                self.check_lease()  # a writer that lost its lease would replace the committed attempt's files
                 upload(self._fs, local, self.path(rel))
+            except CommitConflictError as exc:
+                log.warning("files not copied to %s: %s", rel, exc)
             finally:
                 shutil.rmtree(local, ignore_errors=True)
 
