@@ -261,6 +261,51 @@ def test_dead_letter_counts_take_an_empty_string_for_no_value_as_a_null(tmp_path
     assert s["by_address"] == {"x.dlq": {"UNKNOWN": 2}, "orders.x": {"NON_RETRYABLE": 1}}
 
 
+def test_a_prepared_run_record_that_does_not_read_is_named_and_abandoned_with_force(capsys, tmp_path):
+    """A prepared.json cut short or overwritten: `prepared list`, `prepared abandon` (the way out of a stuck run) and
+    every cycle failed with a JSONDecodeError or KeyError traceback. It is the damaged warehouse's error naming the
+    file and the way out; whether its re-drive finished cannot be read, so abandoning it takes --force."""
+    root = Warehouse(tmp_path / "wh")
+    root.root.mkdir()
+    root.commit(Snapshot(), Snapshot(as_of_ms=parse_instant(AS_OF)))
+    wh, run_id = str(root.root), "run-20261121T103000Z"
+    record = root.root / "_runs" / run_id / "prepared.json"
+    for damage in ("{", '{"run_id": "run-20261121T103000Z"}'):
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(damage, encoding="utf-8")
+        assert main(["prepared", "list", "--warehouse", wh]) == 12
+        err = capsys.readouterr().err
+        assert f"{record} is not a readable prepared-run record" in err
+        assert f"reprocess prepared abandon --force --warehouse <warehouse> {run_id}" in err
+        assert "Traceback" not in err
+        assert main(["prepared", "abandon", "--warehouse", wh, run_id]) == 12
+        assert record.exists()
+        capsys.readouterr()
+        assert main(["prepared", "abandon", "--warehouse", wh, run_id, "--force"]) == 0
+        assert json.loads(capsys.readouterr().out)["abandoned"]["run_id"] == run_id
+        assert not record.parent.exists()
+        assert _json(capsys, "prepared", "list", "--warehouse", wh)["prepared"] == []
+
+
+def test_options_that_cannot_be_honoured_are_refused_by_argparse_not_a_traceback_or_a_hang(capsys, tmp_path):
+    """An empty run --address filtered nothing (every due message re-driven); --lock-wait nan or inf waited for
+    ever; bytes that are not UTF-8 failed later with a UnicodeEncodeError; a --limit past a C long overflowed in
+    pyarrow; a schedule preview of an address the landing refuses, or of millions of deliveries, said nothing or
+    took gigabytes."""
+    cases = [(["run", "--landing", "l", "--warehouse", "w", "--as-of", AS_OF, "--address", ""], "empty"),
+             (["run", "--landing", "l", "--warehouse", "w", "--as-of", AS_OF, "--lock-wait", "nan"], "from 0 to"),
+             (["prepared", "abandon", "--warehouse", "w", "run-20261121T103000Z", "--lock-wait", "-5"], "from 0 to"),
+             (["dlq", "show", "--warehouse", "w", "m\udcff"], "is not valid UTF-8"),
+             (["dlq", "list", "--warehouse", "w", "--limit", "99999999999999999999999"], "must be <="),
+             (["schedule", "--address", "a..b"], "is not an address the landing takes"),
+             (["schedule", "--address", "x", "--deliveries", "3000000"], "must be <= 100000")]
+    for args, said in cases:
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        assert info.value.code == 2, args
+        assert said in capsys.readouterr().err, args
+
+
 def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_data(capsys, tmp_path):
     root = Warehouse(tmp_path / "wh")
     root.root.mkdir()

@@ -42,13 +42,32 @@ def load_config(path: str | None) -> PolicySet:
     return load_policies(path)
 
 
-def _whole_number(text: str, least: int) -> int:
+def _whole_number(text: str, least: int, most: int = 2**62) -> int:
+    """A whole number from ``least`` to ``most`` (past a C long, pyarrow and Spark overflowed with a traceback)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < least:
         raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"must be <= {most}, got {value}")
+    return value
+
+
+SCHEDULE_ROWS = 100_000  # the deliveries a schedule preview lists at most
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds, 0 or more (``nan`` and ``inf`` waited for ever; a negative one said nothing)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or value > 366 * 86_400:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to a year, got {text!r}")
     return value
 
 
@@ -104,10 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: reprocess schedule --address orders.created --address billing.eu --format json",
     )
     p.add_argument("--config", metavar="FILE", help=f"policy file (YAML); default: {DEFAULT_CONFIG}")
-    p.add_argument("--address", metavar="A", action="append", required=True,
+    p.add_argument("--address", metavar="A", action="append", required=True, type=_address,
                    help="original destination of the message; repeat for several")
-    p.add_argument("--deliveries", metavar="N", type=_positive_int, default=20,
-                   help="show failed deliveries 1..N at most (default: 20)")
+    p.add_argument("--deliveries", metavar="N", default=20,
+                   type=lambda text: _whole_number(text, 1, SCHEDULE_ROWS),
+                   help=f"show failed deliveries 1..N at most (default: 20, at most {SCHEDULE_ROWS:,}: 3 million took "
+                        "48 s and 4 GB)")
     p.add_argument("--message-id", metavar="ID",
                    help="compute the exact jittered delays of this message (jitter is seeded by id and delivery; "
                    "default: the delays of message id '')")
@@ -139,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--target", metavar="SPEC", default="outbox",
                    help="where due messages go: 'outbox' (default), 'python:module:function', 'amqp://...' or "
                         "'stomp://...' (README: Re-drive targets)")
-    r.add_argument("--address", metavar="PATTERN", dest="address_filter",
-                   help="only re-drive due messages whose address matches this wildcard (e.g. 'orders.#')")
+    r.add_argument("--address", metavar="PATTERN", dest="address_filter", type=_pattern,
+                   help="only re-drive due messages whose address matches this wildcard (e.g. 'orders.#'); an "
+                        "empty one is refused, as the DAG's form refuses it (it filtered nothing)")
     r.add_argument("--dry-run", action="store_true", help="compute and report, re-drive nothing, commit nothing")
     r.add_argument("--max-payload-bytes", metavar="N", type=_positive_int, default=1 << 20,
                    help="larger payloads are quarantined (default: 1048576)")
@@ -267,7 +289,7 @@ def _add_spark_options(p: argparse.ArgumentParser) -> None:
 
 def _add_writer_options(p: argparse.ArgumentParser) -> None:
     """The options of the commands that write the warehouse (``run``, ``redrive``)."""
-    p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
+    p.add_argument("--lock-wait", metavar="SECONDS", type=_seconds, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
     p.add_argument("--private-files", action=argparse.BooleanOptionalAction, default=None,
                    help="write the warehouse owner-only (files 0600, directories 0700): payloads may hold personal "
@@ -278,6 +300,17 @@ def _add_writer_options(p: argparse.ArgumentParser) -> None:
 
 _OPS_NOTE = ("Reads the latest committed snapshot of the warehouse with pyarrow (no Spark): answers in about "
              "a second and never sees a half-written run.")
+
+
+def _address(text: str) -> str:
+    """An address as the landing contract takes it (contract._ADDRESS_OK): a preview of one it quarantines says
+    nothing."""
+    import re
+
+    if not re.fullmatch(r"[^.\s/\\]+(?:\.[^.\s/\\]+)*", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an address the landing takes (dot-separated words: no "
+                                         "empty word, whitespace, '/' or '\\')")
+    return text
 
 
 def _pattern(text: str) -> str:
@@ -588,7 +621,7 @@ def _add_prepared_commands(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="abandon a run whose re-drive finished, or some targets' shares of it, too (their confirmed "
                    "messages are sent again)")
-    p.add_argument("--lock-wait", metavar="SECONDS", type=float, default=0.0,
+    p.add_argument("--lock-wait", metavar="SECONDS", type=_seconds, default=0.0,
                    help="wait this long for another writer to release the warehouse (default: fail at once)")
     _add_spark_options(p)
     p.set_defaults(func=cmd_prepared_abandon)
@@ -675,10 +708,16 @@ def cmd_prepared_list(args: argparse.Namespace) -> int:
 
 
 def cmd_prepared_abandon(args: argparse.Namespace) -> int:
+    from reprocess.errors import WarehouseDamagedError
     from reprocess.storage.commit import abandon_prepared
 
     with _abandoning(args) as wh:
-        doc = wh.read_prepared(args.run_id)
+        try:
+            doc = wh.read_prepared(args.run_id)
+        except WarehouseDamagedError:
+            if not args.force:
+                raise  # it names the way out: --force
+            doc = None  # abandon_prepared removes a record that does not read
         if doc is not None and doc.get("outcomes") and not args.force:
             raise ConfigError(f"{args.run_id}'s re-drive finished: resuming it needs no target and sends nothing "
                               "again (the next cycle does); abandoning it sends its confirmed messages again. Pass "
@@ -690,6 +729,9 @@ def cmd_prepared_abandon(args: argparse.Namespace) -> int:
                               "messages again, through the targets configured then. Pass --force to abandon it "
                               "anyway", key="run_id")
         doc = abandon_prepared(wh, args.run_id)
+    if doc is not None and "damaged" in doc:
+        sys.stdout.write(json.dumps({"abandoned": doc}, sort_keys=True) + "\n")
+        return 0
     if doc is None:
         log.warning("removed the folder of run_id=%s, which an abandon stopped part-way left", args.run_id)
         sys.stdout.write(json.dumps({"abandoned": None, "removed_folder_of": args.run_id}) + "\n")
@@ -1046,7 +1088,13 @@ def _without_py4j_info(record: logging.LogRecord) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    for arg in given:  # bytes that are not UTF-8 reach Python as surrogates, which every later encode refused
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            parser.error(f"argument {arg.encode('utf-8', 'backslashreplace').decode()!r} is not valid UTF-8")
+    args = parser.parse_args(given)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if not args.verbose:

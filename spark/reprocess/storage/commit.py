@@ -155,10 +155,20 @@ def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
 
     if not CYCLE_RUN_ID.fullmatch(run_id):
         raise ConfigError(f"{run_id!r} is not a cycle's run id", key="run_id")
-    prepared = wh.prepared_runs()
-    doc = next((d for d in prepared if d["run_id"] == run_id), None)
     folder = wh.run_dir(run_id)
     record = str(folder / "prepared.json")
+    try:
+        prepared = wh.prepared_runs()
+    except WarehouseDamagedError as exc:
+        if getattr(exc, "run_id", None) != run_id:
+            raise
+        # this run's record does not read: removed with its folder, the way out its error names
+        log.warning("removing the damaged prepared-run record %s: %s", record, exc)
+        wh.check_lease()
+        wh.remove_record(record)
+        wh.clear_run(run_id)
+        return {"run_id": run_id, "damaged": str(exc)}
+    doc = next((d for d in prepared if d["run_id"] == run_id), None)
     if doc is None and wh.exists(str(folder)) and not wh.exists(record):
         wh.check_lease()
         wh.clear_run(run_id)  # what an abandon stopped part-way left (a cycle's folder holding no record)
@@ -171,6 +181,27 @@ def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
     wh.check_lease()  # before each delete: a writer that took an expired lease over may be preparing this run again
     wh.clear_run(run_id)
     return doc
+
+
+def prepared_record(data: bytes | str, where: str) -> dict[str, Any]:
+    """The prepared-run record ``data`` read from ``where`` (``_runs/<run_id>/prepared.json``); a
+    :class:`WarehouseDamagedError` naming it, and the way out, when it is not one (cut short or overwritten outside
+    reprocess: every cycle, ``prepared list`` and ``prepared abandon`` failed on it with a traceback)."""
+    run_id = str(where).replace("\\", "/").rstrip("/").split("/")[-2]
+    try:
+        doc = json.loads(data)
+        if isinstance(doc, dict) and isinstance(doc.get("run_id"), str) and isinstance(doc.get("as_of_ms"), int):
+            return doc
+        problem = "it lacks the run id or as-of a record holds"
+    except ValueError as exc:
+        problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+    err = WarehouseDamagedError(f"{where} is not a readable prepared-run record ({problem}): damaged outside "
+                                f"reprocess? `reprocess prepared abandon --force --warehouse <warehouse> {run_id}` "
+                                "removes it and its run's folder (whether its re-drive finished cannot be read: "
+                                "messages it confirmed are sent again); the next cycle selects its due messages "
+                                "again")
+    err.run_id = run_id  # type: ignore[attr-defined]  # whose record: abandon_prepared removes it
+    raise err
 
 
 def uncommitted(prepared: list[dict[str, Any]], snapshot: Snapshot) -> list[dict[str, Any]]:
@@ -532,7 +563,7 @@ class Warehouse:
         runs_dir = self.root / "_runs"
         if not runs_dir.is_dir():
             return []
-        docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs_dir.glob("*/prepared.json"))]
+        docs = [prepared_record(p.read_bytes(), str(p)) for p in sorted(runs_dir.glob("*/prepared.json"))]
         return uncommitted(docs, self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
@@ -553,7 +584,7 @@ class Warehouse:
 
     def read_prepared(self, run_id: str) -> dict[str, Any] | None:
         p = self.run_dir(run_id) / "prepared.json"
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+        return prepared_record(p.read_bytes(), str(p)) if p.is_file() else None
 
     def remove_record(self, location: str | Path) -> None:
         """Delete the file ``location`` for good: the unlink synced into its folder (:func:`abandon_prepared`)."""

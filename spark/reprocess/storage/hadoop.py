@@ -51,6 +51,7 @@ from reprocess.storage.commit import (
     commit_conflict,
     expired_snapshots,
     latest_version,
+    prepared_record,
     private_files_default,
     reentered,
     referenced,
@@ -302,7 +303,7 @@ class HadoopWarehouse:
     # -- prepared runs ---------------------------------------------------------------------------
     def prepared_runs(self) -> list[dict[str, Any]]:
         found = self._fs.glob(self.root / "_runs" / "*" / "prepared.json")
-        return uncommitted([json.loads(self.read_bytes(f)) for f in found], self.latest())
+        return uncommitted([prepared_record(self.read_bytes(f), str(f)) for f in found], self.latest())
 
     def write_prepared(self, run_id: str, doc: Mapping[str, Any]) -> None:
         self.check_lease()
@@ -311,7 +312,7 @@ class HadoopWarehouse:
 
     def read_prepared(self, run_id: str) -> dict[str, Any] | None:
         p = self.run_dir(run_id) / "prepared.json"
-        return json.loads(self.read_bytes(p)) if self.exists(p) else None
+        return prepared_record(self.read_bytes(p), str(p)) if self.exists(p) else None
 
     @contextmanager
     def local_folder(self, rel: str) -> Iterator[str]:

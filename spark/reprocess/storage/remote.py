@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from reprocess.errors import ConfigError, StorageUnavailableError
-from reprocess.storage.commit import DATASETS, Snapshot, latest_version, snapshot_name, uncommitted
+from reprocess.storage.commit import DATASETS, Snapshot, latest_version, prepared_record, snapshot_name, uncommitted
 from reprocess.uris import local_path, remote_scheme
 
 if TYPE_CHECKING:
@@ -124,7 +124,6 @@ class ArrowWarehouse:
     def prepared_runs(self) -> list[dict[str, Any]]:
         """The records of prepared runs (``_runs/<run_id>/prepared.json``) the latest snapshot has not committed,
         oldest as-of first; a record removed while this lists them (an abandon, a commit) is left out."""
-        import json
 
         import pyarrow.fs as pafs
 
@@ -134,7 +133,7 @@ class ArrowWarehouse:
         docs = []
         for folder in sorted(folders):
             try:
-                docs.append(json.loads(self.read_bytes(f"{folder}/prepared.json")))
+                docs.append(prepared_record(self.read_bytes(f"{folder}/prepared.json"), f"{folder}/prepared.json"))
             except FileNotFoundError:
                 continue  # a re-drive request's folder, a run that prepared nothing yet, or one removed since
         return uncommitted(docs, self.latest())
