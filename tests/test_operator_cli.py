@@ -306,6 +306,30 @@ def test_options_that_cannot_be_honoured_are_refused_by_argparse_not_a_traceback
         assert said in capsys.readouterr().err, args
 
 
+def test_generate_refuses_to_write_over_a_landing_or_outside_four_digit_years(capsys, tmp_path):
+    """The same seed generated again into a landing wrote over its files, which a landed file never does (the cycle
+    fails a run on one that changed); --out a file, or an unwritable one, was a traceback; --out '' wrote into the
+    current directory; --start 0001 wrote dt=1-01-01 folders the cycle does not list, and years past 9999
+    overflowed. Each is a configuration error, exit 3, nothing written."""
+    land = tmp_path / "land"
+    assert main(["generate", "--out", str(land), "--messages", "20", "--hours", "1"]) == 0
+    files = sorted(land.rglob("*.jsonl"))
+    before = [f.read_bytes() for f in files]
+    capsys.readouterr()
+    (tmp_path / "a-file").write_text("")
+    for args, said in (([], "files it would write exist"),
+                       (["--out", str(tmp_path / "a-file")], "is not a folder"),
+                       (["--out", " "], "--out is empty"),
+                       (["--out", "/proc/reprocess-not-here"], "cannot write under /proc/reprocess-not-here"),
+                       (["--start", "0001-01-01T00:00:00Z"], "between the years 1000 and 9999"),
+                       (["--start", "9999-12-31T23:00:00Z", "--hours", "5"], "between the years 1000 and 9999")):
+        given = ["--out", str(land), *args] if not args or args[0] != "--out" else args
+        assert main(["generate", "--messages", "20", "--hours", "1", *given]) == 3, args
+        assert said in capsys.readouterr().err, args
+    assert [f.read_bytes() for f in sorted(land.rglob("*.jsonl"))] == before
+    assert main(["generate", "--out", str(land), "--messages", "20", "--hours", "1", "--seed", "8"]) == 0
+
+
 def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_data(capsys, tmp_path):
     root = Warehouse(tmp_path / "wh")
     root.root.mkdir()

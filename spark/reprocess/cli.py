@@ -836,11 +836,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from reprocess.landing.generate import GenerateOptions, write_landing
+    from reprocess.limits import LATEST_INSTANT_MS
 
+    if not args.out.strip():  # "" wrote the dt= folders into the current directory
+        raise ConfigError("--out is empty: give the landing root to write into", key="--out")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"{args.out} is not a folder", key="--out")
+    first_year_ms = -30_610_224_000_000  # 1000-01-01T00:00:00Z: the landing's dt= folders have four-digit years
+    if args.start < first_year_ms or args.start + args.hours * 3_600_000 > LATEST_INSTANT_MS:
+        raise ConfigError("--start and --hours must keep the failures between the years 1000 and 9999 (the "
+                          "landing's dt=YYYY-MM-DD folders)", key="--hours")
     opts = GenerateOptions(out=Path(args.out), messages=args.messages,
                            start=datetime.fromtimestamp(args.start / 1000, tz=UTC), hours=args.hours,
                            seed=args.seed, fmt=args.fmt, malformed=args.malformed)
-    result = write_landing(opts)
+    try:
+        result = write_landing(opts)
+    except OSError as exc:
+        raise ConfigError(f"cannot write under {args.out}: {exc.strerror or exc}", key="--out") from exc
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
 

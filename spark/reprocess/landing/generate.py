@@ -17,6 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from reprocess.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 ADDRESSES = (
@@ -119,27 +121,29 @@ def write_landing(opts: GenerateOptions) -> dict[str, Any]:
         bad = (json.dumps({**row, "failed_at": failed_at}) if opts.fmt == "parquet"
                else MALFORMED[j % len(MALFORMED)])
         by_hour[(day, hour)].append(bad)
-    files = 0
+    n = max(1, opts.files_per_hour)
+    chunks: list[tuple[Path, list[str]]] = []
     for (day, hour), lines in sorted(by_hour.items()):
         rnd.shuffle(lines)
         folder = opts.out / f"dt={day}" / f"hour={hour}"
-        folder.mkdir(parents=True, exist_ok=True)
-        n = max(1, opts.files_per_hour)
-        for k in range(n):
-            chunk = lines[k::n]
-            if not chunk:
-                continue
-            files += 1
-            name = folder / f"part-{opts.seed}-{k:03d}.{opts.fmt}"
-            text = "\n".join(chunk) + "\n"
-            if opts.fmt == "jsonl":
-                name.write_text(text, encoding="utf-8")
-            elif opts.fmt == "jsonl.gz":
-                with gzip.open(name, "wt", encoding="utf-8") as fh:
-                    fh.write(text)
-            else:
-                _write_parquet(name, chunk)
-    return {"records": len(records), "malformed": opts.malformed, "files": files,
+        chunks += [(folder / f"part-{opts.seed}-{k:03d}.{opts.fmt}", lines[k::n]) for k in range(n) if lines[k::n]]
+    # a landed file never changes (the cycle fails a run on one that did): another generate of the same seed into the
+    # same landing wrote over the files a run may have read; nothing is written then
+    taken = [str(name) for name, _ in chunks if name.exists()]
+    if taken:
+        raise ConfigError(f"{len(taken)} of the files it would write exist ({taken[0]}...): a landed file never "
+                          "changes; give another --seed or --out", key="--out")
+    for name, chunk in chunks:
+        name.parent.mkdir(parents=True, exist_ok=True)
+        text = "\n".join(chunk) + "\n"
+        if opts.fmt == "jsonl":
+            name.write_text(text, encoding="utf-8")
+        elif opts.fmt == "jsonl.gz":
+            with gzip.open(name, "wt", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            _write_parquet(name, chunk)
+    return {"records": len(records), "malformed": opts.malformed, "files": len(chunks),
             "first_hour": f"{hours[0][0]}T{hours[0][1]}", "last_hour": f"{hours[-1][0]}T{hours[-1][1]}"}
 
 
