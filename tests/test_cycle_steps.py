@@ -827,6 +827,23 @@ def test_binary_nested_in_parquet_headers_and_unknown_fields_is_its_utf8_text_or
                                                                  (4, "INVALID_UTF8")]
 
 
+def test_run_takes_the_future_bound_from_max_future_ms(spark, tmp_path, capsys):
+    """`reprocess run --max-future-ms`: README and the resume error named it, and the CLI had no such option (the
+    bound was a day, fixed). A record more than the bound after the as-of is quarantined at its file's first read,
+    its reason in the bound's own unit; one within it waits for its as-of."""
+    from reprocess.cli import main
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("near", "2026-11-21T10:30:30Z"),
+                                                 rec("far", "2026-11-21T10:32:00Z")])
+    assert main(["run", "--landing", str(tmp_path / "landing"), "--warehouse", str(tmp_path / "wh"), "--as-of",
+                 "2026-11-21T10:30:00Z", "--max-future-ms", "60000", "--format", "json"]) == 0
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (s["quarantined"], s["deferred_until_later_as_of"]) == (1, 1)
+    (q,) = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert (q.message_id, q.reason_code) == ("far", "FUTURE_TIMESTAMP")
+    assert q.reason.endswith("is more than 60000 ms after the as-of")
+
+
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
     """A file is read again while it holds records for a later as-of. Problems were taken from its first read only:
     a record that waited and then broke a check (its policy removed here) was neither quarantined nor ingested, and

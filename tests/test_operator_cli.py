@@ -330,6 +330,16 @@ def test_generate_refuses_to_write_over_a_landing_or_outside_four_digit_years(ca
     assert main(["generate", "--out", str(land), "--messages", "20", "--hours", "1", "--seed", "8"]) == 0
 
 
+def test_a_mistyped_private_files_setting_is_refused_not_taken_as_off(capsys, tmp_path, monkeypatch, wh):
+    """REPROCESS_PRIVATE_FILES=maybe wrote the report, payload previews in it, readable by everyone."""
+    monkeypatch.setenv("REPROCESS_PRIVATE_FILES", "maybe")
+    assert main(["report", "--warehouse", wh, "--out", str(tmp_path / "r.html")]) == 3
+    assert "REPROCESS_PRIVATE_FILES='maybe': expected 1, true, yes or on" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+    monkeypatch.setenv("REPROCESS_PRIVATE_FILES", " Off ")
+    assert main(["report", "--warehouse", wh, "--out", str(tmp_path / "r.html")]) == 0
+
+
 def test_a_committed_but_empty_warehouse_gives_zero_counts_and_a_report_without_data(capsys, tmp_path):
     root = Warehouse(tmp_path / "wh")
     root.root.mkdir()

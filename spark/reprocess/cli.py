@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report, re-drive nothing, commit nothing")
     r.add_argument("--max-payload-bytes", metavar="N", type=_positive_int, default=1 << 20,
                    help="larger payloads are quarantined (default: 1048576)")
+    r.add_argument("--max-future-ms", metavar="MS", type=_positive_int, default=24 * 3600 * 1000,
+                   help="a failed_at more than MS after the as-of (a clock ahead) is quarantined at the file's first "
+                        "read, one within it waits for the as-of that reaches it (default: 86400000, a day)")
     r.add_argument("--max-line-bytes", metavar="N", type=_line_cap, default=32 << 20,
                    help="a landing line of N bytes or more (its line end included) is quarantined as "
                         "RECORD_TOO_LARGE without being read into memory; its file and byte offset are in the "
@@ -961,6 +964,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = CycleOptions(landing=args.landing, warehouse=args.warehouse, policies=policies, as_of_ms=args.as_of,
                         target=args.target, dry_run=args.dry_run, address_filter=args.address_filter,
                         max_payload_bytes=args.max_payload_bytes, max_line_bytes=args.max_line_bytes,
+                        max_future_ms=args.max_future_ms,
                         lock_wait_seconds=args.lock_wait, data_docs_days=args.keep_data_docs,
                         private_files=args.private_files)
     with _writer_lock(args.warehouse, run_id_for(args.as_of), args.lock_wait, args.private_files,

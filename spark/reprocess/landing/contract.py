@@ -458,6 +458,11 @@ def _field_columns(jvm: bool) -> dict[str, Any]:
     }
 
 
+def _span(ms: int) -> str:
+    """``ms`` as the reasons say it: whole hours as ``24h``, anything else in milliseconds (not ``0h``)."""
+    return f"{ms // 3_600_000}h" if ms % 3_600_000 == 0 else f"{ms} ms"
+
+
 def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
             jvm: bool = False) -> list[tuple[Column, str, Column]]:
     """``(fails, code, text)`` of every contract check over the columns of :func:`_fields`, in order.
@@ -520,7 +525,7 @@ def _checks(as_of: Column, max_payload_bytes: int, max_future_ms: int,
          F.concat(F.lit("failed_at "), F.to_json(F.array(failed_at_s)), F.lit(" is before 1970-01-01T00:00:00Z"))),
         (failed_ms > as_of + F.lit(max_future_ms), FUTURE_TIMESTAMP,
          F.concat(F.lit("failed_at "), failed_at_s,
-                  F.lit(f" is more than {max_future_ms // 3600000}h after the as-of"))),
+                  F.lit(f" is more than {_span(max_future_ms)} after the as-of"))),
         (structural(mcol.getItem("delivery_count").isNotNull() & (dc_type != _JSON_NULL) & (dc_type != "BIGINT")
                     & (dc_type != "INT") & (dc_type != "SMALLINT") & (dc_type != "TINYINT")), INVALID_DELIVERY_COUNT,
          F.concat(F.lit("'delivery_count' must be an integer >= 1, got "), dc_type)),

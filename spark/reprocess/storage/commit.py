@@ -335,8 +335,16 @@ def commit_conflict(name: str, base: Snapshot) -> CommitConflictError:
 
 
 def private_files_default() -> bool:
-    """``$REPROCESS_PRIVATE_FILES`` (1/true/yes): write warehouses owner-only unless told otherwise."""
-    return os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower() in ("1", "true", "yes", "on")
+    """``$REPROCESS_PRIVATE_FILES`` (1/true/yes/on; empty, 0/false/no/off: off): write warehouses owner-only unless
+    told otherwise. Any other value is a :class:`ConfigError`: a privacy setting mistyped ("ture", "maybe") was
+    taken as off, and payloads were written readable by everyone."""
+    value = os.environ.get("REPROCESS_PRIVATE_FILES", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"REPROCESS_PRIVATE_FILES={value!r}: expected 1, true, yes or on (owner-only files), or 0, "
+                      "false, no, off or empty", key="REPROCESS_PRIVATE_FILES")
 
 
 AnyWarehouse: TypeAlias = "Warehouse | HadoopWarehouse"
