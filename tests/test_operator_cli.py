@@ -389,6 +389,10 @@ def test_a_damaged_snapshot_file_is_named_not_a_traceback(wh, tmp_path, capsys):
     assert "Traceback" not in err
     with pytest.raises(WarehouseDamagedError, match="is not a readable snapshot"):
         dlq_stats(str(copy))
+    latest.unlink()
+    latest.mkdir()  # a folder where the snapshot file was: IsADirectoryError, a traceback
+    assert main(["dlq", "list", "--warehouse", str(copy)]) == WarehouseDamagedError.exit_code
+    assert f"{latest} is a folder, not a snapshot" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=f"warehouse {tmp_path / 'nowhere'} does not exist"):
         dlq_stats(str(tmp_path / "nowhere"))
 
@@ -398,6 +402,9 @@ def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by
     on that day was taken and failed later, when the filter or the re-drive's time was written as ISO-8601."""
     assert _json(capsys, "dlq", "list", "--warehouse", wh, "--until", "9999-12-31")["filter"]["until"] == \
         "9999-12-31T23:59:59.999Z"
+    # a year before 1000 written with its four digits (strftime's %Y wrote "1-01-01", which is no ISO-8601)
+    assert _json(capsys, "dlq", "list", "--warehouse", wh, "--since", "0001-01-01")["filter"]["since"] == \
+        "0001-01-01T00:00:00Z"
     late, early = "9999-12-31T23:30:00-01:00", "0001-01-01T00:30:00+01:00"
     for args, said in ((["dlq", "stats", "--warehouse", wh, "--since", late], f"'{late}': it is after 9999-12-31"),
                        (["redrive", "--warehouse", wh, "--now", late, "--requested-by", "op"], "it is after 9999"),

@@ -306,3 +306,7 @@ def test_the_cli_says_why_it_cannot_write_and_leaves_no_temporary_file(tmp_path,
     assert main(["policies", "import", str(xml), "--out", str(out)]) == 0
     assert main(["policies", "import", str(xml), "--out", str(out)]) == 3
     assert sorted(p.name for p in out.parent.iterdir()) == ["policies.yaml"]
+    capsys.readouterr()
+    (tmp_path / "a-folder").mkdir()  # with --force the rename over it failed with "Is a directory"
+    assert main(["policies", "import", str(xml), "--out", str(tmp_path / "a-folder"), "--force"]) == 3
+    assert "is a folder; give a file name" in capsys.readouterr().err

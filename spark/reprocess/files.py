@@ -20,6 +20,8 @@ def publish_file(out: Path, text: str, replace: bool, mode: int | None = None) -
 
     if out.name in ("", ".", ".."):
         raise ConfigError("not a file name", file=str(out))
+    if out.is_dir():  # with --force, the rename over it failed with "Is a directory"
+        raise ConfigError("is a folder; give a file name", file=str(out))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

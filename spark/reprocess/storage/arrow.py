@@ -155,7 +155,7 @@ def iso_ms(ms: int | None) -> str | None:
     if ms is None:
         return None
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{dt.year:04d}-{dt:%m-%dT%H:%M:%S}"  # %Y leaves a year before 1000 unpadded ("1-01-01"): no ISO-8601
     if ms % 1000:
         text += f".{ms % 1000:03d}"
     return text + "Z"

@@ -463,7 +463,12 @@ class Warehouse:
         if version is None:
             return Snapshot()
         where = self.snapshots_dir / snapshot_name(version)
-        return Snapshot.from_json(where.read_bytes(), str(where))
+        try:
+            data = where.read_bytes()
+        except IsADirectoryError:  # made by hand: no commit writes a folder there
+            raise WarehouseDamagedError(f"{where} is a folder, not a snapshot: damaged outside reprocess? Nothing "
+                                        "reads or writes this warehouse until it is restored") from None
+        return Snapshot.from_json(data, str(where))
 
     def live_files(self, dataset: str, snapshot: Snapshot | None = None) -> list[str]:
         snap = snapshot or self.latest()
