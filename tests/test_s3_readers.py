@@ -181,6 +181,9 @@ def test_readers_name_what_is_wrong_with_a_bucket(capsys, warehouses):
     fs = warehouses["fs"]
     assert main(["dlq", "list", "--warehouse", f"s3a://{BUCKET}/nowhere"]) == ConfigError.exit_code
     assert f"warehouse s3a://{BUCKET}/nowhere does not exist" in capsys.readouterr().err
+    for bare in ("s3a://", "gs://"):  # no bucket: pyarrow's "Path cannot start with a separator", or a hang
+        assert main(["dlq", "list", "--warehouse", bare]) == ConfigError.exit_code
+        assert f"warehouse {bare} names no bucket" in capsys.readouterr().err
     with fs.open_output_stream(f"{BUCKET}/empty/readme.txt") as out:
         out.write(b"not a warehouse")
     assert main(["ledger", "stats", "--warehouse", f"s3a://{BUCKET}/empty"]) == ConfigError.exit_code

@@ -51,6 +51,8 @@ def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         fs, path = pafs.FileSystem.from_uri(ARROW_SCHEMES[scheme] + uri[len(scheme):])
     except (OSError, ValueError) as exc:
         raise ConfigError(f"warehouse {uri}: pyarrow cannot open it: {exc}", key="--warehouse") from exc
+    if not path.strip("/"):  # s3a:// or gs:// alone: pyarrow's paths then began with '/' (a traceback), or it hung
+        raise ConfigError(f"warehouse {uri} names no bucket: give {scheme}://BUCKET/PATH", key="--warehouse")
     return fs, path.rstrip("/")
 
 
