@@ -8,7 +8,7 @@ set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: dev/apt.sh PACKAGE..." >&2; exit 2; }
 # apt-get's refusal to a user who is not root ("Unable to lock directory") reads like another apt holding the lock:
 # it was retried for ten minutes
-[ "$(id -u)" = 0 ] || { echo "apt: installing $* needs root (run as root, or install them first)" >&2; exit 1; }
+[ "$EUID" = 0 ] || { echo "apt: installing $* needs root (run as root, or install them first)" >&2; exit 1; }
 lock=/var/lock/reprocess-apt.lock
 # our own installs, in turn; an existing lock file is opened without creating it (Debian's fs.protected_regular
 # refuses even root a create-open of another user's file in the sticky /var/lock)
