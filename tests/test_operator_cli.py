@@ -359,7 +359,7 @@ def test_a_report_that_cannot_be_written_is_a_clear_error_and_leaves_no_file_beh
     temporary file, the dead letters' payload previews in it, beside the folder."""
     (tmp_path / "taken").mkdir()
     (tmp_path / "a-file").write_text("")
-    for out, why in ((tmp_path / "taken", "cannot write: Is a directory"),
+    for out, why in ((tmp_path / "taken", "is a folder; give a file name"),
                      (tmp_path / "a-file" / "r.html", "cannot make its folder")):
         assert main(["report", "--warehouse", wh, "--out", str(out)]) == 3
         err = capsys.readouterr().err
