@@ -827,12 +827,15 @@ def test_binary_nested_in_parquet_headers_and_unknown_fields_is_its_utf8_text_or
                                                                  (4, "INVALID_UTF8")]
 
 
-def test_run_takes_the_future_bound_from_max_future_ms(spark, tmp_path, capsys):
+def test_run_takes_the_future_bound_from_max_future_ms(spark, tmp_path, capsys, monkeypatch):
     """`reprocess run --max-future-ms`: README and the resume error named it, and the CLI had no such option (the
     bound was a day, fixed). A record more than the bound after the as-of is quarantined at its file's first read,
     its reason in the bound's own unit; one within it waits for its as-of."""
     from reprocess.cli import main
 
+    # the CLI's session is this one (getOrCreate): its shuffle partitions as this session's, which later tests expect
+    base = spark.conf.get("spark.sql.shuffle.partitions")
+    monkeypatch.setenv("REPROCESS_SHUFFLE_PARTITIONS", base)
     land(tmp_path / "landing", "10", "a.jsonl", [rec("near", "2026-11-21T10:30:30Z"),
                                                  rec("far", "2026-11-21T10:32:00Z")])
     assert main(["run", "--landing", str(tmp_path / "landing"), "--warehouse", str(tmp_path / "wh"), "--as-of",
@@ -842,6 +845,7 @@ def test_run_takes_the_future_bound_from_max_future_ms(spark, tmp_path, capsys):
     (q,) = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
     assert (q.message_id, q.reason_code) == ("far", "FUTURE_TIMESTAMP")
     assert q.reason.endswith("is more than 60000 ms after the as-of")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(base)
 
 
 def test_a_record_waiting_for_its_time_is_decided_once_when_it_comes(spark, tmp_path):
