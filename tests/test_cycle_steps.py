@@ -1112,7 +1112,7 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
         logged[name] = line.split("ledger_rows=")[1]
         # each step with its duration, then the commit
         steps = [m.split()[1] for m in lines if m.startswith("re-drive step=")]
-        assert steps == ["step=select", "step=stage_ledger", "step=stage_dlq"], lines
+        assert steps == ["step=select", "step=stage_ledger", "step=stage_dlq", "step=validate"], lines
         assert "dlq_files=2 moved=2" in lines[lines.index(line) + 1]
         asked = request.at(parse_instant("2026-11-21T10:05:00Z"))
         assert lines[-1].startswith(f"re-drive committed request_id={asked.request_id} moved=2")
@@ -1122,6 +1122,12 @@ def test_a_redrive_is_sized_to_the_ledger_like_a_cycle_and_moves_the_same_messag
                                sparkutil.SHUFFLE_PARTITIONS_KEY: "1", sparkutil.ADAPTIVE_KEY: "false"}
     assert during["large"] == session
     assert audits["small"]["moved"] == 2
+    # the GX gate's counts: the one ledger file holding the two (its bucket's 4 rows) rewritten, 2 of them moved;
+    # the DLQ file of orders.created (their 2 records) rewritten empty
+    assert audits["small"]["validation"]["counts"] == audits["large"]["validation"]["counts"] == {
+        "ledger_rows_before": 4, "ledger_rows_after": 4, "ledger_distinct_ids": 4, "redriven_rows": 2, "moved": 2,
+        "moved_with_dlq_record": 2, "dlq_rows_before": 2, "dlq_records_moved": 2, "dlq_rows_after": 0,
+        "moved_left_in_dlq": 0}
     assert audits["small"]["messages"] == audits["large"]["messages"] == ["bad-0", "bad-2"]
     small, large = (warehouse_state(spark, tmp_path / name / "wh") for name in ("small", "large"))
     assert small == large
@@ -1226,6 +1232,64 @@ def test_a_retry_of_an_applied_redrive_answers_while_a_cycle_is_prepared_and_a_m
     with pytest.raises(ConfigError, match=f"warehouse {typo} has no committed run"):
         redrive_dead_letters(spark, str(typo), RedriveRequest(), parse_instant("2026-11-21T10:31:00Z"))
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("bug", ["doubled", "lost"])
+def test_a_redrive_whose_rewrite_doubles_or_loses_a_ledger_row_fails_its_gx_gate_and_commits_nothing(
+        spark, tmp_path, monkeypatch, bug):
+    """A re-drive commits rewritten ledger and DLQ files. It had no GX gate: a bug in the rewrite (a row doubled or
+    lost) committed, and the next cycle's gate then stopped every cycle. The staged files are now validated before
+    the commit (the redrive_ledger and redrive_run suites); a failure is exit 9, nothing committed, with Data Docs;
+    the same request asked again, the bug gone, moves the message."""
+    import reprocess.redrive as redrive
+    from reprocess.errors import ValidationFailedError
+    from reprocess.ledger.merge import with_bucket
+    from reprocess.storage.commit import Warehouse
+
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("dead", "2026-11-21T10:00:00Z", error_class="com.acme.ValidationError"),
+        # dead-lettered with it, in the same ledger file: not moved, but rewritten
+        rec("kept", "2026-11-21T10:00:00Z", address="billing.eu", error_class="com.acme.ValidationError"),
+        rec("due", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    wh = str(tmp_path / "wh")
+    before = Warehouse(wh).latest()
+    broken = {"doubled": lambda df: with_bucket(df.unionByName(df.filter(F.col("_seq").isNotNull()))),
+              "lost": lambda df: with_bucket(df.filter(F.col("_seq").isNotNull()))}[bug]
+    request = redrive.RedriveRequest(address_pattern="orders.#")
+    at = parse_instant("2026-11-21T10:06:00Z")
+    with monkeypatch.context() as m:
+        m.setattr(redrive, "with_bucket", broken)
+        with pytest.raises(ValidationFailedError) as err:
+            redrive.redrive_dead_letters(spark, wh, request, at)
+    message = str(err.value)
+    assert f"re-drive {request.at(at).request_id}: " in message
+    assert "nothing was committed" in message
+    if bug == "doubled":  # named by both suites: the id twice, and a row more than the files held
+        assert "suite redrive_ledger" in message
+        assert "expect_column_values_to_be_unique(message_id)" in message
+        assert "message ids ['dead', 'dead']" in message
+        assert "expect_column_pair_values_to_be_equal(ledger_rows_after, ledger_rows_before)" in message
+    else:  # the row that shared the moved message's file, gone
+        assert "suite redrive_ledger" not in message
+        assert "expect_column_pair_values_to_be_equal(ledger_rows_after, ledger_rows_before)" in message
+    assert Path(err.value.data_docs).is_file()
+    assert Warehouse(wh).latest().version == before.version  # nothing committed
+    assert sorted(r.message_id for r in read_dataset(spark, wh, "dlq").collect()) == ["dead", "kept"]
+    audit = redrive.redrive_dead_letters(spark, wh, request, at)
+    assert (audit["moved"], audit["validation"]["passed"]) == (1, True)
+    counts = audit["validation"]["counts"]
+    assert (counts["ledger_rows_before"], counts["ledger_rows_after"], counts["redriven_rows"]) == (2, 2, 1)
+    rows = ledger(spark, tmp_path)
+    assert {m: r["state"] for m, r in rows.items()} == {"dead": "WAITING_RETRY", "kept": "DEAD_LETTERED",
+                                                        "due": "WAITING_RETRY"}
+    # its Data Docs are marked in the run log, and expire with the cycles' (here: older than 10 minutes of as-of)
+    docs = Path(audit["validation"]["data_docs"]).parent
+    assert docs.is_dir()
+    assert Warehouse(wh).latest().runs[-1]["data_docs"] is True
+    cycle(spark, tmp_path, "2026-11-21T10:30:00Z", data_docs_days=10 / 1440)
+    assert not docs.exists()
+    assert "data_docs" not in Warehouse(wh).latest().runs[-2]
 
 
 def stopped_before_its_record(monkeypatch, redrive) -> None:

@@ -17,6 +17,8 @@ from reprocess.validation.suites import (
     landing_frame,
     ledger_frame,
     load_suite,
+    redrive_ledger_frame,
+    redrive_table,
     run_table,
     validate,
 )
@@ -60,6 +62,43 @@ DLQ_BROKEN = {
     4: [("e", "orders.x", "MAX_DELIVERIES_EXCEEDED", 2),  # not exhausted yet
         ("h", "orders.x", "MAX_DELIVERIES_EXCEEDED", None)],  # no count: false, not a null GX lets by
 }
+
+# The ledger files a re-drive rewrites: request "req" at 5000 moved m and n (no reset); a, b, c only share their file.
+REDRIVE_SCHEMA = ("message_id string, state string, deliveries bigint, next_attempt_ms bigint, last_failed_ms bigint, "
+                  "updated_run string, reason_code string, dead_letter_address string, terminal_ms bigint, "
+                  "released_deliveries bigint")
+REDRIVE_AT = 5_000
+REDRIVE_GOOD = [
+    ("a", "WAITING_RETRY", 1, 6000, 1000, "run-1", None, None, None, None),
+    ("b", "DELIVERED", 2, None, 1000, "run-1", None, None, 3000, None),
+    ("c", "DEAD_LETTERED", 3, None, 1000, "run-1", "MAX_DELIVERIES_EXCEEDED", "orders.DLQ", 3000, None),
+    ("m", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, None, 3),
+    ("n", "WAITING_RETRY", 4, 7000, 7000, "req", None, None, None, 4),  # failed after the request's now: due then
+]
+REDRIVE_BROKEN = {
+    0: [(None, "DELIVERED", 1, None, 1000, "run-1", None, None, 3000, None)],
+    1: [("a", "DELIVERED", 1, None, 1000, "run-1", None, None, 3000, None)],  # "a" twice
+    2: [("e", None, 1, None, 1000, "run-1", None, None, 3000, None)],
+    3: [("e", "LOST", 1, None, 1000, "run-1", None, None, 3000, None)],
+    4: [("e", "DELIVERED", None, None, 1000, "run-1", None, None, 3000, None)],
+    5: [("e", "DELIVERED", -1, None, 1000, "run-1", None, None, 3000, None)],
+    6: [("e", "WAITING_RETRY", 1, None, 1000, "run-1", None, None, None, None)],
+    7: [("e", "WAITING_RETRY", 1, 500, 1000, "run-1", None, None, None, None)],
+    8: [("e", "WAITING_RETRY", 3, 5000, 1000, "req", "MAX_DELIVERIES_EXCEEDED", None, None, 3),  # a reason left
+        ("g", "DEAD_LETTERED", 3, 5000, 1000, "req", None, None, None, 3),  # not waiting again
+        ("h", "WAITING_RETRY", 3, 5000, 1000, "req", None, "orders.DLQ", None, 3),  # a dead-letter address left
+        ("i", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, 3000, 3)],  # a terminal time left
+    9: [("e", "WAITING_RETRY", 3, 4999, 1000, "req", None, None, None, 3),  # due before the request's now
+        ("g", "WAITING_RETRY", 3, 5500, 6000, "req", None, None, None, 3),  # before its last failure
+        ("h", "WAITING_RETRY", 3, None, 1000, "req", None, None, None, 3)],  # no time: false, not a null
+    10: [("e", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, None, None),  # not released
+         ("g", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, None, 2)],  # released at another count
+}
+
+
+def _redriven(df):
+    return redrive_ledger_frame(df, "req", REDRIVE_AT, reset_deliveries=False)
+
 
 LANDING_SCHEMA = "message_id string, address string, payload string, failed_ms bigint, delivery_count bigint"
 LANDING_GOOD = [("a", "orders.x", "{}", 1000, 1), ("b", "other", "", 2000, 3)]
@@ -129,6 +168,7 @@ def _every_expectation_is_covered(suite: str, broken: dict) -> None:
     ("ledger", LEDGER_SCHEMA, LEDGER_GOOD, LEDGER_BROKEN, lambda df: ledger_frame(df, POLICIES), None),
     ("dlq", DLQ_SCHEMA, DLQ_GOOD, DLQ_BROKEN, lambda df: dlq_frame(df, POLICIES), None),
     ("landing", LANDING_SCHEMA, LANDING_GOOD, LANDING_BROKEN, lambda df: landing_frame(_landed(df)), LANDING_PARAMS),
+    ("redrive_ledger", REDRIVE_SCHEMA, REDRIVE_GOOD, REDRIVE_BROKEN, _redriven, None),
 ])
 def test_suite_passes_good_data_and_catches_each_broken_batch(spark, suite, schema, good, broken, frame, params,
                                                               engine):
@@ -203,6 +243,42 @@ def test_a_due_message_missing_its_outcome_in_a_run_whose_target_was_down_breaks
     assert not conservation(lost)["redriven"]
     assert conservation({**lost, "not_redriven": 2})["redriven"]
     assert all(conservation({k: v for k, v in down.items() if k != "not_redriven"}).values())  # runs before
+
+
+def test_a_redrive_with_a_reset_wants_its_moved_messages_at_zero_deliveries_and_none_released(spark):
+    rows = [("zero", "WAITING_RETRY", 0, 5000, 1000, "req", None, None, None, None, True),
+            ("kept-its-count", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, None, None, False),
+            ("released-as-without-a-reset", "WAITING_RETRY", 0, 5000, 1000, "req", None, None, None, 0, False),
+            ("not-moved", "DEAD_LETTERED", 3, None, 1000, "run-1", "NON_RETRYABLE", "x.DLQ", 3000, None, True)]
+    df = spark.createDataFrame([r[:-1] for r in rows], REDRIVE_SCHEMA)
+    got = {r.message_id: r.redriven_deliveries_as_asked
+           for r in redrive_ledger_frame(df, "req", REDRIVE_AT, reset_deliveries=True).collect()}
+    assert got == {r[0]: r[-1] for r in rows}
+
+
+REDRIVE_RUN_GOOD = {"ledger_rows_before": 5, "ledger_rows_after": 5, "ledger_distinct_ids": 5, "redriven_rows": 2,
+                    "moved": 2, "moved_with_dlq_record": 2, "dlq_rows_before": 6, "dlq_records_moved": 3,
+                    "dlq_rows_after": 3, "moved_left_in_dlq": 0}
+REDRIVE_RUN_BROKEN = {  # expectation index -> counts that break exactly that one
+    1: {"ledger_rows_after": 6, "ledger_distinct_ids": 6},  # a ledger row added by the rewrite
+    2: {"ledger_distinct_ids": 4},  # a message twice in the rewritten files
+    3: {"redriven_rows": 1},  # a moved message not changed in the ledger
+    4: {"moved_with_dlq_record": 1},  # a message moved that was not a dead letter
+    5: {"dlq_rows_after": 4},  # a moved record left in the DLQ, or another removed
+    6: {"moved_left_in_dlq": 1},
+}
+
+
+@pytest.mark.parametrize("engine", ["spark", "pandas"])
+def test_redrive_run_suite_catches_every_broken_balance(spark, engine):
+    suite = load_suite("redrive_run")
+    assert validate(redrive_table(REDRIVE_RUN_GOOD), "redrive_run", engine=engine).success
+    _every_expectation_is_covered("redrive_run", {0: None, **REDRIVE_RUN_BROKEN})
+    for index, change in REDRIVE_RUN_BROKEN.items():
+        result = validate(redrive_table({**REDRIVE_RUN_GOOD, **change}), "redrive_run", engine=engine)
+        kwargs = suite["expectations"][index]["kwargs"]
+        assert [f["expectation"] for f in result.failed] == [suite["expectations"][index]["type"]], index
+        assert result.failed[0]["column"] == kwargs.get("column", f"{kwargs.get('column_A')}, {kwargs.get('column_B')}")
 
 
 def test_the_ledger_suite_matches_each_address_against_a_pattern_once(spark):

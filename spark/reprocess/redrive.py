@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -27,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from reprocess.cycle.landing_batch import spark_file_uris
-from reprocess.errors import CommitConflictError, ConfigError
+from reprocess.errors import CommitConflictError, ConfigError, ValidationFailedError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
 from reprocess.limits import MIN_RATE_PER_SECOND
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # The steps a re-drive logs (``re-drive step=<name> ... seconds=``), in order.
-STEPS = ("select", "stage_ledger", "stage_dlq")
+STEPS = ("select", "stage_ledger", "stage_dlq", "validate")  # validate: when the GX gate is on
 # Where tests kill a re-drive (steps.crash_point): staged; its files published and its audit staged; committed; its
 # audit record written (before the vacuum and the removal of its stage)
 CRASH_POINTS = ("redrive_after_stage", "redrive_after_publish", "redrive_after_commit", "redrive_after_record")
@@ -125,17 +126,19 @@ def _matching(dlq: DataFrame, req: RedriveRequest) -> DataFrame:
 
 def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveRequest, now_ms: int,
                          requested_by: str = "unknown", lock_wait_seconds: float = 0.0,
-                         private_files: bool | None = None) -> dict[str, Any]:
+                         private_files: bool | None = None, validate: bool = True) -> dict[str, Any]:
     """Apply ``req`` at ``now_ms``; returns the audit record (the earlier one if already applied).
 
-    ``private_files`` (default ``$REPROCESS_PRIVATE_FILES``): write owner-only files, as a cycle does.
+    ``private_files`` (default ``$REPROCESS_PRIVATE_FILES``): write owner-only files, as a cycle does. ``validate``:
+    the GX gate (the ``redrive_ledger`` and ``redrive_run`` suites on what is staged) before the commit, as a
+    cycle's; Data Docs under ``runs/<request_id>/data_docs``.
     """
     req = req.at(now_ms)
     req.validate()
     wh = open_warehouse(warehouse, private=private_files)
     require_committed(warehouse, wh)
     with owner_only_writes(wh.private):
-        return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds)
+        return _redrive(spark, wh, req, now_ms, requested_by, lock_wait_seconds, validate)
 
 
 def require_committed(warehouse: str, wh: AnyWarehouse | None = None) -> None:
@@ -152,7 +155,7 @@ def require_committed(warehouse: str, wh: AnyWarehouse | None = None) -> None:
 
 
 def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms: int, requested_by: str,
-             lock_wait_seconds: float) -> dict[str, Any]:
+             lock_wait_seconds: float, validate: bool = True) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
         previous = _find_audit(wh, wh.latest(), req.request_id)
         if previous is not None:  # a retry of an applied request answers, whatever a cycle has left since
@@ -168,7 +171,7 @@ def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms:
         snap = wh.latest()
         settle_redrives(wh, snap)  # commits nothing: the snapshot stands
         with naming_damaged_files(wh.uri, snap), _sized(spark, snap, req), pinning() as pins:
-            return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins)
+            return _redrive_on(spark, wh, snap, req, now_ms, requested_by, pins, validate)
 
 
 @contextmanager
@@ -190,7 +193,7 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
 
 
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
-                requested_by: str, pins: Pinned) -> dict[str, Any]:
+                requested_by: str, pins: Pinned, validate: bool = True) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
     by sparkutil.pinning if it fails). Each step is logged with its duration (progress
     on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
@@ -259,11 +262,19 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     dlq_local = dict(zip(dlq_uris, dlq_files, strict=True))
     dlq_touched = sorted(dlq_local[u] for u in _named(dlq_hit, dlq_local, "dlq"))
     uri_of = dict(zip(dlq_files, dlq_uris, strict=True))
-    rest = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched]).join(
-        chosen, "message_id", "left_anti")
+    dlq_before = read_files(spark, "dlq", dlq_touched, uris=[uri_of[f] for f in dlq_touched])
+    rest = dlq_before.join(chosen, "message_id", "left_anti")
     parquet_options(rest.write.mode("overwrite").partitionBy("address", "dt"), DLQ_UNIQUE_COLUMNS) \
         .parquet(str(wh.staged(req.request_id, stage, "dlq")))
     steps.done("stage_dlq", dlq_files_rewritten=len(dlq_touched))
+    if validate:
+        staged = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(str(wh.staged(req.request_id, stage, "ledger")))
+        counts = _balance(spark, req, chosen, touched, staged, dlq_before,
+                          spark.read.schema("message_id string").parquet(str(wh.staged(req.request_id, stage, "dlq"))),
+                          moved)
+        gate = _validate(wh, req, now_ms, staged, counts)
+        audit["validation"] = gate
+        steps.done("validate", data_docs=gate["data_docs"])
     crash_point("redrive_after_stage")
     pins.free()
     audit.update(moved=moved, messages=ids, messages_truncated=moved > len(ids))
@@ -273,6 +284,58 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         new.files[name] = [f for f in new.files[name] if f not in drop]
         new.files[name] += wh.publish(req.request_id, name, wh.staged(req.request_id, stage, name))
     return _commit_audit(wh, snap, new, audit)
+
+
+def _balance(spark: SparkSession, req: RedriveRequest, chosen: DataFrame, touched: list[str], staged: DataFrame,
+             dlq_before: DataFrame, dlq_after: DataFrame, moved: int) -> dict[str, int]:
+    """The counts of the ``redrive_run`` suite: the rewritten ledger files as committed (``touched``) and as staged,
+    and the DLQ records of the rewritten DLQ files (``dlq_before``) against those staged. Read back from what was
+    written, so a bug in the rewrite or its write is caught before the commit; the cost is that of the files the
+    re-drive rewrites, not of the whole ledger."""
+    before = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).count()
+    after = staged.agg(
+        F.count(F.lit(1)).alias("rows"), F.count_distinct("message_id").alias("ids"),
+        F.count_if(F.col("updated_run") == F.lit(req.request_id)).alias("redriven")).collect()[0]
+    dlq = dlq_before.join(chosen, "message_id", "left").agg(
+        F.count(F.lit(1)).alias("rows"), F.count("_seq").alias("moved_records"),
+        F.count_distinct("_seq").alias("moved_ids")).collect()[0]
+    left = dlq_after.join(chosen, "message_id", "left").agg(
+        F.count(F.lit(1)).alias("rows"), F.count("_seq").alias("left")).collect()[0]
+    return {"ledger_rows_before": before, "ledger_rows_after": after["rows"], "ledger_distinct_ids": after["ids"],
+            "redriven_rows": after["redriven"], "moved": moved, "moved_with_dlq_record": dlq["moved_ids"],
+            "dlq_rows_before": dlq["rows"], "dlq_records_moved": dlq["moved_records"], "dlq_rows_after": left["rows"],
+            "moved_left_in_dlq": left["left"]}
+
+
+def _validate(wh: AnyWarehouse, req: RedriveRequest, now_ms: int, staged: DataFrame,
+              counts: dict[str, int]) -> dict[str, Any]:
+    """The re-drive's GX gate before its commit (as a cycle's, reprocess.cycle.run._validate): the staged ledger rows
+    and the balance. Data Docs go to ``runs/<request_id>/data_docs``; a failed suite raises ValidationFailedError
+    (exit 9), nothing committed."""
+    from reprocess.validation import suites
+
+    rel_docs = f"runs/{req.request_id}/data_docs"
+    index = str(wh.path(rel_docs, "index.html"))
+    t = time.monotonic()
+    with wh.local_folder(rel_docs) as docs:
+        v = suites.Validator(req.request_id, now_ms, docs)
+        try:
+            v.validate(suites.redrive_ledger_frame(staged, req.request_id, now_ms, req.reset_deliveries),
+                       "redrive_ledger", rows=counts["ledger_rows_after"])
+            v.validate(suites.redrive_table(counts), "redrive_run", rows=1)
+        finally:
+            v.build_docs()
+            log.info("data docs request_id=%s path=%s", req.request_id, index)
+    failed = [r for r in v.results if not r.success]
+    if failed:
+        error = ValidationFailedError(
+            f"re-drive {req.request_id}: " + "; ".join(r.describe() for r in failed)
+            + f"; counts {json.dumps(counts, sort_keys=True)}. This is a bug: nothing was committed. "
+            f"Data Docs: {index}")
+        error.data_docs = index
+        raise error
+    return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
+            "passed": True, "data_docs": index, "counts": counts, "seconds": round(time.monotonic() - t, 3)}
 
 
 def _named(uris: set[str], listed: dict[str, str], dataset: str) -> set[str]:
@@ -359,9 +422,11 @@ def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[s
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
                        as_of_ms=base.as_of_ms)
+    # its Data Docs (when its gate ran) expire with the cycles' (storage.commit.expire_data_docs)
+    docs = {"data_docs": True} if "validation" in audit else {}
     new.runs.append({"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": base.as_of_ms,
                      "summary": {k: v for k, v in audit.items() if k != "messages"}
-                     | {"states": _carry_states(base, audit["moved"])}})
+                     | {"states": _carry_states(base, audit["moved"])}, **docs})
     crash_point("redrive_after_publish")
     wh.commit(base, new)
     crash_point("redrive_after_commit")

@@ -396,6 +396,41 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet, run_id: str | None = No
     )
 
 
+def redrive_ledger_frame(rows: DataFrame, request_id: str, as_of_ms: int, reset_deliveries: bool) -> DataFrame:
+    """The ledger rows a re-drive rewrites, with the boolean columns the ``redrive_ledger`` suite expects to be true:
+    the ledger suite's row checks for every row, and for the rows request ``request_id`` moved (``updated_run``) that
+    they wait again, due no earlier than its ``as_of_ms`` (its now), with their deliveries as ``reset_deliveries``
+    asks. The policy bound is not judged: a moved message gets one delivery beyond its count by design (ADR 0001)."""
+    waiting = F.col("state") == WAITING
+    moved = F.coalesce(F.col("updated_run") == F.lit(request_id), F.lit(False))
+    again = waiting & F.col("reason_code").isNull() & F.col("dead_letter_address").isNull() \
+        & F.col("terminal_ms").isNull()
+    due = (F.col("next_attempt_ms") >= F.lit(as_of_ms)) & (
+        F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
+    if reset_deliveries:
+        asked = (F.col("deliveries") == 0) & F.col("released_deliveries").isNull()
+    else:
+        asked = F.col("released_deliveries") == F.col("deliveries")
+    return rows.select(
+        "message_id", "state", "deliveries",
+        _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
+        _true(~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
+        .alias("next_attempt_after_last_failure"),
+        _true(~moved | again).alias("redriven_waiting_again"),
+        _true(~moved | due).alias("redriven_due_from_request"),
+        _true(~moved | asked).alias("redriven_deliveries_as_asked"),
+    )
+
+
+def redrive_table(balance: dict[str, int]) -> pandas.DataFrame:
+    """A re-drive's balance counts (``redrive._balance``) as the one-row table the ``redrive_run`` suite checks."""
+    import pandas as pd
+
+    row = dict(balance)
+    row["dlq_rows_before_minus_moved_records"] = balance["dlq_rows_before"] - balance["dlq_records_moved"]
+    return pd.DataFrame([row])
+
+
 def _true(check: Column) -> Column:
     """``check``, false where it is null: GX's in-set expectation passes a null, and a check of a null input (a
     state or a count missing) is null."""
