@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from reprocess.cli import load_config, main, parse_instant
+from reprocess.cli import load_config, main, parse_instant, render_summary
 from reprocess.cycle.run import CycleOptions, run_cycle
 from reprocess.landing.generate import GenerateOptions, write_landing
 from reprocess.storage.read import read_dataset
@@ -122,6 +122,13 @@ def test_rerunning_a_committed_as_of_changes_nothing(spark, landing, tmp_path, a
     again = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), **opts))
     assert again["already_committed"] is True
     assert again["run_id"] == after_two[1]
+    assert "not_applied" not in again  # asked as the committed run was
+    assert _ledger_states(spark, wh) == before
+    # asked otherwise (a manual run with a filter, after the scheduled run committed): it ran nothing, and says so
+    other = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[1]), address_filter="orders.#", **opts))
+    assert other["not_applied"] == {"address_filter": {"asked": "orders.#", "committed": None}}
+    assert "  not applied: this request's address filter orders.# (the committed run's: none); the as-of was " \
+        "already committed, so nothing ran: ask at a later as-of\n" in render_summary(other)
     assert _ledger_states(spark, wh) == before
 
 
@@ -245,7 +252,9 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     runs = json.loads((root / "_snapshots" / "00000006.json").read_text())["runs"]
     assert [r["run_id"] for r in runs][:3] == [first["run_id"], "run-20261121T010000Z", audit["request_id"]]
     assert ["summary" in r for r in runs] == [False, False, False, False, True, True]
-    assert runs[2] == {"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1])}
+    assert runs[2] == {"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1]),
+                       "data_docs": True}  # its GX gate's, expiring with the cycles'
+    assert audit["validation"]["passed"]
 
     # an old as-of is still committed: a re-run changes nothing and the DAG's check reads its summary.json
     again = run_cycle(spark, CycleOptions(as_of_ms=parse_instant(AS_OFS[0]), **opts))

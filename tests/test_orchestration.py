@@ -136,6 +136,32 @@ def test_a_dry_runs_note_says_so_when_it_shows_what_an_earlier_run_committed():
     assert dry.endswith(real)
 
 
+def test_a_runs_note_says_nothing_ran_when_its_as_of_was_committed_by_a_run_asked_otherwise():
+    """A manual run at an as-of a run committed first, with another address filter or target, ran nothing; its note
+    showed the earlier run's summary as its own. It now says so; a retry (asked the same) and a summary from before
+    the filter was recorded are shown as they were."""
+    from reprocess.orchestration import summary_markdown
+
+    summary = {"run_id": "run-20261121T101500Z", "as_of": "2026-11-21T10:15:00Z", "ingested": 3, "quarantined": 0,
+               "duplicates": 0, "due": 2, "delivered": 2, "rescheduled": 0, "waiting": 1,
+               "dead_lettered": {"total": 0}, "lateness_ms": {"p50": 0, "p99": 0}, "conservation": {"balanced": True},
+               "address_filter": None, "target": "amqp://app:***@mq:5672/orders"}
+    at = "2026-11-21T10:15:00Z"
+    plain = summary_markdown(summary, at, False)
+    assert summary_markdown(summary, at, False, (None, "amqp://app:s3cret@mq:5672/orders")) == plain  # a retry
+    other = summary_markdown(summary, at, False, ("orders.#", "amqp://app:s3cret@mq:5672/orders"))
+    assert other == ("**Nothing ran**: not applied: this request's address filter orders.# (the committed run's: "
+                     "none); the as-of was already committed, so nothing ran: ask at a later as-of. What the earlier "
+                     "run committed at this as-of:\n\n" + plain)
+    moved = summary_markdown(summary, at, False, (None, "outbox"))
+    assert "target outbox (the committed run's: amqp://app:***@mq:5672/orders)" in moved
+    assert "s3cret" not in other + moved
+    old = {k: v for k, v in summary.items() if k != "address_filter"}  # committed before the filter was recorded
+    assert summary_markdown(old, at, False, ("orders.#", "amqp://app:x@mq:5672/orders")) == summary_markdown(
+        old, at, False)
+    assert summary_markdown(summary, at, True, ("orders.#", "outbox")) == summary_markdown(summary, at, True)
+
+
 def test_the_redrive_report_reads_its_own_request_and_the_run_log_when_its_audit_file_is_gone(tmp_path):
     import json
 

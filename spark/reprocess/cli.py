@@ -988,13 +988,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def render_summary(s: dict[str, Any]) -> str:
     """A short human summary of a run."""
-    from reprocess.storage.commit import docs_text
+    from reprocess.storage.commit import docs_text, not_applied_text
 
     if s.get("dry_run"):
         return "".join(f"{k:>28}: {v}\n" for k, v in s.items())
     dl = s["dead_lettered"]
     lines = [
         f"run {s['run_id']} as of {s['as_of']}" + (" (already committed)" if s.get("already_committed") else ""),
+        *([f"  {not_applied_text(s['not_applied'])}"] if s.get("not_applied") else []),
         f"  landing files {s['landing_files']}, records ingested {s['ingested']}, quarantined {s['quarantined']}, "
         f"duplicates {s['duplicates']}",
         f"  new messages {s['new_messages']}, repeat failures {s['repeat_failures']}"

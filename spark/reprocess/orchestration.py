@@ -18,7 +18,15 @@ from reprocess.errors import FINAL_ERRORS, ConfigError, ContractError
 from reprocess.landing.manifest import list_landing, local_root_problem, pending, read_manifest
 from reprocess.policy.wildcard import validate_pattern
 from reprocess.storage.arrow import open_reader
-from reprocess.storage.commit import KEEP_DATA_DOCS_ENV, docs_text, run_summary, with_docs_state
+from reprocess.storage.commit import (
+    KEEP_DATA_DOCS_ENV,
+    docs_text,
+    not_applied,
+    not_applied_text,
+    run_summary,
+    with_docs_state,
+)
+from reprocess.targets.broker import redact
 from reprocess.uris import local_path, remote_scheme
 
 log = logging.getLogger(__name__)
@@ -195,16 +203,22 @@ def check_landing_suite() -> dict[str, int]:
     return {name: len(load_suite(name)["expectations"]) for name in SUITES}
 
 
-def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool) -> str:
+def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool,
+                     asked: tuple[str | None, str] | None = None) -> str:
     """A short Markdown note for the DAG run. A dry run at an as-of a run has committed shows that run's summary
-    (read_summary finds it) under a line saying so: it was shown as this run's results."""
+    (read_summary finds it) under a line saying so: it was shown as this run's results. ``asked``: this DAG run's
+    address filter and run target; when the committed run's differ, this one ran nothing (its as-of was already
+    committed, by a run asked otherwise), and a line says so above the summary, which was shown as its own."""
     dry = f"**Dry run** as of `{as_of}`: nothing re-driven, nothing committed."
     if summary is None:
         return dry
     dl = summary["dead_lettered"]
     reasons = ", ".join(f"{k} {v}" for k, v in dl.items() if k != "total" and v)
+    diff = not_applied(summary, asked[0], redact(asked[1])) if asked is not None and not dry_run else {}
     return "\n".join([
         *([dry + " What an earlier run committed at this as-of:", ""] if dry_run else []),
+        *([f"**Nothing ran**: {not_applied_text(diff)}. What the earlier run committed at this as-of:", ""]
+          if diff else []),
         f"### reprocess run `{summary['run_id']}` as of `{summary['as_of']}`",
         "",
         "| ingested | quarantined | duplicates | due | delivered | rescheduled | dead-lettered | waiting |",

@@ -80,6 +80,8 @@ from reprocess.storage.commit import (
     check_data_docs_days,
     done_parts,
     expire_data_docs,
+    not_applied,
+    not_applied_text,
     open_warehouse,
     run_summary,
     with_docs_state,
@@ -194,7 +196,12 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                             last["run_id"], left, follow_up)
                 return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
-            return {**with_docs_state(wh, last, summary), "already_committed": True}
+            done_summary = {**with_docs_state(wh, last, summary), "already_committed": True}
+            diff = not_applied(summary, opts.address_filter, redact(opts.target))
+            if diff:  # shown as this request's results, they were not: say so (the CLI, the DAG's note)
+                log.warning("run_id=%s %s", last["run_id"], not_applied_text(diff))
+                done_summary["not_applied"] = diff
+            return done_summary
         if snap.as_of_ms is not None and opts.as_of_ms < snap.as_of_ms:
             raise OutOfOrderError(
                 f"as-of {iso(opts.as_of_ms)} is before the last committed as-of {iso(snap.as_of_ms)} of "
@@ -502,6 +509,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                        redact(opts.target), snap, touched, due_count, target_down)
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
+    summary["address_filter"] = opts.address_filter or None  # a later request at this as-of is told if it differs
     steps.done("summary")
     _gate(wh, run_id, as_of, fresh, final, dlq, summary, opts, steps)
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)

@@ -304,6 +304,24 @@ def run_summary(wh: Any, entry: Mapping[str, Any]) -> dict[str, Any] | None:
     return doc
 
 
+def not_applied(summary: Mapping[str, Any], address_filter: str | None, target: str) -> dict[str, dict[str, Any]]:
+    """What a request at an as-of a run has already committed asked otherwise than that run did, and so did not get:
+    its address filter, its run target (``target`` redacted, as summaries record it). A retry of the committing run
+    asks the same and gets nothing here; a summary from before the address filter was recorded is not judged on
+    it."""
+    asked = {"address_filter": address_filter or None, "target": target}
+    return {k: {"asked": v, "committed": summary.get(k)} for k, v in asked.items()
+            if k in summary and summary.get(k) != v}
+
+
+def not_applied_text(diff: Mapping[str, Mapping[str, Any]]) -> str:
+    """:func:`not_applied` as a sentence (no final stop)."""
+    name = {"address_filter": "address filter", "target": "target"}
+    return ("not applied: this request's " + ", ".join(
+        f"{name[k]} {d['asked'] or 'none'!s} (the committed run's: {d['committed'] or 'none'!s})"
+        for k, d in diff.items()) + "; the as-of was already committed, so nothing ran: ask at a later as-of")
+
+
 def with_docs_state(wh: Any, entry: Mapping[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """``summary`` of the committed run ``entry`` as it stands now in warehouse ``wh`` (any warehouse that reads):
     the ``validation.data_docs`` path it names, written when the run committed, is None once the docs are gone
