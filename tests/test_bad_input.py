@@ -81,6 +81,9 @@ QUARANTINED = [
     ("address_backslash.jsonl", 2, "INVALID_ADDRESS", "is not dot-separated words"),
     ("address_space.jsonl", 2, "INVALID_ADDRESS", '"orders created"'),
     ("address_empty.jsonl", 2, "INVALID_ADDRESS", '[""]'),
+    # Java's '$' matched before a final line terminator the control-character check does not catch
+    ("address_line_separator.jsonl", 2, "INVALID_ADDRESS", "is not dot-separated words"),
+    ("address_next_line.jsonl", 2, "INVALID_ADDRESS", "is not dot-separated words"),
     ("unknown_address.jsonl", 2, "UNKNOWN_ADDRESS", 'no policy matches address ["nobody.listens"]'),
     ("blank_lines.jsonl", 4, "MALFORMED_JSON", "not valid JSON"),  # blank lines count as lines, not records
     ("crlf_line_endings.jsonl", 2, "MISSING_FIELD", "'payload'"),

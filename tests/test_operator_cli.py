@@ -291,14 +291,15 @@ def test_options_that_cannot_be_honoured_are_refused_by_argparse_not_a_traceback
     """An empty run --address filtered nothing (every due message re-driven); --lock-wait nan or inf waited for
     ever; bytes that are not UTF-8 failed later with a UnicodeEncodeError; a --limit past a C long overflowed in
     pyarrow; a schedule preview of an address the landing refuses, or of millions of deliveries, said nothing or
-    took gigabytes."""
+    took gigabytes; a connect-server --port past 65535 started a JVM that could not bind."""
     cases = [(["run", "--landing", "l", "--warehouse", "w", "--as-of", AS_OF, "--address", ""], "empty"),
              (["run", "--landing", "l", "--warehouse", "w", "--as-of", AS_OF, "--lock-wait", "nan"], "from 0 to"),
              (["prepared", "abandon", "--warehouse", "w", "run-20261121T103000Z", "--lock-wait", "-5"], "from 0 to"),
              (["dlq", "show", "--warehouse", "w", "m\udcff"], "is not valid UTF-8"),
              (["dlq", "list", "--warehouse", "w", "--limit", "99999999999999999999999"], "must be <="),
              (["schedule", "--address", "a..b"], "is not an address the landing takes"),
-             (["schedule", "--address", "x", "--deliveries", "3000000"], "must be <= 100000")]
+             (["schedule", "--address", "x", "--deliveries", "3000000"], "must be <= 100000"),
+             (["connect-server", "--port", "99999"], "must be <= 65535")]
     for args, said in cases:
         with pytest.raises(SystemExit) as info:
             main(args)
@@ -416,6 +417,18 @@ def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by
         err = capsys.readouterr().err
         assert said in err
         assert "Traceback" not in err
+
+
+def test_a_redrive_request_the_cli_refuses_names_the_option_not_the_requests_field(wh, capsys):
+    """``reprocess redrive --from 20261121`` said ``key=date_from``, a name the CLI has nowhere."""
+    now = ["--warehouse", wh, "--now", "2026-11-21T10:00:00Z"]
+    for args, said in ((["--from", "20261121"], "[key='--from'] expected a UTC day YYYY-MM-DD"),
+                       (["--address", "orders.*x"], "[key='--address'] bad address pattern"),
+                       (["--from", "2026-11-22", "--to", "2026-11-21"], "[key='--from'] the range"),
+                       (["--rate", "nan"], "[key='--rate'] must be a number of messages per second")):
+        assert main(["redrive", *now, *args]) == ConfigError.exit_code, args
+        err = capsys.readouterr().err
+        assert said in err, (args, err)
 
 
 def test_operator_commands_never_load_pyspark(wh):

@@ -79,6 +79,11 @@ def _positive_int(text: str) -> int:
     return _whole_number(text, 1)
 
 
+def _port(text: str) -> int:
+    """A TCP port, 1 to 65535 (99999 was taken, and the server failed to bind after its JVM had started)."""
+    return _whole_number(text, 1, 65_535)
+
+
 def _line_cap(text: str) -> int:
     from reprocess.landing.long_lines import MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
 
@@ -233,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "loopback connect to sc://localhost:PORT, where a token needs no TLS). Example: reprocess connect-server "
         "--port 15002 --driver-memory 8g",
     )
-    c.add_argument("--port", metavar="PORT", type=_positive_int, default=DEFAULT_PORT,
+    c.add_argument("--port", metavar="PORT", type=_port, default=DEFAULT_PORT,
                    help=f"gRPC port (default {DEFAULT_PORT})")
     c.add_argument("--host", metavar="ADDRESS", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; the server runs any code a client sends: "
@@ -306,11 +311,13 @@ _OPS_NOTE = ("Reads the latest committed snapshot of the warehouse with pyarrow 
 
 
 def _address(text: str) -> str:
-    """An address as the landing contract takes it (contract._ADDRESS_OK): a preview of one it quarantines says
+    """An address as the landing contract takes it (limits.ADDRESS_WORDS): a preview of one it quarantines says
     nothing."""
     import re
 
-    if not re.fullmatch(r"[^.\s/\\]+(?:\.[^.\s/\\]+)*", text):
+    from reprocess.limits import ADDRESS_WORDS
+
+    if not re.fullmatch(ADDRESS_WORDS, text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an address the landing takes (dot-separated words: no "
                                          "empty word, whitespace, '/' or '\\')")
     return text
@@ -814,12 +821,20 @@ def redrive_request_of(args: argparse.Namespace) -> Any:
                           rate_per_second=args.rate, reset_deliveries=args.reset_deliveries).at(args.now)
 
 
+# The option of ``reprocess redrive`` that sets each field of its request (RedriveRequest).
+REDRIVE_OPTIONS = {"address_pattern": "--address", "date_from": "--from", "date_to": "--to", "reason_codes": "--reason",
+                   "max_messages": "--max", "rate_per_second": "--rate", "reset_deliveries": "--reset-deliveries"}
+
+
 def cmd_redrive(args: argparse.Namespace) -> int:
     from reprocess.redrive import redrive_dead_letters, require_committed
     from reprocess.sparkutil import build_session, explaining_exhausted_resources
 
     req = redrive_request_of(args)
-    req.validate()
+    try:
+        req.validate()
+    except ConfigError as exc:  # named by the request's fields (the DAG form's): here, the options that set them
+        raise ConfigError(exc.message, key=REDRIVE_OPTIONS.get(exc.key or "", exc.key)) from None
     require_committed(args.warehouse)  # before the lock, which would create the folder of a mistyped path
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
         remote = _remote(args)

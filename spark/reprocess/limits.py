@@ -19,6 +19,12 @@ def instant_problem(ms: int) -> str | None:
         return "it is before 0001-01-01T00:00:00Z, the first instant ISO-8601 writes"
     return None
 
+# An address as the landing contract takes it (reprocess.landing.contract, the CLI's --address of a preview):
+# dot-separated words, none empty, without whitespace, '/' or '\'. Unanchored: the contract matches it in Java
+# (anchored there with a lookahead, since Java's '$' also matches before a final line terminator: U+2028 or NEL, which
+# the control-character check does not catch), the CLI with re.fullmatch.
+ADDRESS_WORDS = r"[^.\s/\\]+(?:\.[^.\s/\\]+)*"
+
 # An address pattern as the forms take it: dot-separated words, each '*' (one word), '#' (any words) or text without
 # either (the job refuses a wildcard mixed with text: reprocess.policy.wildcard.validate_pattern), no space or '/'.
 # The lookahead refuses a final newline, which '$' lets through in Python (jsonschema checks with re.search).

@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 
 from reprocess.errors import ConfigError
 from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES, READER_OPTION
+from reprocess.limits import ADDRESS_WORDS
 from reprocess.sparkutil import as_of_column, columns_once, sql_lambda
 
 if TYPE_CHECKING:
@@ -74,8 +75,10 @@ _TS_FORMATS = (
 )
 # An offset is mandatory: Z, +HH, +HHMM or +HH:MM at the end.
 _HAS_OFFSET = r"(Z|[+-]\d{2}(:?\d{2})?)$"
-# (?U): Unicode whitespace (NBSP, NEL...) as Python's \s and GX's pandas engine see it, not ASCII only.
-_ADDRESS_OK = r"(?U)^[^.\s/\\]+(\.[^.\s/\\]+)*$"
+# (?U): Unicode whitespace (NBSP, NEL...) as Python's \s and GX's pandas engine see it, not ASCII only. Anchored at the
+# very end by a lookahead: Java's '$' matched before a final line terminator, so "orders\u2028" passed (and failed the
+# GX gate's pandas engine, which refuses it: every cycle stopped on one record).
+_ADDRESS_OK = r"(?U)^" + ADDRESS_WORDS + r"(?![\s\S])"
 _AS_OF_FIELD = "_contract_as_of"  # the as-of, a column of its own while the checks read it (parse_records)
 _NOT_BLANK = "[^ \t\r\f]"  # what a blank line (counted, never a record) has not
 # The general path's strict parse refuses a JSON string of more than this many characters (Jackson's
