@@ -137,7 +137,8 @@ def reprocess_failed_messages():
         from reprocess.orchestration import read_summary, set_run_note, summary_markdown
 
         summary = read_summary(WAREHOUSE, as_of)
-        asked = (params["address_filter"], params["target"] or TARGET)  # told if a run asked otherwise committed first
+        # told if a run asked otherwise committed first; no target anywhere: the job's default, outbox
+        asked = (params["address_filter"], params["target"] or TARGET or "outbox")
         note = summary_markdown(summary, as_of, params["dry_run"], asked)
         print(note)  # the task log; the summary itself is this task's XCom
         set_run_note(dag_run.dag_id, dag_run.run_id, note)  # Markdown note on the run (needs the REST API)

@@ -253,7 +253,8 @@ def test_the_run_log_and_the_snapshot_files_stay_bounded_and_old_runs_stay_commi
     assert [r["run_id"] for r in runs][:3] == [first["run_id"], "run-20261121T010000Z", audit["request_id"]]
     assert ["summary" in r for r in runs] == [False, False, False, False, True, True]
     assert runs[2] == {"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": parse_instant(AS_OFS[1]),
-                       "data_docs": True}  # its GX gate's, expiring with the cycles'
+                       # its GX gate's, expiring with the cycles', aged from the request's now
+                       "data_docs": True, "docs_as_of_ms": parse_instant("2026-11-21T01:10:00Z")}
     assert audit["validation"]["passed"]
 
     # an old as-of is still committed: a re-run changes nothing and the DAG's check reads its summary.json
@@ -482,10 +483,11 @@ def test_a_partition_folder_named_like_a_parquet_file_is_published_file_by_file(
 
 
 def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_the_retention(monkeypatch):
-    """Which Data Docs a commit removes: those of the entries marked as having them (a re-drive renders none, a
-    cycle without the GX gate neither, and the mark goes once they are removed) more than the retention before the
-    committing as-of. ``None`` keeps all. A snapshot keeps the mark on the entries it trims (else the docs of a run
-    older than the newest FULL_RUNS would stay for good)."""
+    """Which Data Docs a commit removes: those of the entries marked as having them (a re-drive that moved nothing
+    renders none, a cycle without the GX gate neither, and the mark goes once they are removed) more than the
+    retention before the committing as-of; a re-drive's aged from its request's now (``docs_as_of_ms``), which may be
+    far later than the as-of of the snapshot it applied to (cycles paused). ``None`` keeps all. A snapshot keeps the
+    mark on the entries it trims (else the docs of a run older than the newest FULL_RUNS would stay for good)."""
     from reprocess.storage import commit
     from reprocess.storage.commit import Snapshot, expired_data_docs
 
@@ -494,15 +496,19 @@ def test_the_data_docs_that_expire_at_a_commit_are_the_marked_cycles_older_than_
             {"run_id": "old-redrive", "as_of_ms": 0, "kind": "redrive"},
             {"run_id": "old", "as_of_ms": day // 2, "data_docs": True},
             {"run_id": "edge", "as_of_ms": day, "data_docs": True},  # exactly the retention before: kept
+            {"run_id": "gated-redrive", "as_of_ms": 0, "kind": "redrive", "data_docs": True,
+             "docs_as_of_ms": 2 * day},  # asked two days after the snapshot's as-of
             {"run_id": "new", "as_of_ms": 2 * day, "data_docs": True}]
     assert expired_data_docs(runs, 2 * day, 1) == [2]
     assert expired_data_docs(runs, 2 * day, 0.5) == [2, 3]
     assert expired_data_docs(runs, 2 * day, None) == []
     assert expired_data_docs(runs, day, 1) == []  # as of a day earlier, none is old enough yet
+    assert expired_data_docs(runs, 4 * day, 1) == [2, 3, 4, 5]
     monkeypatch.setattr(commit, "FULL_RUNS", 1)
     trimmed = json.loads(Snapshot(runs=[{**r, "summary": {"due": 1}} for r in runs]).to_json())["runs"]
-    assert ["summary" in r for r in trimmed] == [False] * 4 + [True]
-    assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True]
+    assert ["summary" in r for r in trimmed] == [False] * 5 + [True]
+    assert [r.get("data_docs") for r in trimmed] == [None, None, True, True, True, True]
+    assert trimmed[4]["docs_as_of_ms"] == 2 * day  # kept where the summary is not
 
 
 def test_a_committed_runs_summary_names_its_data_docs_only_while_they_are_there(tmp_path, monkeypatch, caplog):

@@ -1242,9 +1242,10 @@ def test_a_redrive_whose_rewrite_doubles_or_loses_a_ledger_row_fails_its_gx_gate
     the commit (the redrive_ledger and redrive_run suites); a failure is exit 9, nothing committed, with Data Docs;
     the same request asked again, the bug gone, moves the message."""
     import reprocess.redrive as redrive
-    from reprocess.errors import ValidationFailedError
+    from reprocess.errors import ConfigError, ValidationFailedError
     from reprocess.ledger.merge import with_bucket
     from reprocess.storage.commit import Warehouse
+    from reprocess.validation.suites import SUITES, load_suite
 
     land(tmp_path / "landing", "10", "a.jsonl", [
         rec("dead", "2026-11-21T10:00:00Z", error_class="com.acme.ValidationError"),
@@ -1290,6 +1291,46 @@ def test_a_redrive_whose_rewrite_doubles_or_loses_a_ledger_row_fails_its_gx_gate
     cycle(spark, tmp_path, "2026-11-21T10:30:00Z", data_docs_days=10 / 1440)
     assert not docs.exists()
     assert "data_docs" not in Warehouse(wh).latest().runs[-2]
+    again = redrive.redrive_dead_letters(spark, wh, request, at)  # a retry answers, naming its docs gone
+    assert (again["already_applied"], again["validation"]["data_docs"]) == (True, None)
+    # a suites folder without the re-drive's suites (a copy made before them) is refused before any work
+    only_cycles = tmp_path / "suites"
+    only_cycles.mkdir()
+    for name in SUITES:
+        (only_cycles / f"{name}.json").write_text(json.dumps(load_suite(name)))
+    monkeypatch.setenv("REPROCESS_EXPECTATIONS", str(only_cycles))
+    with pytest.raises(ConfigError, match=f"GX suite 'redrive_ledger' is not in {only_cycles}"):
+        redrive.redrive_dead_letters(spark, wh, redrive.RedriveRequest(), parse_instant("2026-11-21T10:31:00Z"))
+    assert not list((tmp_path / "wh" / "_runs").glob("redrive-*"))  # nothing staged
+
+
+def test_a_call_that_resumes_the_prepared_run_of_its_own_as_of_is_not_told_it_ran_nothing(spark, tmp_path,
+                                                                                          monkeypatch):
+    """A call at an as-of whose run was prepared (persisted its deliveries, then stopped) resumes it with the target it
+    prepared with and commits it: that call ran it, though it passed another target. It was told "nothing ran" (the
+    committed run's target differed from its own); a later call asked otherwise is."""
+    import reprocess.cycle.run as cycle_run
+
+    class Stopped(Exception):
+        pass
+
+    def stop(name: str) -> None:
+        if name == "after_prepare":
+            raise Stopped(name)
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("due", "2026-11-21T10:00:00Z")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    with monkeypatch.context() as m:
+        m.setattr(cycle_run, "crash_point", stop)
+        with pytest.raises(Stopped):
+            cycle(spark, tmp_path, "2026-11-21T10:30:00Z")  # always_fail, prepared
+    ok = "python:reprocess.targets.examples:always_ok"
+    resumed = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok)
+    assert resumed["already_committed"] is True
+    assert "not_applied" not in resumed
+    assert resumed["target"] == "python:reprocess.targets.examples:always_fail"  # the one it prepared with
+    later = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=ok)
+    assert later["not_applied"] == {"target": {"asked": ok, "committed": resumed["target"]}}
 
 
 def stopped_before_its_record(monkeypatch, redrive) -> None:

@@ -136,6 +136,24 @@ def test_a_dry_runs_note_says_so_when_it_shows_what_an_earlier_run_committed():
     assert dry.endswith(real)
 
 
+def test_the_dags_suite_check_counts_every_suite_and_names_one_a_suites_folder_lacks(tmp_path, monkeypatch):
+    """The cycle DAG's pre-flight check loads every suite, the re-drive's too: a suites folder copied before they
+    existed (REPROCESS_EXPECTATIONS) failed each re-drive after its staging, as exit 1, retried."""
+    import json
+
+    from reprocess.orchestration import check_landing_suite
+    from reprocess.validation.suites import REDRIVE_SUITES, SUITES, load_suite
+
+    counts = check_landing_suite()
+    assert list(counts) == [*SUITES, *REDRIVE_SUITES]
+    assert counts["redrive_run"] == len(load_suite("redrive_run")["expectations"]) == 7
+    for name in SUITES:
+        (tmp_path / f"{name}.json").write_text(json.dumps(load_suite(name)))
+    monkeypatch.setenv("REPROCESS_EXPECTATIONS", str(tmp_path))
+    with pytest.raises(ConfigError, match=f"GX suite 'redrive_ledger' is not in {tmp_path}"):
+        check_landing_suite()
+
+
 def test_a_runs_note_says_nothing_ran_when_its_as_of_was_committed_by_a_run_asked_otherwise():
     """A manual run at an as-of a run committed first, with another address filter or target, ran nothing; its note
     showed the earlier run's summary as its own. It now says so; a retry (asked the same) and a summary from before

@@ -837,6 +837,9 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         raise ConfigError(exc.message, key=REDRIVE_OPTIONS.get(exc.key or "", exc.key)) from None
     require_committed(args.warehouse)  # before the lock, which would create the folder of a mistyped path
     with _writer_lock(args.warehouse, req.request_id, args.lock_wait, args.private_files):
+        from reprocess.validation.suites import preload_gx
+
+        preload_gx()  # its GX gate's 3 s import overlaps the JVM's start, as a cycle's does
         remote = _remote(args)
         spark = build_session("reprocess-redrive", master=args.master, remote=remote)
         # outside the writer's record: a cleanup that fails after the JVM ran out keeps the out-of-memory error in its

@@ -197,10 +197,10 @@ def check_landing_suite() -> dict[str, int]:
     """The landing suite (expectations/landing.json) compiles to row checks: a broken suite stops the run
     before any work, with the expectation it cannot honour."""
     from reprocess.validation.rowchecks import check_suite
-    from reprocess.validation.suites import LANDING_COLUMNS, SUITES, landing_params, load_suite
+    from reprocess.validation.suites import LANDING_COLUMNS, REDRIVE_SUITES, SUITES, landing_params, load_suite
 
     check_suite(load_suite("landing"), dict.fromkeys(LANDING_COLUMNS), landing_params(1, 1))  # type: ignore[arg-type]
-    return {name: len(load_suite(name)["expectations"]) for name in SUITES}
+    return {name: len(load_suite(name)["expectations"]) for name in (*SUITES, *REDRIVE_SUITES)}
 
 
 def summary_markdown(summary: dict[str, Any] | None, as_of: str, dry_run: bool,

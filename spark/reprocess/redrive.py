@@ -46,7 +46,7 @@ from reprocess.sparkutil import (
     sized_codegen,
 )
 from reprocess.steps import StepLog, crash_point
-from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path
+from reprocess.storage.commit import AnyWarehouse, Snapshot, open_warehouse, redrive_audit_path, with_docs_state
 from reprocess.storage.read import naming_damaged_files, read_files
 from reprocess.uris import remote_scheme
 
@@ -135,6 +135,11 @@ def redrive_dead_letters(spark: SparkSession, warehouse: str, req: RedriveReques
     """
     req = req.at(now_ms)
     req.validate()
+    if validate:  # before any work: a suites folder without them failed after the staging
+        from reprocess.validation.suites import REDRIVE_SUITES, load_suite
+
+        for name in REDRIVE_SUITES:
+            load_suite(name)
     wh = open_warehouse(warehouse, private=private_files)
     require_committed(warehouse, wh)
     with owner_only_writes(wh.private):
@@ -157,8 +162,11 @@ def require_committed(warehouse: str, wh: AnyWarehouse | None = None) -> None:
 def _redrive(spark: SparkSession, wh: AnyWarehouse, req: RedriveRequest, now_ms: int, requested_by: str,
              lock_wait_seconds: float, validate: bool = True) -> dict[str, Any]:
     with wh.lock(owner=req.request_id, wait_seconds=lock_wait_seconds):
-        previous = _find_audit(wh, wh.latest(), req.request_id)
+        latest = wh.latest()
+        previous = _find_audit(wh, latest, req.request_id)
         if previous is not None:  # a retry of an applied request answers, whatever a cycle has left since
+            entry = next(e for e in latest.runs if e.get("run_id") == req.request_id)
+            previous = with_docs_state(wh, entry, previous)  # its Data Docs may have expired since
             log.info("re-drive request already applied request_id=%s moved=%s", req.request_id, previous["moved"])
             return {**previous, "already_applied": True}
         pending = [p["run_id"] for p in wh.prepared_runs()]
@@ -422,8 +430,9 @@ def _commit_audit(wh: AnyWarehouse, base: Snapshot, new: Snapshot, audit: dict[s
     if new is base:
         new = Snapshot(files={k: list(v) for k, v in base.files.items()}, runs=list(base.runs),
                        as_of_ms=base.as_of_ms)
-    # its Data Docs (when its gate ran) expire with the cycles' (storage.commit.expire_data_docs)
-    docs = {"data_docs": True} if "validation" in audit else {}
+    # its Data Docs (when its gate ran) expire with the cycles', aged from the request's now (not the snapshot's as-of,
+    # which may be weeks older when cycles were paused: storage.commit.expire_data_docs)
+    docs = {"data_docs": True, "docs_as_of_ms": audit["request"]["now_ms"]} if "validation" in audit else {}
     new.runs.append({"run_id": audit["request_id"], "kind": "redrive", "as_of_ms": base.as_of_ms,
                      "summary": {k: v for k, v in audit.items() if k != "messages"}
                      | {"states": _carry_states(base, audit["moved"])}, **docs})

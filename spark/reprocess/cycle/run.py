@@ -165,7 +165,9 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
     if opts.dry_run:
         return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
+        resumed_ids = set()  # run by this call: its answer is no request "asked otherwise" (not_applied)
         for prep in wh.prepared_runs():
+            resumed_ids.add(prep["run_id"])
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
             if prep.get("outcomes"):  # its re-drive is done: no target is called (only the outbox, which needs none)
                 target, policy_targets = prep["target"], prep.get("policy_targets")
@@ -197,7 +199,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                 return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
             done_summary = {**with_docs_state(wh, last, summary), "already_committed": True}
-            diff = not_applied(summary, opts.address_filter, redact(opts.target))
+            diff = {} if last["run_id"] in resumed_ids else not_applied(summary, opts.address_filter,
+                                                                           redact(opts.target))
             if diff:  # shown as this request's results, they were not: say so (the CLI, the DAG's note)
                 log.warning("run_id=%s %s", last["run_id"], not_applied_text(diff))
                 done_summary["not_applied"] = diff

@@ -101,7 +101,8 @@ class Snapshot:
     def to_json(self) -> str:
         """The snapshot file's content; runs before the newest :data:`FULL_RUNS` without their summaries."""
         first_full = len(self.runs) - FULL_RUNS
-        runs = [r if i >= first_full else {k: r[k] for k in ("run_id", "as_of_ms", "kind", "data_docs") if k in r}
+        runs = [r if i >= first_full else {k: r[k] for k in ("run_id", "as_of_ms", "kind", "data_docs", "docs_as_of_ms")
+                                          if k in r}
                 for i, r in enumerate(self.runs)]
         return json.dumps({"version": self.version, "as_of_ms": self.as_of_ms, "files": self.files,
                            "runs": runs}, indent=1, sort_keys=True)
@@ -249,7 +250,8 @@ def expired_data_docs(runs: list[dict[str, Any]], as_of_ms: int, days: float | N
     if span >= as_of_ms:  # a retention longer than the epoch's age (a float too large to round, even)
         return []
     cutoff = as_of_ms - round(span)
-    return [i for i, r in enumerate(runs) if r.get("data_docs") and r["as_of_ms"] < cutoff]
+    # a re-drive's docs age from its request's now (docs_as_of_ms), a cycle's from its as-of
+    return [i for i, r in enumerate(runs) if r.get("data_docs") and r.get("docs_as_of_ms", r["as_of_ms"]) < cutoff]
 
 
 def expire_data_docs(wh: Any, new: Snapshot, as_of_ms: int, days: float | None) -> int:

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUITES_DIR = Path(__file__).resolve().parents[3] / "expectations"  # the repo's; REPROCESS_EXPECTATIONS overrides
-SUITES = ("landing", "ledger", "dlq", "run")
+SUITES = ("landing", "ledger", "dlq", "run")  # a cycle's
+REDRIVE_SUITES = ("redrive_ledger", "redrive_run")  # a DLQ re-drive's
 SMALL_ROWS = int(os.environ.get("REPROCESS_GX_SMALL_ROWS", "20000"))  # validated with GX's pandas engine
 # ... when they also hold at most this many bytes (a landing frame carries payloads): collecting 1,000 payloads of
 # 400 KB through Arrow ran a 2 GB driver out of heap (bench/RESULTS.md, fortieth run)
@@ -170,8 +171,18 @@ def _columns(kwargs: dict[str, Any]) -> str | None:
 
 
 def load_suite(name: str) -> dict[str, Any]:
+    """The suite ``name`` of the suites folder (``$REPROCESS_EXPECTATIONS``, else the repo's ``expectations/``). One
+    that is not there is a ConfigError naming it (a copy of the folder made before a suite was added was a
+    FileNotFoundError: exit 1, retried by Airflow, the re-drive staged again each time)."""
+    from reprocess.errors import ConfigError
+
     path = Path(os.environ.get("REPROCESS_EXPECTATIONS") or SUITES_DIR) / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"GX suite {name!r} is not in {path.parent} (REPROCESS_EXPECTATIONS): copy "
+                          f"expectations/{name}.json from this release there", key="REPROCESS_EXPECTATIONS") from None
+    return json.loads(text)
 
 
 # The static files GX's pages link to from a site's own folder (the templates of great_expectations/render/view): only
