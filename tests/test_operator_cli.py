@@ -507,3 +507,56 @@ def test_the_summary_of_an_as_of_is_its_cycles_not_a_re_drive_committed_at_the_s
     assert read_summary(str(wh.root), AS_OF) == cycle["summary"]
     assert check_outputs(read_summary(str(wh.root), AS_OF))["checked"]
     assert read_summary(str(wh.root), "2026-11-21T10:20:00Z") is None
+
+
+@pytest.mark.unit
+def test_dlq_list_prints_a_message_id_whole_and_still_cuts_the_other_columns():
+    """``dlq list`` cut ids past 48 characters with '…' (ActiveMQ's ``ID:host-port-ts-1:1:1:1:n`` often are), and the
+    id copied from it into ``dlq show`` found no message."""
+    from reprocess.ops_text import render_dead_letters
+
+    long_id = "ID:broker-1.example.internal-" + "1234567890" * 5 + "-1:1:1:1:17"
+    doc = {"warehouse": "wh", "snapshot": 1, "as_of": AS_OF, "filter": {}, "matched": 1, "shown": 1,
+           "dead_letters": [{"dead_lettered_at": AS_OF, "message_id": long_id, "original_address": "a." * 40 + "b",
+                             "dead_letter_address": "DLQ", "reason_code": "NON_RETRYABLE", "deliveries": 1,
+                             "last_error_class": "E"}]}
+    out = render_dead_letters(doc)
+    assert f"  {long_id}  " in out
+    assert "a." * 40 + "b" not in out  # the address is still cut, with its mark
+    assert "…" in out
+
+
+@pytest.mark.unit
+def test_report_plots_keep_short_gaps_and_underscored_addresses_and_stay_in_utc_under_another_time_zone():
+    """The retry-interval histogram's lowest edge was 0.001 of its unit: in hours, gaps under 3.6 s were not drawn.
+    Matplotlib leaves labels starting with '_' out of a legend it collects: an address '_audit.q' had a colour and
+    no name. The date axes followed matplotlib's configured time zone under axes labelled UTC."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from reprocess import report
+
+    def axes():
+        fig = Figure()
+        FigureCanvasAgg(fig)
+        return fig, fig.add_subplot()
+
+    hour = 3_600_000
+    _, ax = axes()
+    # two messages: one failed at 0, 1 s, 2 s and 10 h later (given out of order), one twice at the same instant
+    gaps = report.history_gaps([[{"failed_ms": 1000}, {"failed_ms": 0}, {"failed_ms": 2000 + 10 * hour},
+                                 {"failed_ms": 2000}, {"failed_ms": None}], [{"failed_ms": 5}, {"failed_ms": 5}], None])
+    assert sorted(gaps.tolist()) == [1000, 1000, 10 * hour]
+    report._gaps(ax, gaps)
+    assert sum(p.get_height() for p in ax.patches) == 3  # every gap drawn: two of 1 s, one of 10 h
+    fig, ax = axes()
+    t = parse_instant("2026-11-21T01:00:00Z")
+    with matplotlib.rc_context({"timezone": "America/New_York"}):
+        report._stacked_time(ax, [t, t + hour, t + 2 * hour], ["_audit.q", "orders.created", "orders.created"],
+                             {"_audit.q": "#1f77b4", "orders.created": "#ff7f0e"}, "dead letters")
+        fig.canvas.draw()
+        ticks = [label.get_text() for label in ax.get_xticklabels()]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["_audit.q", "orders.created"]
+    assert "01:00" in ticks, ticks  # UTC, as the bars are binned (New York's would be 20:00 the day before)
+    assert "20:00" not in ticks, ticks

@@ -34,9 +34,12 @@ def _cell(value: object, width: int = _CELL_MAX) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> list[str]:
-    """Aligned columns; column indexes in ``right`` are right-aligned (numbers)."""
-    cells = [[_cell(v) for v in row] for row in rows]
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = (),
+          whole: Sequence[int] = ()) -> list[str]:
+    """Aligned columns; column indexes in ``right`` are right-aligned (numbers); those in ``whole`` are never cut (a
+    message id: one cut with '…' was copied into ``dlq show``, which found no such message)."""
+    cells = [[_cell(v, len(printable(v)) if i in whole and v is not None else _CELL_MAX) for i, v in enumerate(row)]
+             for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
@@ -66,7 +69,7 @@ def render_dead_letters(doc: dict[str, Any]) -> str:
         rows = [(d["dead_lettered_at"], d["message_id"], d["original_address"], d["dead_letter_address"],
                  d["reason_code"], d["deliveries"], d["last_error_class"]) for d in doc["dead_letters"]]
         lines += table(("dead-lettered at", "message id", "original address", "dlq address", "reason", "deliveries",
-                        "last error"), rows, right=(5,))
+                        "last error"), rows, right=(5,), whole=(1,))
     return "\n".join(lines) + "\n"
 
 
@@ -140,5 +143,5 @@ def render_ledger_stats(doc: dict[str, Any]) -> str:
         rows = [(o["message_id"], o["address"], o["deliveries"], o["first_failed_at"],
                  human(o["age_ms"]) if o["age_ms"] is not None else None, o["next_attempt_at"]) for o in w["oldest"]]
         lines += ["  " + x for x in table(("message id", "address", "deliveries", "first failed", "age",
-                                           "next attempt"), rows, right=(2,))]
+                                           "next attempt"), rows, right=(2,), whole=(0,))]
     return "\n".join(lines) + "\n"

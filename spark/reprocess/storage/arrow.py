@@ -10,7 +10,7 @@ filesystem for it (:mod:`reprocess.storage.remote`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
@@ -105,11 +105,14 @@ def read_live(wh: ReadWarehouse, snap: Snapshot, dataset: str, columns: Sequence
     return table
 
 
-def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequence[str] | None) -> pa.Table:
+def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequence[str] | None,
+                   keep: Callable[[pa.RecordBatch], pa.Array] | None = None) -> pa.Table:
     """One live file's rows (``columns`` of them that it has). A file the snapshot lists but that is gone or not
     Parquet is a :class:`WarehouseDamagedError` naming it; an I/O failure on the way (a store that stops answering
     mid-read, a disk refusing access) a :class:`StorageUnavailableError` (on a store, pyarrow raises the same
-    ``OSError`` for bytes that do not decode: the message carries its text)."""
+    ``OSError`` for bytes that do not decode: the message carries its text). ``keep``: a mask of the rows to keep,
+    applied batch by batch as the file is read (a few rows of a large file, without the whole of it in memory)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -117,7 +120,11 @@ def read_live_file(wh: ReadWarehouse, snap: Snapshot, path: str, columns: Sequen
             pf = pq.ParquetFile(source)
             names = pf.schema_arrow.names
             wanted = None if columns is None else [c for c in columns if c in names]
-            return pf.read(columns=wanted).replace_schema_metadata(None)
+            if keep is None:
+                return pf.read(columns=wanted).replace_schema_metadata(None)
+            schema = pf.schema_arrow if wanted is None else pa.schema([pf.schema_arrow.field(c) for c in wanted])
+            kept = [b.filter(keep(b)) for b in pf.iter_batches(batch_size=4096, columns=wanted)]
+            return pa.Table.from_batches(kept, schema=schema).replace_schema_metadata(None)
     except FileNotFoundError as exc:
         raise WarehouseDamagedError.missing(wh.uri, snap.version, path) from exc
     except ValueError as exc:  # pyarrow's ArrowInvalid: not Parquet, truncated, a footer that does not decode
