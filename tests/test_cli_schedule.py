@@ -153,3 +153,16 @@ def test_a_tie_on_specificity_is_shown_with_what_broke_it(tmp_path, capsys):
     assert [out["shop.eu.cart"][k] for k in keys] == ["*.eu.#", ["shop.#"], "both"]
     assert main(["schedule", "--config", str(tmp_path / "tie.yaml"), "--address", "shop.eu.cart"]) == 0
     assert "(ties on specificity with 'shop.#'; it comes first as the broker's settings" in capsys.readouterr().out
+
+
+def test_an_address_no_policy_matches_is_shown_and_exits_not_found(tmp_path, capsys):
+    """It was printed with an error and exit 0: a script checking a deployment's addresses could not tell."""
+    config = tmp_path / "p.yaml"
+    config.write_text("policies: [{match: 'orders.#', profile: stepped}]\n")
+    args = ["schedule", "--config", str(config), "--address", "orders.created", "--address", "billing.eu"]
+    assert main([*args, "--format", "json"]) == 10
+    out = json.loads(capsys.readouterr().out)
+    assert out["orders.created"]["policy"] == "orders.#"
+    assert out["billing.eu"]["policy"] is None
+    assert "no policy matches this address" in out["billing.eu"]["error"]
+    assert main(args[:5]) == 0  # the matched one alone

@@ -419,6 +419,21 @@ def test_instants_up_to_the_end_of_year_9999_are_taken_and_later_ones_refused_by
         assert "Traceback" not in err
 
 
+@pytest.mark.unit
+def test_a_basic_format_date_and_a_warehouse_that_is_a_file_are_named_as_what_they_are(tmp_path, capsys):
+    """``--since 20261121`` was refused as an instant lacking an offset, and a --warehouse that is a file as one that
+    does not exist."""
+    from reprocess.ops import parse_time
+
+    with pytest.raises(ValueError, match="expected a date as YYYY-MM-DD"):
+        parse_time("20261121")
+    afile = tmp_path / "wh.txt"
+    afile.write_text("not a warehouse")
+    for args in (["dlq", "list"], ["dlq", "stats"], ["report", "--out", str(tmp_path / "r.html")]):
+        assert main([*args, "--warehouse", str(afile)]) == ConfigError.exit_code, args
+        assert f"warehouse {afile} is a file, not a warehouse folder" in capsys.readouterr().err, args
+
+
 def test_a_redrive_request_the_cli_refuses_names_the_option_not_the_requests_field(wh, capsys):
     """``reprocess redrive --from 20261121`` said ``key=date_from``, a name the CLI has nowhere."""
     now = ["--warehouse", wh, "--now", "2026-11-21T10:00:00Z"]

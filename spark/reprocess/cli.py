@@ -1105,13 +1105,17 @@ def _render_table(report: dict[str, Any]) -> str:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
+    from reprocess.errors import NotFoundError
+
     policies = load_config(args.config)
     report = schedule_report(policies, args.address, args.deliveries, args.message_id, args.consumer_group)
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
         sys.stdout.write(_render_table(report))
-    return 0
+    # an address no policy matches is printed with the others, and is a NotFoundError's exit (it was 0: a script
+    # checking a deployment's addresses could not tell)
+    return NotFoundError.exit_code if any(r.get("policy") is None for r in report.values()) else 0
 
 
 def _without_py4j_info(record: logging.LogRecord) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reprocess.errors import ConfigError
 from reprocess.ledger.states import REASON_CODES
 from reprocess.policy.wildcard import matches, validate_pattern
-from reprocess.storage.arrow import iso_ms, open_reader, read_live
+from reprocess.storage.arrow import iso_ms, not_there, open_reader, read_live
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,6 +111,8 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
 
     wh = open_reader(warehouse)
     if snapshot is None and not wh.is_dir():
+        if not_there(warehouse) != "does not exist":
+            raise ConfigError(f"warehouse {warehouse} {not_there(warehouse)}", key="REPROCESS_WAREHOUSE")
         raise ConfigError(f"warehouse {warehouse} does not exist: no run has committed to it yet, or the path is "
                           "mistyped or not mounted here", key="REPROCESS_WAREHOUSE")
     snap = snapshot or wh.latest()

@@ -35,7 +35,10 @@ def parse_time(text: str, *, end_of_day: bool = False) -> int:
         day = date.fromisoformat(text)
     except ValueError:
         day = None
-    if day is not None and len(text) == 10:
+    if day is not None and len(text) != 10:  # 20261121 or 2026-W47-6: date.fromisoformat takes them too
+        raise ValueError(f"expected a date as YYYY-MM-DD (2026-11-21) or an instant with an offset "
+                         f"(2026-11-21T10:15:00Z), got {text!r}")
+    if day is not None:
         ms = (day - date(1970, 1, 1)).days * 86_400_000
         if end_of_day:  # the next day's start (10000-01-01 is no datetime: its last instant bounds 9999-12-31)
             ms = min(ms + 86_400_000, LATEST_INSTANT_MS)

@@ -41,11 +41,21 @@ def open_reader(warehouse: str) -> ReadWarehouse:
     return Warehouse(warehouse)
 
 
+def not_there(warehouse: str) -> str:
+    """Why a warehouse that is no folder is not there (the end of a sentence naming it): a local file is one."""
+    import os
+
+    from reprocess.uris import remote_scheme
+
+    return "is a file, not a warehouse folder" if not remote_scheme(warehouse) and os.path.isfile(
+        warehouse) else "does not exist"
+
+
 def open_snapshot(warehouse: str) -> tuple[ReadWarehouse, Snapshot]:
     """The warehouse and its latest committed snapshot; a :class:`ConfigError` when there is none."""
     wh = open_reader(warehouse)
     if not wh.is_dir():
-        raise ConfigError(f"warehouse {warehouse} does not exist", key="--warehouse")
+        raise ConfigError(f"warehouse {warehouse} {not_there(warehouse)}", key="--warehouse")
     snap = wh.latest()
     if snap.version == 0:
         raise ConfigError(f"{warehouse} has no committed snapshot ({wh.path('_snapshots')}/ is missing or empty): "
