@@ -13,7 +13,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,30 +155,39 @@ def test_invalid_conf_is_refused_by_the_form_schema(airflow):
     assert info.value.code == 400
 
 
-def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
-    """The trigger form in headless Chromium posts its fields as the run's conf (the REST call above): the run
-    carries the form's as-of and address filter, the cycle runs as of the override, and the run gets the summary as
-    its note."""
+@contextlib.contextmanager
+def _logged_in_page(path: str) -> Iterator[Any]:
+    """A page of headless Chromium logged in to the test Airflow as admin, sent on to ``path`` (closed after)."""
     from playwright.sync_api import sync_playwright
 
-    api = airflow["api"]
     base = f"http://localhost:{PORT}"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
-        page = browser.new_page()
-        page.goto(f"{base}/auth/login?next={base}/dags/{DAG}")
-        page.fill('input[name="username"]', "admin")
-        page.fill('input[name="password"]', "admin")
-        page.click('button[type="submit"]')
+        try:
+            page = browser.new_page()
+            page.goto(f"{base}/auth/login?next={base}{path}")
+            page.fill('input[name="username"]', "admin")
+            page.fill('input[name="password"]', "admin")
+            page.click('button[type="submit"]')
+            yield page
+        finally:
+            browser.close()
+
+
+def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
+    """The trigger form in headless Chromium posts its fields as the run's conf (the REST call above): the run
+    carries the form's as-of and address filter, the cycle runs as of the override, and the run gets the summary as
+    its note."""
+    api = airflow["api"]
+    with _logged_in_page(f"/dags/{DAG}") as page:
         page.get_by_test_id("trigger-dag-button").first.click(timeout=60_000)
         page.locator('input[name="element_as_of"]').fill("2026-11-21T03:00:00Z")
         page.locator('input[name="element_address_filter"]').fill("orders.#")
         page.get_by_test_id("trigger-dag-submit").click()
         page.get_by_text("Dag Run Triggered").first.wait_for(timeout=30_000)
         page.screenshot(path=str(airflow["base"] / "ui-trigger.png"))
-        browser.close()
     (run,) = [r for r in api.runs() if r["run_type"] == "manual"]
     assert run["conf"]["as_of"] == "2026-11-21T03:00:00Z"
     assert run["conf"]["address_filter"] == "orders.#"
@@ -198,28 +209,16 @@ def test_the_dead_letters_pages_redrive_form_triggers_one_run_however_often_it_i
     """The plugin's page in headless Chromium: a double click on "Trigger re-drive" sent two requests, each a DAG run
     of its own (its own run_after, its own request id), so twice the batch was moved. The button is disabled while
     its request is out, and the page shows the run it triggered."""
-    from playwright.sync_api import sync_playwright
-
     api = airflow["api"]
-    base = f"http://localhost:{PORT}"
     airflow["warehouse"].mkdir(parents=True, exist_ok=True)  # run alone, before any cycle: an empty page, not an error
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
-        page = browser.new_page()
-        page.goto(f"{base}/auth/login?next={base}/reprocess/")
-        page.fill('input[name="username"]', "admin")
-        page.fill('input[name="password"]', "admin")
-        page.click('button[type="submit"]')
-        page.wait_for_url(f"{base}/reprocess/", timeout=60_000)
+    with _logged_in_page("/reprocess/") as page:
+        page.wait_for_url(f"http://localhost:{PORT}/reprocess/", timeout=60_000)
         page.evaluate('document.getElementById("redrive-form").hidden = false')
         page.fill('input[name="address_pattern"]', "orders.#")
         page.fill('input[name="max_messages"]', "1")
         page.locator("#redrive-form button").dblclick()
         page.get_by_text("triggered ").wait_for(timeout=30_000)
         shown = page.locator("#redrive-result").text_content()
-        browser.close()
     runs = api.call("GET", "/api/v2/dags/redrive_dead_letters/dagRuns")["dag_runs"]
     assert len(runs) == 1, runs
     assert shown == f"triggered {runs[0]['dag_run_id']}"

@@ -858,8 +858,25 @@ def test_broker_target_specs_are_checked_before_any_work():
     assert parse_target("stomp://h?destination=/topic/{address}").opts.port == 61613
     with pytest.raises(ConfigError, match="unknown option"):
         parse_target("amqp://h/?exchnage=x")
-    with pytest.raises(ConfigError, match="rate must be > 0"):
+    with pytest.raises(ConfigError, match="rate must be a finite number > 0"):
         parse_target("stomp://h?rate=0")
+    # nan passed '<= 0' (no rate limit at all); inf waited for ever
+    with pytest.raises(ConfigError, match="rate must be a finite number > 0, got nan"):
+        parse_target("stomp://h?rate=nan")
+    with pytest.raises(ConfigError, match="timeout must be a finite number > 0, got inf"):
+        parse_target("amqp://h/?timeout=inf")
+    # a '+' is a plus, not a form's space
+    assert parse_target("stomp://h?destination=/topic/a+b").opts.query["destination"] == "/topic/a+b"
+    # a password holding '/' or '#' ends urlsplit's host early: it was read as a port and shown whole in the error
+    with pytest.raises(ConfigError, match=r"amqp://svc:\*\*\*@rabbit:5672/%2F: an '@' after the host") as bad:
+        parse_target("amqp://svc:Xk9/q#Tz@rabbit:5672/%2F")
+    assert "Xk9" not in str(bad.value)
+    for spec, shown in (("amqp://svc:Xk9/q#Tz@rabbit:5672/%2F", "amqp://svc:***@rabbit:5672/%2F"),
+                        ("amqp://svc:pa?ss@rabbit/", "amqp://svc:***@rabbit/"),
+                        ("stomp://h:61613?destination=/queue/a@b", "stomp://h:61613?destination=/queue/a@b"),
+                        ("amqp://[broker", "amqp://[broker")):
+        assert redact(spec) == shown, spec
+    assert parse_target("stomp://h:61613?destination=/queue/a@b").opts.query["destination"] == "/queue/a@b"
     assert redact("amqp://u:p@h:1/v") == "amqp://u:***@h:1/v"
     assert redact("amqp://u:p:q@Host/v") == "amqp://u:***@Host/v"
     with pytest.raises(ConfigError, match=r"amqp://u:\*\*\*@h:99999/v: Port out of range") as info:

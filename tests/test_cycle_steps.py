@@ -1532,6 +1532,58 @@ def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, 
     assert ledger(spark, tmp_path)["m"]["deliveries"] == 2
 
 
+def test_a_python_target_that_exits_is_cancelled_or_returns_before_delivering_loses_nothing(spark, tmp_path):
+    """A python target's SystemExit or asyncio.CancelledError (no Exception) failed the Spark task, every retry
+    sending the partition again, and the job; an exception whose str() raised did too. Each is now the message's
+    failure. An async or generator function returned without running its body, every message counted delivered and
+    none sent: refused when loaded; a plain function returning a coroutine is the target down (the message stays
+    due, no delivery used)."""
+    import uuid
+
+    from reprocess.errors import ConfigError, TargetUnavailableError
+    from reprocess.targets.base import parse_target
+
+    module = tmp_path / f"odd_{uuid.uuid4().hex}.py"  # a module of its own: the session's workers import it once
+    module.write_text(
+        "import asyncio\n"
+        "class BadStr(Exception):\n"
+        "    def __str__(self):\n"
+        "        raise ValueError('no text')\n"
+        "def mixed(message):\n"
+        "    kind = message['message_id']\n"
+        "    if kind == 'exits':\n"
+        "        raise SystemExit(3)\n"
+        "    if kind == 'cancelled':\n"
+        "        raise asyncio.CancelledError()\n"
+        "    if kind == 'bad-str':\n"
+        "        raise BadStr()\n"
+        "async def coroutine(message):\n"
+        "    pass\n"
+        "def generator(message):\n"
+        "    yield message\n"
+        "def returns_a_coroutine(message):\n"
+        "    return asyncio.sleep(0)\n", encoding="utf-8")
+    spark.sparkContext.addPyFile(str(module))
+    for name in ("coroutine", "generator"):
+        with pytest.raises(ConfigError, match="is an async or generator function"):
+            parse_target(f"python:{module.stem}:{name}")
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(m, "2026-11-21T10:00:00Z")
+                                                 for m in ("exits", "cancelled", "bad-str", "ok")])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")  # taken in, due at 10:10 (orders.#: 10m)
+    s = cycle(spark, tmp_path, "2026-11-21T10:15:00Z", target=f"python:{module.stem}:mixed")
+    assert (s["due"], s["delivered"], s["rescheduled"]) == (4, 1, 3)
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["last_error_class"]) for m, r in rows.items()} == {
+        "exits": ("WAITING_RETRY", "SystemExit"), "cancelled": ("WAITING_RETRY", "asyncio.exceptions.CancelledError"),
+        "bad-str": ("WAITING_RETRY", f"{module.stem}.BadStr"), "ok": ("DELIVERED", None)}
+    assert rows["bad-str"]["last_error_message"] == f"<{module.stem}.BadStr whose str() raised ValueError>"
+    with pytest.raises(TargetUnavailableError, match="returned a coroutine, not having delivered the message"):
+        cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target=f"python:{module.stem}:returns_a_coroutine")
+    after = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["deliveries"]) for m, r in after.items() if m != "ok"} == {
+        m: (rows[m]["state"], rows[m]["deliveries"]) for m in ("exits", "cancelled", "bad-str")}  # no delivery used
+
+
 def test_outbox_rows_carry_the_idempotency_key_that_a_reset_keeps_from_coming_back(spark, tmp_path):
     """The outbox's rows had (message_id, delivery) only: after a reset re-drive they repeat the rows written before it,
     and a consumer of the outbox that drops what it has seen dropped the re-driven message. They carry the brokers'

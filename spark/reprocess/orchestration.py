@@ -100,10 +100,13 @@ def check_target_override(target: str | None) -> None:
         raise ConfigError("a target override may not use ${VAR}: the Spark job would fill it in from the deployment's "
                           "environment and its secrets; set REPROCESS_TARGET or a policy's target instead",
                           key="target")
+    from urllib.parse import urlsplit
+
     try:
-        shown = redact(target)
+        urlsplit(target)
     except ValueError as exc:  # urlsplit's own refusals ("amqp://[broker": Invalid IPv6 URL)
         raise ConfigError(f"bad target override: {exc}", key="target") from None
+    shown = redact(target)  # also a password urlsplit cannot find ('/', '?' or '#' in it)
     if shown != target:  # (redact reads no port: a port that is not a number is parse_target's to name)
         raise ConfigError(f"a target override may not carry a password ({shown}): it would be in the run's "
                           "arguments and logs; set REPROCESS_TARGET or a policy's target, its password as ${VAR}",

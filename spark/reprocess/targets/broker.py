@@ -17,13 +17,16 @@ confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery.
   cycle fails the same way once it has committed.
 
 Every published message carries the original message id and address, the deliveries so far and a stable
-idempotency key ``<message_id>:<delivery>``: after a crash between publish and commit the same delivery
+idempotency key ``<message_id>:<delivery>`` (``<message_id>:r<resets>:<delivery>`` once an operator's re-drive reset
+the count: targets.base.idempotency_key): after a crash between publish and commit the same delivery
 may be published again with the same key (at-least-once), never lost.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -61,8 +64,17 @@ class BrokerOptions:
 def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOptions:
     """``scheme://[user[:password]@]host[:port][/vhost][?key=value&...]`` with common keys rate, timeout,
     partitions; ``known`` are the scheme's own keys (anything else is a ConfigError)."""
-    u = urlsplit(spec)
-    q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+    try:
+        u = urlsplit(spec)
+    except ValueError as exc:  # an unclosed '[' of an IPv6 host
+        raise ConfigError(f"target {redact(spec)}: {exc}", key="--target") from None
+    if "@" not in u.netloc and "@" in u.path + u.fragment:  # (a query may hold one: destination=/queue/a@b)
+        # 'amqp://svc:Xk9/q#Tz@rabbit/': a password holding '/', '?' or '#' ends the host early, and the '@' lands in
+        # the path or the fragment (read as host svc, port 'Xk9'); the password went into the error unmasked
+        raise ConfigError(f"target {redact(spec)}: an '@' after the host; a user or password holding '/', '?', '#' "
+                          "or '@' must be percent-encoded (%2F, %3F, %23, %40)", key="--target")
+    # a '+' is a plus (a URI's query, not a form's): parse_qs read destination=/topic/a+b as '/topic/a b'
+    q = {k: v[-1] for k, v in parse_qs(u.query.replace("+", "%2B"), keep_blank_values=True).items()}
     unknown = set(q) - known - {"rate", "timeout", "partitions"}
     if unknown:
         raise ConfigError(f"unknown option(s) {sorted(unknown)} in target {redact(spec)}; known: "
@@ -77,8 +89,8 @@ def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOpt
             value = kind(q[key])
         except ValueError:
             raise ConfigError(f"target option {key}={q[key]!r} is not a number", key="--target") from None
-        if value <= 0:
-            raise ConfigError(f"target option {key} must be > 0, got {q[key]}", key="--target")
+        if not math.isfinite(value) or value <= 0:  # nan passed '<= 0' (no rate limit); inf waited for ever
+            raise ConfigError(f"target option {key} must be a finite number > 0, got {q[key]}", key="--target")
         return value
 
     try:
@@ -92,11 +104,20 @@ def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOpt
         partitions=int(number("partitions", 2, int)))
 
 
+# A spec's user and password up to its last '@', however they are written: with a '/', '?' or '#' in the password,
+# urlsplit finds none (the host ends early), and the whole spec was shown
+_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\[]*):(?P<secret>.*)@(?P<rest>[^@]*)$", re.DOTALL)
+
+
 def redact(spec: str) -> str:
     """The spec without its password (for logs, summaries, errors)."""
-    u = urlsplit(spec)
-    if u.password is None:
+    try:
+        u = urlsplit(spec)
+    except ValueError:  # an unclosed '[': no userinfo urlsplit can find, nor a password to hide
         return spec
+    if u.password is None:
+        odd = _USERINFO.match(spec)
+        return f"{odd['head']}:***@{odd['rest']}" if odd is not None and _userinfo_cut_short(u) else spec
     # from the text, not u.port: a port out of range raises there, and the error naming it must not
     user, host = u.netloc.rsplit("@", 1)
     return urlunsplit((u.scheme, f"{user.split(':', 1)[0]}:***@{host}", u.path, u.query, u.fragment))
@@ -120,6 +141,21 @@ def filled(template: str, rec: dict[str, Any]) -> str:
     """A target's ``template`` (a STOMP destination, an AMQP routing key) with ``rec``'s ``{address}`` and
     ``{message_id}``."""
     return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
+
+
+def _userinfo_cut_short(u: Any) -> bool:
+    """Whether urlsplit's reading ``u`` of a spec ended its host at a '/', '?' or '#' of a password: no '@' in the
+    host part, one in the path or fragment (where a host never is), or in the query after a port that is no number
+    (``amqp://svc:pa?ss@rabbit``). A query's own '@' after a real port (``?destination=/queue/a@b``) is not one."""
+    if "@" in u.netloc:
+        return False
+    if "@" in u.path + u.fragment:
+        return True
+    try:
+        u.port  # noqa: B018 - read for its ValueError
+    except ValueError:
+        return "@" in u.query
+    return False
 
 
 class RateLimiter:
