@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from reprocess.errors import ConfigError
@@ -484,3 +487,44 @@ policies:
     eu = ps.resolve("news.eu.x", "g")
     assert eu is not None
     assert ps.dead_letter_address_for(eu, "news.eu.x", "g") == "{news.eu.x}-g"
+
+
+@pytest.mark.parametrize(("delays", "want"), [
+    ("[010]", (10,)),  # YAML 1.1 read 8 (octal); Artemis and ActiveMQ read 10
+    ("[0x10]", (16,)),
+    ("[1:30]", "got '1:30'"),  # YAML 1.1 read 90 (base 60)
+    ("[1_000]", "got '1_000'"),
+    ("[100000000000000000000]", "is too large"),  # passed as a bare integer, then no Spark literal could hold it
+    ("['١٠s']", "got '١٠s'"),  # Arabic-Indic digits: \d took them
+])
+def test_numbers_are_read_as_yaml_1_2_and_as_the_brokers_read_them(delays, want):
+    """PyYAML reads YAML 1.1: `010` was 8 ms, `1:30` 90 ms, `1_000` 1000 ms, all without a word."""
+    text = f"policies: [{{match: 'orders.#', profile: stepped, settings: {{delays: {delays}, max_deliveries: 3}}}}]"
+    if isinstance(want, tuple):
+        assert parse_policies(text).policies[0].settings.delays == want
+    else:
+        with pytest.raises(ConfigError, match=re.escape(want)):
+            parse_policies(text)
+
+
+def test_settings_that_are_no_mapping_a_huge_bound_and_spaced_delay_levels_are_refused():
+    with pytest.raises(ConfigError, match=r"key='settings'\] 'settings' must be a mapping"):
+        parse_policies("policies: [{match: '#', profile: rocketmq, settings: false}]")  # was: the defaults
+    with pytest.raises(ConfigError, match="must be an integer from 1 to 9223372036854775807"):
+        parse_policies("policies: [{match: '#', profile: stepped, settings: {delays: [1s], "
+                       "max_deliveries: 100000000000000000000}}]")
+    # the broker splits on one space: two, or a tab, make a level it cannot parse (and it loads none)
+    for levels in ("1s  5s", " 1s 5s", "1s\t5s"):
+        with pytest.raises(ConfigError, match="bad level"):
+            parse_policies("policies: [{match: '#', profile: rocketmq, settings: {messageDelayLevel: "
+                           + json.dumps(levels) + "}}]")
+    ok = parse_policies('policies: [{match: "#", profile: rocketmq, settings: {messageDelayLevel: "1s 5s "}}]')
+    assert ok.policies[0].settings.message_delay_level == (1000, 5000)  # a trailing space: dropped, as Java's split
+
+
+def test_an_artemis_setting_given_as_null_is_inherited_as_adr_0008_says():
+    ps = parse_policies("policies: [{match: '#', profile: artemis, settings: {max-delivery-attempts: 3}}, "
+                        "{match: 'billing.*', profile: artemis, settings: {max-delivery-attempts: ~, "
+                        "redelivery-delay: 5000}}]")  # was: 'must be an integer, got None'
+    settings = ps.resolve("billing.eu", None).settings
+    assert (settings.max_delivery_attempts, settings.redelivery_delay) == (3, 5000)

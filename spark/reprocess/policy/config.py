@@ -366,7 +366,36 @@ class _DuplicateKeyError(yaml.YAMLError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error, not 'the last one wins'."""
+    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error, not 'the last one wins', and
+    numbers are YAML 1.2's: PyYAML's YAML 1.1 read ``010`` as 8 (octal), ``1:30`` as 90 (base 60) and ``1_000`` as
+    1000, where Artemis and ActiveMQ read ``010`` as 10 and the others are no numbers at all."""
+
+
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+|0o[0-7]+)$")
+_FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+                       r"|\.(?:nan|NaN|NAN))$")
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver(_INT_TAG, _INT_12, list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(_FLOAT_TAG, _FLOAT_12, list("-+0123456789."))
+
+
+def _int_12(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if text.startswith(("0x", "0o")):
+        return int(text[2:], 16 if text[1] == "x" else 8)
+    return int(text, 10)  # '010' is ten
+
+
+def _float_12(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node)).lower()
+    return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+_UniqueKeyLoader.add_constructor(_INT_TAG, _int_12)
+_UniqueKeyLoader.add_constructor(_FLOAT_TAG, _float_12)
 
 
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -464,8 +493,10 @@ def _policy(raw: Any, index: int, source: str) -> Policy:
     except ValueError:
         raise ConfigError(f"must be one of {[p.value for p in Profile]}, got {raw.get('profile')!r}",
                           file=source, policy=label, key="profile") from None
-    settings_raw = raw.get("settings") or {}
-    if not isinstance(settings_raw, Mapping):
+    settings_raw = raw.get("settings")
+    if settings_raw is None:
+        settings_raw = {}
+    if not isinstance(settings_raw, Mapping):  # 'settings: false' or '[]' was read as no settings: the defaults
         raise ConfigError("'settings' must be a mapping", file=source, policy=label, key="settings")
     try:
         settings = SETTINGS_BY_PROFILE[profile].parse(settings_raw)

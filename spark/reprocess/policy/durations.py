@@ -12,7 +12,7 @@ INT_MAX = (1 << 31) - 1
 INT_MIN = -(1 << 31)
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.ASCII)  # not '١٠s' (Arabic-Indic digits)
 
 
 def parse_duration_ms(value: object) -> int:
@@ -22,6 +22,8 @@ def parse_duration_ms(value: object) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"a duration cannot be negative, got {value}")
+        if value > LONG_MAX:  # as one with a unit: the cycle's long arithmetic cannot hold it
+            raise ValueError(f"duration {value} ms is too large")
         return value
     if isinstance(value, str):
         m = _DURATION.match(value)

@@ -93,8 +93,9 @@ def _duration(key: str, v: Any) -> int:
 def _max_deliveries(key: str, v: Any) -> int | None:
     if v == UNLIMITED:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise _Bad(key, f"must be an integer >= 1 (total deliveries, the first included) or 'unlimited', got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= LONG_MAX:  # the cycle's long literal
+        raise _Bad(key, f"must be an integer from 1 to {LONG_MAX} (total deliveries, the first included) or "
+                   f"'unlimited', got {v!r}")
     return v
 
 
@@ -178,6 +179,11 @@ class ArtemisSettings(_Settings):
     max_delivery_attempts: int = 10
     dead_letter_address: str | None = None  # None: not set (merged from a less specific policy); "": none
 
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> _Settings:
+        # a key set to null is absent (ADR 0008): merged from a less specific policy (Policy.gives), else the default
+        return super().parse({k: v for k, v in (raw or {}).items() if v is not None})
+
     KEYS: ClassVar[Mapping[str, str]] = {
         "redelivery-delay": "redelivery_delay",
         "redelivery-delay-multiplier": "redelivery_delay_multiplier",
@@ -221,8 +227,13 @@ def parse_delay_levels(key: str, text: Any) -> tuple[int, ...]:
     """RocketMQ's ``messageDelayLevel`` string (``"1s 5s 10s ..."``) as milliseconds per level."""
     if not isinstance(text, str) or not text.split():
         raise _Bad(key, f"must be a space-separated list like {ROCKETMQ_DEFAULT_DELAY_LEVELS!r}, got {text!r}")
+    # split as the broker splits it (String.split(" "): one space, trailing empty parts dropped): a tab, a newline or
+    # two spaces make a level it cannot parse, and it then loads no delay levels at all
+    tokens = text.split(" ")
+    while tokens and not tokens[-1]:
+        tokens.pop()
     levels = []
-    for token in text.split():
+    for token in tokens:
         unit, number = token[-1:], token[:-1]
         if unit not in _ROCKETMQ_UNITS or not (number.isascii() and number.isdigit()):  # not '²', which isdigit takes
             raise _Bad(key, f"bad level {token!r}: RocketMQ levels are <integer><s|m|h|d>")
