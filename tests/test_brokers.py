@@ -874,9 +874,17 @@ def test_broker_target_specs_are_checked_before_any_work():
     for spec, shown in (("amqp://svc:Xk9/q#Tz@rabbit:5672/%2F", "amqp://svc:***@rabbit:5672/%2F"),
                         ("amqp://svc:pa?ss@rabbit/", "amqp://svc:***@rabbit/"),
                         ("stomp://h:61613?destination=/queue/a@b", "stomp://h:61613?destination=/queue/a@b"),
-                        ("amqp://[broker", "amqp://[broker")):
+                        ("amqp://[broker", "amqp://[broker"),
+                        # a review's: '[' in the password (urlsplit refuses the spec), digits before its '?', an '@'
+                        ("amqp://svc:a[b@rabbit/", "amqp://svc:***@rabbit/"),
+                        ("amqp://svc:1234?abc@rabbit/", "amqp://svc:***@rabbit/"),
+                        ("amqp://svc:a@b/c@rabbit/", "amqp://svc:***@rabbit/")):
         assert redact(spec) == shown, spec
     assert parse_target("stomp://h:61613?destination=/queue/a@b").opts.query["destination"] == "/queue/a@b"
+    for spec in ("amqp://svc:a[b@rabbit/", "amqp://svc:1234?abc@rabbit/", "amqp://svc:a@b/c@rabbit/"):
+        with pytest.raises(ConfigError) as bad:
+            parse_target(spec)
+        assert "amqp://svc:***@rabbit/" in str(bad.value), spec
     assert redact("amqp://u:p@h:1/v") == "amqp://u:***@h:1/v"
     assert redact("amqp://u:p:q@Host/v") == "amqp://u:***@Host/v"
     with pytest.raises(ConfigError, match=r"amqp://u:\*\*\*@h:99999/v: Port out of range") as info:

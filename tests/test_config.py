@@ -522,9 +522,27 @@ def test_settings_that_are_no_mapping_a_huge_bound_and_spaced_delay_levels_are_r
     assert ok.policies[0].settings.message_delay_level == (1000, 5000)  # a trailing space: dropped, as Java's split
 
 
+def test_strings_an_import_writes_that_yaml_1_2_reads_as_numbers_are_quoted():
+    """PyYAML quotes only YAML 1.1's numbers: an imported dead-letter address '1e3' was written bare and read back
+    as 1000.0."""
+    from reprocess.policy.config import dump_policies
+
+    doc = {"policies": [{"match": "#", "profile": "artemis",
+                         "settings": {"dead-letter-address": "1e3", "max-delivery-attempts": 3}},
+                        {"match": "0o17.#", "profile": "stepped", "settings": {"delays": ["1s"]}}]}
+    text = dump_policies(doc, sort_keys=False)
+    assert "'1e3'" in text
+    ps = parse_policies(text)
+    assert ps.policies[0].settings.dead_letter_address == "1e3"
+    assert ps.policies[1].match == "0o17.#"
+    assert ps.policies[0].settings.max_delivery_attempts == 3  # numbers stay numbers
+
+
 def test_an_artemis_setting_given_as_null_is_inherited_as_adr_0008_says():
     ps = parse_policies("policies: [{match: '#', profile: artemis, settings: {max-delivery-attempts: 3}}, "
                         "{match: 'billing.*', profile: artemis, settings: {max-delivery-attempts: ~, "
                         "redelivery-delay: 5000}}]")  # was: 'must be an integer, got None'
     settings = ps.resolve("billing.eu", None).settings
     assert (settings.max_delivery_attempts, settings.redelivery_delay) == (3, 5000)
+    with pytest.raises(ConfigError, match="unknown key"):  # a typo's empty value is not taken for a null setting
+        parse_policies("policies: [{match: '#', profile: artemis, settings: {max-delivery-atempts: ~}}]")

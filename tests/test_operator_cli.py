@@ -425,8 +425,9 @@ def test_a_basic_format_date_and_a_warehouse_that_is_a_file_are_named_as_what_th
     does not exist."""
     from reprocess.ops import parse_time
 
-    with pytest.raises(ValueError, match="expected a date as YYYY-MM-DD"):
-        parse_time("20261121")
+    for text in ("20261121", "2026-W47-6"):
+        with pytest.raises(ValueError, match="expected a date as YYYY-MM-DD"):
+            parse_time(text)
     afile = tmp_path / "wh.txt"
     afile.write_text("not a warehouse")
     for args in (["dlq", "list"], ["dlq", "stats"], ["report", "--out", str(tmp_path / "r.html")]):

@@ -7,6 +7,7 @@ UTC ISO-8601 strings; ages are measured from the snapshot's as-of, never the wal
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from datetime import date, datetime
 from typing import Any
@@ -35,7 +36,7 @@ def parse_time(text: str, *, end_of_day: bool = False) -> int:
         day = date.fromisoformat(text)
     except ValueError:
         day = None
-    if day is not None and len(text) != 10:  # 20261121 or 2026-W47-6: date.fromisoformat takes them too
+    if day is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):  # 20261121, 2026-W47-6: fromisoformat's too
         raise ValueError(f"expected a date as YYYY-MM-DD (2026-11-21) or an instant with an offset "
                          f"(2026-11-21T10:15:00Z), got {text!r}")
     if day is not None:

@@ -204,7 +204,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
                 requested_by: str, pins: Pinned, validate: bool = True) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
     by sparkutil.pinning if it fails). Each step is logged with its duration (progress
-    on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq request_id=... seconds=...``."""
+    on a large DLQ): ``re-drive step=select|stage_ledger|stage_dlq|validate request_id=... seconds=...``."""
     steps = StepLog(log, STEPS, "request_id", req.request_id, prefix="re-drive ")
     dlq_files = wh.live_files("dlq", snap)
     audit = {"request_id": req.request_id, "requested_by": requested_by,

@@ -513,6 +513,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     if target_down is not None:
         summary["target_down"] = {**target_down, "left_due": summary["balance"]["left_due"]}
     summary["address_filter"] = opts.address_filter or None  # a later request at this as-of is told if it differs
+    # committed by whichever call resumed it, with the options of its prepare: no later request is judged against it
+    summary["resumed"] = prepared is not None
     steps.done("summary")
     _gate(wh, run_id, as_of, fresh, final, dlq, summary, opts, steps)
     summary["elapsed_s"] = round(time.monotonic() - t0, 3)

@@ -38,8 +38,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from reprocess.errors import ConfigError
 from reprocess.policy.classic import address_kinds, classic_choice, fresh_word, intersection, translate
 from reprocess.policy.classic_client import (
@@ -52,7 +50,14 @@ from reprocess.policy.classic_client import (
     percent_factor,
     redact,
 )
-from reprocess.policy.config import PolicySet, dla_fixed, dla_literal, parse_policies, policies_from_mapping
+from reprocess.policy.config import (
+    PolicySet,
+    dla_fixed,
+    dla_literal,
+    dump_policies,
+    parse_policies,
+    policies_from_mapping,
+)
 from reprocess.policy.importer import XML_SPACE, local_name, parse_file, substitute
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, matches, precedence, specificity
 
@@ -725,7 +730,7 @@ def _render(origin: str, doc: dict[str, Any], not_carried: Counter[str], added: 
         header += wrap("Not carried over: " + ", ".join(sorted(not_carried)) + ".")
     for line in notes + [f"Warning: {w}" for w in warnings]:
         header += wrap(line[0].upper() + line[1:] + ".")
-    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=None, width=120)
+    body = dump_policies(doc, sort_keys=False, allow_unicode=True, default_flow_style=None, width=120)
     return "\n".join(header) + "\n" + body
 
 

@@ -398,6 +398,25 @@ _UniqueKeyLoader.add_constructor(_INT_TAG, _int_12)
 _UniqueKeyLoader.add_constructor(_FLOAT_TAG, _float_12)
 
 
+class _PolicyDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting every string the loader reads as a number: PyYAML quotes only YAML 1.1's, so an
+    imported dead-letter address '1e3' or a group '0o17' came back as a number."""
+
+
+def _represent_str(dumper: _PolicyDumper, data: str) -> yaml.ScalarNode:
+    if _INT_12.match(data) or _FLOAT_12.match(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="'")
+    return dumper.represent_str(data)
+
+
+_PolicyDumper.add_representer(str, _represent_str)
+
+
+def dump_policies(doc: Any, **options: Any) -> str:
+    """``doc`` (a policy file's mapping) as YAML the loader reads back as written (yaml.dump's ``options``)."""
+    return str(yaml.dump(doc, Dumper=_PolicyDumper, **options))
+
+
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:

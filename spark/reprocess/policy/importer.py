@@ -28,10 +28,8 @@ from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 from xml.etree import ElementInclude
 
-import yaml
-
 from reprocess.errors import ConfigError
-from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.config import PolicySet, dump_policies, parse_policies, policies_from_mapping
 from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts
 
 _LONG = re.compile(r"[+-]?[0-9]+")  # Long.parseLong / Integer.parseInt, ASCII digits
@@ -352,7 +350,7 @@ def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[st
     if not any(p["match"] == ANY_WORDS for p in policies):
         header += textwrap.wrap(NO_CATCH_ALL[0].upper() + NO_CATCH_ALL[1:] + ".", width=116, initial_indent="# ",
                                 subsequent_indent="# ", break_on_hyphens=False)
-    body = yaml.safe_dump({"policies": policies}, sort_keys=False, allow_unicode=True, default_flow_style=None,
+    body = dump_policies({"policies": policies}, sort_keys=False, allow_unicode=True, default_flow_style=None,
                           width=120)
     return "\n".join(header) + "\n" + body
 

@@ -27,11 +27,9 @@ from difflib import SequenceMatcher
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from reprocess.errors import ConfigError
 from reprocess.policy.classic_client import JAVA_SPACE, java_integer, java_split, load_properties
-from reprocess.policy.config import PolicySet, parse_policies, policies_from_mapping
+from reprocess.policy.config import PolicySet, dump_policies, parse_policies, policies_from_mapping
 from reprocess.policy.durations import LONG_MAX, LONG_MIN
 from reprocess.policy.settings import ROCKETMQ_DEFAULT_DELAY_LEVELS, RocketMQSettings
 
@@ -180,7 +178,7 @@ def policy_file(header: list[str], doc: Mapping[str, object], flow: bool | None 
     for paragraph in header:
         lines += textwrap.wrap(paragraph, width=116, initial_indent="# ", subsequent_indent="# ",
                                break_on_hyphens=False)
-    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=flow, width=120)
+    body = dump_policies(doc, sort_keys=False, allow_unicode=True, default_flow_style=flow, width=120)
     return "\n".join(lines) + "\n" + body
 
 

@@ -182,7 +182,8 @@ class ArtemisSettings(_Settings):
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> _Settings:
         # a key set to null is absent (ADR 0008): merged from a less specific policy (Policy.gives), else the default
-        return super().parse({k: v for k, v in (raw or {}).items() if v is not None})
+        # (an unknown key is still refused, null or not: a typo's empty value passed)
+        return super().parse({k: v for k, v in (raw or {}).items() if v is not None or k not in cls.KEYS})
 
     KEYS: ClassVar[Mapping[str, str]] = {
         "redelivery-delay": "redelivery_delay",

@@ -311,6 +311,8 @@ def not_applied(summary: Mapping[str, Any], address_filter: str | None, target: 
     its address filter, its run target (``target`` redacted, as summaries record it). A retry of the committing run
     asks the same and gets nothing here; a summary from before the address filter was recorded is not judged on
     it."""
+    if summary.get("resumed"):  # any call may have resumed it, with its prepare's options: which is not known here
+        return {}
     asked = {"address_filter": address_filter or None, "target": target}
     return {k: {"asked": v, "committed": summary.get(k)} for k, v in asked.items()
             if k in summary and summary.get(k) != v}

@@ -66,9 +66,9 @@ def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOpt
     partitions; ``known`` are the scheme's own keys (anything else is a ConfigError)."""
     try:
         u = urlsplit(spec)
-    except ValueError as exc:  # an unclosed '[' of an IPv6 host
+    except ValueError as exc:  # an unclosed '[' of an IPv6 host (or of a password: redact masks it)
         raise ConfigError(f"target {redact(spec)}: {exc}", key="--target") from None
-    if "@" not in u.netloc and "@" in u.path + u.fragment:  # (a query may hold one: destination=/queue/a@b)
+    if _userinfo_cut_short(u):
         # 'amqp://svc:Xk9/q#Tz@rabbit/': a password holding '/', '?' or '#' ends the host early, and the '@' lands in
         # the path or the fragment (read as host svc, port 'Xk9'); the password went into the error unmasked
         raise ConfigError(f"target {redact(spec)}: an '@' after the host; a user or password holding '/', '?', '#' "
@@ -113,11 +113,12 @@ def redact(spec: str) -> str:
     """The spec without its password (for logs, summaries, errors)."""
     try:
         u = urlsplit(spec)
-    except ValueError:  # an unclosed '[': no userinfo urlsplit can find, nor a password to hide
-        return spec
+    except ValueError:  # an unclosed '[': of an IPv6 host, or of a password ('a[b'), masked to the last '@'
+        return _masked_to_last_at(spec)
+    if _userinfo_cut_short(u):
+        return _masked_to_last_at(spec)
     if u.password is None:
-        odd = _USERINFO.match(spec)
-        return f"{odd['head']}:***@{odd['rest']}" if odd is not None and _userinfo_cut_short(u) else spec
+        return spec
     # from the text, not u.port: a port out of range raises there, and the error naming it must not
     user, host = u.netloc.rsplit("@", 1)
     return urlunsplit((u.scheme, f"{user.split(':', 1)[0]}:***@{host}", u.path, u.query, u.fragment))
@@ -143,19 +144,20 @@ def filled(template: str, rec: dict[str, Any]) -> str:
     return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
 
 
+def _masked_to_last_at(spec: str) -> str:
+    """``spec`` with everything between its user's ':' and its last '@' masked (the spec unchanged without)."""
+    odd = _USERINFO.match(spec)
+    return spec if odd is None else f"{odd['head']}:***@{odd['rest']}"
+
+
 def _userinfo_cut_short(u: Any) -> bool:
-    """Whether urlsplit's reading ``u`` of a spec ended its host at a '/', '?' or '#' of a password: no '@' in the
-    host part, one in the path or fragment (where a host never is), or in the query after a port that is no number
-    (``amqp://svc:pa?ss@rabbit``). A query's own '@' after a real port (``?destination=/queue/a@b``) is not one."""
-    if "@" in u.netloc:
-        return False
+    """Whether urlsplit's reading ``u`` of a spec may have ended its user or host at a '/', '?', '#' or '@' of a
+    password: an '@' in the path or fragment (where none belongs: ``amqp://svc:Xk9/q#Tz@rabbit``,
+    ``amqp://svc:a@b/c@rabbit``), or in a query with no '=' before it (``amqp://svc:1234?abc@rabbit``). A query's own
+    '@' in a value (``?destination=/queue/a@b``) is not one."""
     if "@" in u.path + u.fragment:
         return True
-    try:
-        u.port  # noqa: B018 - read for its ValueError
-    except ValueError:
-        return "@" in u.query
-    return False
+    return "@" in u.query and "@" not in u.netloc and "=" not in u.query.split("@", 1)[0]
 
 
 class RateLimiter:
