@@ -153,8 +153,8 @@ def _masked_to_last_at(spec: str) -> str:
 def _userinfo_cut_short(u: Any) -> bool:
     """Whether urlsplit's reading ``u`` of a spec may have ended its user or host at a '/', '?', '#' or '@' of a
     password: an '@' in the path or fragment (where none belongs: ``amqp://svc:Xk9/q#Tz@rabbit``,
-    ``amqp://svc:a@b/c@rabbit``), or in a query with no '=' before it (``amqp://svc:1234?abc@rabbit``). A query's own
-    '@' in a value (``?destination=/queue/a@b``) is not one."""
+    a password 'a@b/c' written bare), or in a query with no '=' before it (a password of digits, a '?', then more). A
+    query's own '@' in a value (``?destination=/queue/a@b``) is not one."""
     if "@" in u.path + u.fragment:
         return True
     return "@" in u.query and "@" not in u.netloc and "=" not in u.query.split("@", 1)[0]
