@@ -576,3 +576,32 @@ def test_report_plots_keep_short_gaps_and_underscored_addresses_and_stay_in_utc_
     assert [text.get_text() for text in ax.get_legend().get_texts()] == ["_audit.q", "orders.created"]
     assert "01:00" in ticks, ticks  # UTC, as the bars are binned (New York's would be 20:00 the day before)
     assert "20:00" not in ticks, ticks
+
+
+@pytest.mark.unit
+def test_the_tables_and_the_plots_group_dead_letters_by_one_rule():
+    """`dlq stats` and the report's plots took their groups from two copies of the rules; now from one function.
+    An empty string says nothing, as a null does; a missing reason is UNKNOWN; a missing original address falls back
+    to the dead-letter address, then '?'. A DLQ with no file yet has untyped columns and gives typed, empty keys."""
+    import pyarrow as pa
+
+    from reprocess.dlq_stats import dead_letter_keys
+
+    t = parse_instant("2026-11-21T23:59:59.999Z")
+    table = pa.table({
+        "dead_lettered_at": pa.array([t, t, None, t], pa.timestamp("ms")),
+        "reason_code": ["NON_RETRYABLE", "", None, "EXPIRED"],
+        "original_address": ["orders.created", "", None, None],
+        "address": ["DLQ.orders", "billing.dlq", None, ""],
+        "last_error_class": ["ValueError", None, "", "X"],
+    })
+    keys = dead_letter_keys(table).to_pydict()
+    assert keys["reason"] == ["NON_RETRYABLE", "UNKNOWN", "UNKNOWN", "EXPIRED"]
+    assert keys["address"] == ["orders.created", "billing.dlq", "?", "?"]
+    assert keys["dla"] == ["DLQ.orders", "billing.dlq", "?", "?"]
+    assert keys["error"] == ["ValueError", "(none)", "(none)", "X"]
+    assert keys["day"] == ["2026-11-21", "2026-11-21", "?", "2026-11-21"]  # UTC, whatever the local zone
+    empty = dead_letter_keys(pa.table({c: pa.array([], pa.null()) for c in (
+        "dead_lettered_at", "reason_code", "original_address", "address", "last_error_class")}))
+    assert empty.num_rows == 0
+    assert empty.schema.field("reason").type == pa.string()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from reprocess.storage.arrow import ReadWarehouse
     from reprocess.storage.commit import Snapshot
 
-_COLUMNS = ["message_id", "original_address", "address", "reason_code", "last_error_class", "dead_lettered_at"]
+COLUMNS = ["message_id", "original_address", "address", "reason_code", "last_error_class", "dead_lettered_at"]
 
 
 @dataclass(frozen=True)
@@ -97,40 +97,52 @@ def _by_count(counts: dict[str, int]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | None = None,
-              snapshot: Snapshot | None = None) -> dict[str, Any]:
-    """Counts per reason, per day and reason, per address and reason, top error classes, the latest run summaries.
-
-    Reads ``snapshot`` (default: the latest). A warehouse folder with no snapshot yet gives zero counts (the UI
-    shows it before the first run); one that does not exist is a :class:`ConfigError` (a mistyped path, a volume not
-    mounted where the UI runs: zero dead letters would be a lie). Counted by pyarrow: the cost is the read of the
-    DLQ's columns, not a Python loop over its rows (a million dead letters took 9 s of it).
-    """
+def dead_letter_keys(table: pa.Table) -> pa.Table:
+    """Per dead letter of ``table`` (a DLQ read), the values it is counted and plotted by, one rule for the tables
+    and the report's plots: ``at`` (its time, UTC), ``reason`` (a missing one is UNKNOWN), ``day``, ``address`` (the
+    original address, else the dead-letter address, else ``?``), ``dla`` (the dead-letter address) and ``error``
+    (the last error class). An empty string says nothing, as a null does."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    wh = open_reader(warehouse)
-    if snapshot is None and not wh.is_dir():
-        if not_there(warehouse) != "does not exist":
-            raise ConfigError(f"warehouse {warehouse} {not_there(warehouse)}", key="REPROCESS_WAREHOUSE")
-        raise ConfigError(f"warehouse {warehouse} does not exist: no run has committed to it yet, or the path is "
-                          "mistyped or not mounted here", key="REPROCESS_WAREHOUSE")
-    snap = snapshot or wh.latest()
-    table = read_dead_letters(wh, snap, where, _COLUMNS, newest_first=False)
-    if table.num_rows == 0:  # no DLQ file yet: its columns may have no type to count by
-        table = pa.table({c: pa.array([], pa.timestamp("ms") if c == "dead_lettered_at" else pa.string())
-                          for c in _COLUMNS})
-    at = pc.cast(table["dead_lettered_at"], pa.timestamp("ms", tz="UTC"), safe=False)
-    def given(name: str) -> Any:  # null for an empty string too, as a value that says nothing
-        return pc.if_else(pc.equal(table[name], ""), pa.scalar(None, pa.string()), table[name])
+    def given(name: str) -> Any:
+        column = pc.cast(table[name], pa.string()) if table.num_rows else pa.array([], pa.string())
+        return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
 
-    keys = pa.table({
+    at = (pc.cast(table["dead_lettered_at"], pa.timestamp("ms", tz="UTC"), safe=False) if table.num_rows
+          else pa.array([], pa.timestamp("ms", tz="UTC")))  # no DLQ file yet: its columns may have no type
+    return pa.table({
+        "at": at,
         "reason": pc.fill_null(given("reason_code"), "UNKNOWN"),
         "day": pc.fill_null(pc.strftime(at, format="%Y-%m-%d"), "?"),
         "address": pc.fill_null(pc.coalesce(given("original_address"), given("address")), "?"),
         "dla": pc.fill_null(given("address"), "?"),
         "error": pc.fill_null(given("last_error_class"), "(none)"),
     })
+
+
+def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | None = None,
+              snapshot: Snapshot | None = None, table: pa.Table | None = None) -> dict[str, Any]:
+    """Counts per reason, per day and reason, per address and reason, top error classes, the latest run summaries.
+
+    Reads ``snapshot`` (default: the latest), or counts ``table``, a read of its DLQ already made with ``where``
+    and at least :data:`COLUMNS` (the report reads it once for its plots and its tables). A warehouse folder with no
+    snapshot yet gives zero counts (the UI shows it before the first run); one that does not exist is a
+    :class:`ConfigError` (a mistyped path, a volume not mounted where the UI runs: zero dead letters would be a
+    lie). Counted by pyarrow: the cost is the read of the DLQ's columns, not a Python loop over its rows (a million
+    dead letters took 9 s of it).
+    """
+    wh = open_reader(warehouse)
+    if snapshot is None and not wh.is_dir():
+        why = not_there(warehouse)
+        if why != "does not exist":
+            raise ConfigError(f"warehouse {warehouse} {why}", key="REPROCESS_WAREHOUSE")
+        raise ConfigError(f"warehouse {warehouse} does not exist: no run has committed to it yet, or the path is "
+                          "mistyped or not mounted here", key="REPROCESS_WAREHOUSE")
+    snap = snapshot or wh.latest()
+    if table is None:
+        table = read_dead_letters(wh, snap, where, COLUMNS, newest_first=False)
+    keys = dead_letter_keys(table)
     by_reason: Counter[str] = Counter()
     by_day: dict[str, Counter[str]] = defaultdict(Counter)
     by_address: dict[str, Counter[str]] = defaultdict(Counter)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprocess.dlq_stats import dlq_stats, read_dead_letters
+from reprocess.dlq_stats import COLUMNS, dead_letter_keys, dlq_stats, read_dead_letters
 from reprocess.ledger.states import DEAD_LETTERED, DELIVERED, REASON_CODES, STATES, WAITING
 from reprocess.ops import ledger_stats
 from reprocess.policy.durations import human
@@ -280,17 +280,22 @@ def render_report(warehouse: str, newest: int = 20) -> tuple[str, dict[str, Any]
     Everything comes from one snapshot, even if a run commits while the report is being built.
     """
     wh, snap = open_snapshot(warehouse)
-    stats = dlq_stats(warehouse, runs=20, snapshot=snap)
-    led = ledger_stats(warehouse, oldest=10, snapshot=snap)
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     # Kept in Arrow and numpy: a Python dict per dead letter (with its payload) took 2.8 GB for 300,000 of them.
-    # Only the newest rows are Python objects, and only they carry their payloads (_with_payloads).
-    table = read_dead_letters(wh, snap, None, ["dead_lettered_at", "message_id", "original_address", "address",
-                                               "reason_code", "deliveries", "last_error_class"])
+    # Only the newest rows are Python objects, and only they carry their payloads (_with_payloads). The DLQ is read
+    # once, for the counts, the plots and the newest rows.
+    table = read_dead_letters(wh, snap, None, [*COLUMNS, "deliveries"])
+    stats = dlq_stats(warehouse, runs=20, snapshot=snap, table=table)
+    led = ledger_stats(warehouse, oldest=10, snapshot=snap)
     dead = table.slice(0, newest).to_pylist()
     gaps = history_gaps(read_live(wh, snap, "ledger", ["error_history"])["error_history"])
-    times, reasons, addresses = _dead_letter_keys(table)
+    keys = dead_letter_keys(table)  # grouped as the tables count them: the plots left out what the tables counted
+    times = pc.fill_null(pc.cast(pc.cast(keys["at"], pa.timestamp("ms")), pa.int64()), 0).to_numpy()
+    reasons = keys["reason"].to_numpy()
+    addresses = keys["address"].to_numpy()
     addr_colors, _ = _address_colors(Counter(dict(zip(*np_unique(addresses), strict=True))))
     address_groups = np.where(np.isin(addresses, [a for a in addr_colors if a != "other"]), addresses, "other")
     reason_colors = {**REASON_COLORS, **{r: "#777777" for r in stats["by_reason"] if r not in REASON_COLORS}}
@@ -353,28 +358,6 @@ def np_unique(values: Any) -> tuple[list[str], list[int]]:
 
     names, counts = np.unique(values, return_counts=True)
     return [str(n) for n in names], [int(c) for c in counts]
-
-
-def _dead_letter_keys(table: Any) -> tuple[Any, Any, Any]:
-    """Per dead letter of ``table`` (numpy arrays): its time (epoch ms), its reason and its address, grouped as the
-    tables count them (dlq_stats): an empty value says nothing, a missing reason is UNKNOWN, a missing original
-    address falls back to the dead-letter address (the plots left out what the tables counted)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if table.num_rows == 0:
-        return np.array([], np.int64), np.array([], object), np.array([], object)
-
-    def given(name: str) -> Any:
-        column = pc.cast(table[name], pa.string())
-        return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
-
-    at = pc.cast(pc.cast(table["dead_lettered_at"], pa.timestamp("ms"), safe=False), pa.int64())
-    times = pc.fill_null(at, 0).to_numpy()
-    reasons = pc.fill_null(given("reason_code"), "UNKNOWN").to_numpy(zero_copy_only=False)
-    addresses = pc.fill_null(pc.coalesce(given("original_address"), given("address")), "?")
-    return times, reasons, addresses.to_numpy(zero_copy_only=False)
 
 
 def _with_payloads(wh: Any, snap: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
