@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -28,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from reprocess.cycle.landing_batch import spark_file_uris
-from reprocess.errors import CommitConflictError, ConfigError, ValidationFailedError
+from reprocess.errors import CommitConflictError, ConfigError
 from reprocess.ledger.merge import with_bucket
 from reprocess.ledger.model import LEDGER_COLUMNS, LEDGER_FILE_SCHEMA, LEDGER_UNIQUE_COLUMNS, REASON_CODES, WAITING
 from reprocess.limits import MIN_RATE_PER_SECOND
@@ -322,28 +321,11 @@ def _validate(wh: AnyWarehouse, req: RedriveRequest, now_ms: int, staged: DataFr
     (exit 9), nothing committed."""
     from reprocess.validation import suites
 
-    rel_docs = f"runs/{req.request_id}/data_docs"
-    index = str(wh.path(rel_docs, "index.html"))
-    t = time.monotonic()
-    with wh.local_folder(rel_docs) as docs:
-        v = suites.Validator(req.request_id, now_ms, docs)
-        try:
-            v.validate(suites.redrive_ledger_frame(staged, req.request_id, now_ms, req.reset_deliveries),
-                       "redrive_ledger", rows=counts["ledger_rows_after"])
-            v.validate(suites.redrive_table(counts), "redrive_run", rows=1)
-        finally:
-            v.build_docs()
-            log.info("data docs request_id=%s path=%s", req.request_id, index)
-    failed = [r for r in v.results if not r.success]
-    if failed:
-        error = ValidationFailedError(
-            f"re-drive {req.request_id}: " + "; ".join(r.describe() for r in failed)
-            + f"; counts {json.dumps(counts, sort_keys=True)}. This is a bug: nothing was committed. "
-            f"Data Docs: {index}")
-        error.data_docs = index
-        raise error
-    return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
-            "passed": True, "data_docs": index, "counts": counts, "seconds": round(time.monotonic() - t, 3)}
+    return {**suites.gate(wh, req.request_id, now_ms, [
+        (suites.redrive_ledger_frame(staged, req.request_id, now_ms, req.reset_deliveries), "redrive_ledger",
+         {"rows": counts["ledger_rows_after"]}),
+        (suites.redrive_table(counts), "redrive_run", {"rows": 1}),
+    ], what="re-drive", detail=f"; counts {json.dumps(counts, sort_keys=True)}"), "counts": counts}
 
 
 def _named(uris: set[str], listed: dict[str, str], dataset: str) -> set[str]:

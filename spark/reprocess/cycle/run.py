@@ -165,9 +165,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
     if opts.dry_run:
         return _execute(spark, wh, wh.latest(), opts, run_id, prepared=None)
     with wh.lock(owner=run_id, wait_seconds=opts.lock_wait_seconds):
-        resumed_ids = set()  # run by this call: its answer is no request "asked otherwise" (not_applied)
         for prep in wh.prepared_runs():
-            resumed_ids.add(prep["run_id"])
             log.warning("resuming run_id=%s that persisted its deliveries but did not commit", prep["run_id"])
             if prep.get("outcomes"):  # its re-drive is done: no target is called (only the outbox, which needs none)
                 target, policy_targets = prep["target"], prep.get("policy_targets")
@@ -199,8 +197,8 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                 return _execute(spark, wh, snap, opts, follow_up, prepared=None)
             log.info("run already committed, nothing to do run_id=%s", last["run_id"])
             done_summary = {**with_docs_state(wh, last, summary), "already_committed": True}
-            diff = {} if last["run_id"] in resumed_ids else not_applied(summary, opts.address_filter,
-                                                                           redact(opts.target))
+            # a run resumed (by this call or another) says so in its summary, and is never judged (not_applied)
+            diff = not_applied(summary, opts.address_filter, redact(opts.target))
             if diff:  # shown as this request's results, they were not: say so (the CLI, the DAG's note)
                 log.warning("run_id=%s %s", last["run_id"], not_applied_text(diff))
                 done_summary["not_applied"] = diff
@@ -1103,32 +1101,16 @@ def _validate(wh: AnyWarehouse, run_id: str, as_of: int, fresh: DataFrame, final
               summary: dict[str, Any], policies: PolicySet, landing_params: dict[str, Any]) -> dict[str, Any]:
     """The GX gate before the commit: the accepted landing batch, the ledger rows and dead letters this run
     writes, and its balance. Data Docs go to ``runs/<run_id>/data_docs``; a failed suite fails the run."""
-    rel_docs = f"runs/{run_id}/data_docs"
-    index = str(wh.path(rel_docs, "index.html"))
-    with wh.local_folder(rel_docs) as docs:  # GX renders into a local folder
-        v = suites.Validator(run_id, as_of, docs)
-        t = time.monotonic()
-        try:
-            b = summary["balance"]
-            # a projection of the landing's cached records: no second copy of the payloads in the cache
-            v.validate(suites.landing_frame(fresh), "landing", params=landing_params, cached=True,
-                       rows=b["ingested"] - b["bad_records"], data_bytes=summary["accepted_payload_bytes"])
-            v.validate(suites.ledger_frame(final, policies, run_id), "ledger", rows=b["ledger_rows"])
-            v.validate(suites.dlq_frame(dlq, policies), "dlq", rows=summary["dead_lettered"]["total"])
-            v.validate(suites.run_table(b), "run", rows=1)
-        finally:
-            v.build_docs()
-            log.info("data docs run_id=%s path=%s", run_id, index)
-    failed = [r for r in v.results if not r.success]
-    if failed:
-        error = ValidationFailedError(
-            f"run {run_id}: " + "; ".join(r.describe() for r in failed)
-            + f". This is a bug: nothing was committed. Data Docs: {index}")
-        error.data_docs = index
-        raise error
-    return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
-            "passed": True, "data_docs": index,
-            "seconds": round(time.monotonic() - t, 3)}
+    b = summary["balance"]
+    return suites.gate(wh, run_id, as_of, [
+        # a projection of the landing's cached records: no second copy of the payloads in the cache
+        (suites.landing_frame(fresh), "landing", {"params": landing_params, "cached": True,
+                                                  "rows": b["ingested"] - b["bad_records"],
+                                                  "data_bytes": summary["accepted_payload_bytes"]}),
+        (suites.ledger_frame(final, policies, run_id), "ledger", {"rows": b["ledger_rows"]}),
+        (suites.dlq_frame(dlq, policies), "dlq", {"rows": summary["dead_lettered"]["total"]}),
+        (suites.run_table(b), "run", {"rows": 1}),
+    ])
 
 
 def _record_bytes(payload_bytes: int, records: int, touched_bytes: int, touched: int, ledger_files: int,

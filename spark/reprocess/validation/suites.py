@@ -15,6 +15,8 @@ import os
 import shutil
 import tempfile
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from reprocess.errors import ValidationFailedError
 from reprocess.ledger.model import DEAD_LETTERED, NO_POLICY, NON_RETRYABLE, WAITING
 from reprocess.policy.columns import policy_case
 from reprocess.policy.durations import LONG_MAX
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from reprocess.policy.config import Policy, PolicySet
+    from reprocess.storage.commit import AnyWarehouse
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +363,33 @@ def validate(df: DataFrame, suite: str | dict[str, Any], only: list[int] | None 
     return Validator().validate(df, suite, only=only, params=params, engine=engine)
 
 
+def gate(wh: AnyWarehouse, run_id: str, as_of_ms: int, checks: Sequence[tuple[Any, str, dict[str, Any]]],
+         what: str = "run", detail: str = "") -> dict[str, Any]:
+    """The GX gate before a commit (a cycle's, a re-drive's): each ``(frame, suite, validate's keyword arguments)``
+    of ``checks`` validated in turn, Data Docs built into ``runs/<run_id>/data_docs`` even when one fails. A failed
+    suite raises :class:`ValidationFailedError` (exit 9) naming them, ``detail`` and the Data Docs: a bug, as nothing
+    was committed. Returns what the audit records: rows evaluated and engine per suite, the docs, the seconds."""
+    rel_docs = f"runs/{run_id}/data_docs"
+    index = str(wh.path(rel_docs, "index.html"))
+    t = time.monotonic()
+    with wh.local_folder(rel_docs) as docs:  # GX renders into a local folder
+        v = Validator(run_id, as_of_ms, docs)
+        try:
+            for frame, suite, kwargs in checks:
+                v.validate(frame, suite, **kwargs)
+        finally:
+            v.build_docs()
+            log.info("data docs %s=%s path=%s", "run_id" if what == "run" else "request_id", run_id, index)
+    failed = [r for r in v.results if not r.success]
+    if failed:
+        error = ValidationFailedError(f"{what} {run_id}: " + "; ".join(r.describe() for r in failed) + detail
+                                      + f". This is a bug: nothing was committed. Data Docs: {index}")
+        error.data_docs = index
+        raise error
+    return {"suites": {r.suite: r.evaluated for r in v.results}, "engines": {r.suite: r.engine for r in v.results},
+            "passed": True, "data_docs": index, "seconds": round(time.monotonic() - t, 3)}
+
+
 def _limit(policies: PolicySet, address: Column, consumer_group: Column) -> Column:
     def bound(p: Policy) -> Column:
         limit = max_deliveries(p)
@@ -366,6 +397,17 @@ def _limit(policies: PolicySet, address: Column, consumer_group: Column) -> Colu
 
     out = policy_case(policies, address, consumer_group, lambda _n, p: bound(p))
     return F.coalesce(out, F.lit(LONG_MAX).cast("long"))  # an address no policy matches any more: no bound
+
+
+def _row_checks() -> list[Column]:
+    """The checks every ledger row must pass, in the ledger suite and in the re-drive's: a waiting message has a
+    next attempt, and it is no earlier than its last failure."""
+    waiting = F.col("state") == WAITING
+    return [
+        _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
+        _true(~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
+        .alias("next_attempt_after_last_failure"),
+    ]
 
 
 def ledger_frame(ledger: DataFrame, policies: PolicySet, run_id: str | None = None) -> DataFrame:
@@ -400,9 +442,7 @@ def ledger_frame(ledger: DataFrame, policies: PolicySet, run_id: str | None = No
         within = within | ~F.coalesce(F.col("updated_run") == F.lit(run_id), F.lit(False))
     return ledger.select(
         "message_id", "state", "deliveries",
-        _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
-        _true(~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
-        .alias("next_attempt_after_last_failure"),
+        *_row_checks(),
         _true(within).alias("deliveries_within_policy_bound"),
     )
 
@@ -424,9 +464,7 @@ def redrive_ledger_frame(rows: DataFrame, request_id: str, as_of_ms: int, reset_
         asked = F.col("released_deliveries") == F.col("deliveries")
     return rows.select(
         "message_id", "state", "deliveries",
-        _true(~waiting | F.col("next_attempt_ms").isNotNull()).alias("waiting_has_next_attempt"),
-        _true(~waiting | F.col("last_failed_ms").isNull() | (F.col("next_attempt_ms") >= F.col("last_failed_ms")))
-        .alias("next_attempt_after_last_failure"),
+        *_row_checks(),
         _true(~moved | again).alias("redriven_waiting_again"),
         _true(~moved | due).alias("redriven_due_from_request"),
         _true(~moved | asked).alias("redriven_deliveries_as_asked"),
@@ -523,5 +561,5 @@ def left_due_only_when_target_failed(b: dict[str, int]) -> bool:
 
 
 __all__ = ["DEAD_LETTERED", "FAILED_AFTER_AS_OF", "LANDING_COLUMNS", "SUITES", "SuiteResult", "Validator", "dlq_frame",
-           "failed_after_as_of", "landing_columns", "landing_frame", "landing_params", "ledger_frame",
+           "failed_after_as_of", "gate", "landing_columns", "landing_frame", "landing_params", "ledger_frame",
            "left_due_only_when_target_failed", "left_without_outcome", "load_suite", "run_table", "validate"]
