@@ -1508,7 +1508,7 @@ def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, 
     """A DLQ re-drive with reset_deliveries starts the delivery numbers again at 1. The keys were
     <message_id>:<delivery>, so those of the deliveries before came back, and a consumer that drops keys it has seen
     (what the key is for) dropped the re-driven message, which the ledger then called delivered. After a reset they
-    are <message_id>:r<resets>:<delivery>."""
+    are <message_id>:r<resets>.<delivery>."""
     import uuid
 
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
@@ -1531,7 +1531,7 @@ def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, 
     assert ledger(spark, tmp_path)["m"]["resets"] == 1
     for at in ("10:35", "10:50"):
         cycle(spark, tmp_path, f"2026-11-21T{at}:00Z", target=target)
-    assert keys.read_text().split() == ["m:2", "m:3", "m:r1:1", "m:r1:2"]  # before: m:1, then m:2 again
+    assert keys.read_text().split() == ["m:2", "m:3", "m:r1.1", "m:r1.2"]  # before: m:1, then m:2 again
     assert ledger(spark, tmp_path)["m"]["deliveries"] == 2
 
 
@@ -1587,6 +1587,25 @@ def test_a_python_target_that_exits_is_cancelled_or_returns_before_delivering_lo
         m: (rows[m]["state"], rows[m]["deliveries"]) for m in ("exits", "cancelled", "bad-str")}  # no delivery used
 
 
+@pytest.mark.unit
+def test_no_two_messages_share_an_idempotency_key_whatever_their_ids_hold():
+    """In the form `<id>:r<resets>:<delivery>`, `order-7:r1` at its 2nd delivery and `order-7` at its 2nd after one
+    reset both had the key `order-7:r1:2`: a consumer that drops the keys it has seen dropped one of them. Every
+    (id, resets, delivery) of ids built from the characters that make such ids gets a key of its own."""
+    import itertools
+
+    from reprocess.targets.base import idempotency_key
+
+    assert idempotency_key({"message_id": "order-7:r1", "delivery": 2, "resets": None}) != \
+        idempotency_key({"message_id": "order-7", "delivery": 2, "resets": 1})
+    ids = ["".join(p) for n in range(5) for p in itertools.product(["a", ":", "r", "1", "."], repeat=n)]
+    keys: dict[str, tuple[str, int, int]] = {}
+    for message_id, resets, delivery in itertools.product(ids, (0, 1, 11), (1, 2, 12)):
+        key = idempotency_key({"message_id": message_id, "delivery": delivery, "resets": resets})
+        assert keys.setdefault(key, (message_id, resets, delivery)) == (message_id, resets, delivery), key
+    assert len(keys) == len(ids) * 9
+
+
 def test_outbox_rows_carry_the_idempotency_key_that_a_reset_keeps_from_coming_back(spark, tmp_path):
     """The outbox's rows had (message_id, delivery) only: after a reset re-drive they repeat the rows written before it,
     and a consumer of the outbox that drops what it has seen dropped the re-driven message. They carry the brokers'
@@ -1606,8 +1625,8 @@ def test_outbox_rows_carry_the_idempotency_key_that_a_reset_keeps_from_coming_ba
     cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox")
     rows = [r.asDict() for r in read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()]
     got = sorted((r["message_id"], r["delivery"], r["idempotency_key"]) for r in rows)
-    assert got == [("m", 1, "m:r1:1"), ("m", 3, "m:3"), ("n", 2, "n:2")]
-    assert idempotency_key({"message_id": "m", "delivery": 1, "resets": 1}) == "m:r1:1"  # the brokers' own
+    assert got == [("m", 1, "m:r1.1"), ("m", 3, "m:3"), ("n", 2, "n:2")]
+    assert idempotency_key({"message_id": "m", "delivery": 1, "resets": 1}) == "m:r1.1"  # the brokers' own
 
 
 def test_address_filter_only_redrives_matching_due_messages(spark, tmp_path):

@@ -141,14 +141,16 @@ class Target(Protocol):
 
 def idempotency_key(rec: dict[str, Any]) -> str:
     """``<message_id>:<delivery>`` for a due row (``message_id``, ``delivery``, ``resets``); after an operator's
-    re-drive reset the count, ``<message_id>:r<resets>:<delivery>``: the numbers start again at 1, and the keys of
-    the deliveries made before the reset, which a consumer may remember, must not come back."""
+    re-drive reset the count, ``<message_id>:r<resets>.<delivery>``: the numbers start again at 1, and the keys of
+    the deliveries made before the reset, which a consumer may remember, must not come back. What follows the last
+    ``:`` never holds one, so no two messages share a key, whatever their ids hold (``order-7:r1`` at its 2nd
+    delivery and ``order-7`` at its 2nd after one reset both gave ``order-7:r1:2`` in the form before; ADR 0001)."""
     try:
         resets = int(rec.get("resets"))  # type: ignore[arg-type]
     except (TypeError, ValueError):  # null: None, or NaN from a pandas column with nulls
         resets = 0
     if resets:
-        return f"{rec['message_id']}:r{resets}:{int(rec['delivery'])}"
+        return f"{rec['message_id']}:r{resets}.{int(rec['delivery'])}"
     return f"{rec['message_id']}:{int(rec['delivery'])}"
 
 
@@ -159,7 +161,7 @@ def idempotency_key_column() -> Column:
 
     delivery = F.col("delivery").cast("long").cast("string")
     reset = F.when(F.coalesce(F.col("resets"), F.lit(0)) != 0,
-                   F.concat(F.lit("r"), F.col("resets").cast("long").cast("string"), F.lit(":"))).otherwise(F.lit(""))
+                   F.concat(F.lit("r"), F.col("resets").cast("long").cast("string"), F.lit("."))).otherwise(F.lit(""))
     return F.concat(F.col("message_id"), F.lit(":"), reset, delivery).alias("idempotency_key")
 
 

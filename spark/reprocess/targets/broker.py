@@ -17,7 +17,7 @@ confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery.
   cycle fails the same way once it has committed.
 
 Every published message carries the original message id and address, the deliveries so far and a stable
-idempotency key ``<message_id>:<delivery>`` (``<message_id>:r<resets>:<delivery>`` once an operator's re-drive reset
+idempotency key ``<message_id>:<delivery>`` (``<message_id>:r<resets>.<delivery>`` once an operator's re-drive reset
 the count: targets.base.idempotency_key): after a crash between publish and commit the same delivery
 may be published again with the same key (at-least-once), never lost.
 """

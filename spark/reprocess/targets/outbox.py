@@ -2,7 +2,7 @@
 
 Writing is part of the run's commit (the files are staged and published with the ledger), so a
 message is in the outbox exactly when the ledger says it was delivered there. Each row carries the delivery's
-``idempotency_key`` as the brokers' messages do (``<message_id>:<delivery>``, ``<message_id>:r<resets>:<delivery>``
+``idempotency_key`` as the brokers' messages do (``<message_id>:<delivery>``, ``<message_id>:r<resets>.<delivery>``
 after an operator's re-drive reset the count): ``(message_id, delivery)`` repeats after such a reset.
 """
 

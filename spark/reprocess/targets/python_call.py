@@ -2,7 +2,7 @@
 
 ``function(message)`` gets a dict with ``message_id``, ``address``, ``payload``, ``headers``,
 ``delivery`` (the number of this delivery), ``deliveries_before``, ``first_failed_at`` and
-``idempotency_key`` (``<message_id>:<delivery>``, or ``<message_id>:r<resets>:<delivery>`` once an operator's
+``idempotency_key`` (``<message_id>:<delivery>``, or ``<message_id>:r<resets>.<delivery>`` once an operator's
 re-drive reset the count). Returning is success; an exception (``SystemExit`` and ``asyncio.CancelledError`` too) is a
 failure whose class (module-qualified) and message are recorded, except
 :class:`reprocess.targets.TargetUnavailable`: the system behind the function is down, and as with a broker
