@@ -26,8 +26,10 @@ BIN = Path(sys.executable).parent
 
 def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db: str | None = None,
                 user: str = "admin", password: str | None = None, target: str = "outbox",
-                spark_master: str = "local[*]") -> dict[str, str]:
-    """The environment of an Airflow made for this project (also writes the password file, owner-only).
+                spark_master: str = "local[*]", base_path: str = "") -> dict[str, str]:
+    """The environment of an Airflow made for this project (also writes the password file, owner-only), served at
+    ``http://localhost:<port><base_path>`` (``base_path`` such as ``/airflow``: as behind a proxy that serves
+    Airflow under a path).
 
     No password is built in: without one a random password is generated (``REPROCESS_AIRFLOW_PASSWORD`` in the
     returned environment holds it).
@@ -48,8 +50,8 @@ def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}{base_path}",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}{base_path}/execution/",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
@@ -57,7 +59,7 @@ def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db
         "REPROCESS_LANDING": str(landing),
         "REPROCESS_WAREHOUSE": str(warehouse),
         "REPROCESS_TARGET": target,
-        "REPROCESS_AIRFLOW_API": f"http://localhost:{port}",
+        "REPROCESS_AIRFLOW_API": f"http://localhost:{port}{base_path}",
         "REPROCESS_AIRFLOW_USER": user,
         "REPROCESS_AIRFLOW_PASSWORD": password,
         "PYSPARK_PYTHON": sys.executable,
@@ -84,9 +86,9 @@ def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
-def wait_healthy(port: int, timeout: float = 240) -> None:
+def wait_healthy(port: int, timeout: float = 240, base_path: str = "") -> None:
     deadline = time.monotonic() + timeout
-    url = f"http://localhost:{port}/api/v2/monitor/health"
+    url = f"http://localhost:{port}{base_path}/api/v2/monitor/health"
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
@@ -103,6 +105,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", default=str(ROOT / ".airflow"), help="AIRFLOW_HOME (default .airflow)")
     parser.add_argument("--port", type=int, default=8080, help="api-server port (default 8080)")
+    parser.add_argument("--base-path", default="", metavar="PATH",
+                        help="serve Airflow under this path, e.g. /airflow (default: the host's root)")
     parser.add_argument("--db", help="SQLAlchemy URL of the metadata DB (default SQLite in the home)")
     parser.add_argument("--landing", default=str(ROOT / "demo-out" / "landing"))
     parser.add_argument("--warehouse", default=str(ROOT / "demo-out" / "warehouse"))
@@ -111,9 +115,9 @@ def main() -> int:
                         help="the login's password (default: $REPROCESS_AIRFLOW_PASSWORD, else a random one, printed)")
     args = parser.parse_args()
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
-                      args.user, args.password)
+                      args.user, args.password, base_path="/" + args.base_path.strip("/") if args.base_path.strip("/") else "")
     migrate(env)
-    print(f"Airflow UI: http://localhost:{args.port}  login: {args.user} / {env['REPROCESS_AIRFLOW_PASSWORD']}")
+    print(f"Airflow UI: {env['AIRFLOW__API__BASE_URL']}/  login: {args.user} / {env['REPROCESS_AIRFLOW_PASSWORD']}")
     print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
           "Browse > Dead letters for the DLQ page. Ctrl-C stops everything.", flush=True)
     return subprocess.call([str(BIN / "airflow"), "standalone"], env=env)

@@ -182,7 +182,7 @@ def page(user: GetUserDep) -> str:
 class ReprocessPlugin(AirflowPlugin):
     name = "reprocess"
     fastapi_apps = [{"app": app, "url_prefix": "/reprocess", "name": "reprocess dead letters"}]
-    external_views = [{"name": "Dead letters", "href": "/reprocess/", "url_route": "dead-letters",
+    external_views = [{"name": "Dead letters", "href": "reprocess/", "url_route": "dead-letters",
                        "destination": "nav", "category": "browse"}]
 
 

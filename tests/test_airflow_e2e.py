@@ -31,6 +31,10 @@ import airflow_local  # noqa: E402
 pytestmark = pytest.mark.e2e
 
 PORT = 18080
+# Served under a path, as behind a proxy that routes only /airflow/ to it: every URL the UI, the plugin and the
+# tests use must stay under it (the nav link to the dead-letters page went to /reprocess/, outside it).
+BASE_PATH = "/airflow"
+BASE = f"http://localhost:{PORT}{BASE_PATH}"
 DAG = "reprocess_failed_messages"
 TARGET = "python:reprocess.targets.examples:flaky"
 
@@ -41,8 +45,8 @@ def _psql(sql: str) -> None:
 
 
 class Api:
-    def __init__(self, port: int) -> None:
-        self.base = f"http://localhost:{port}"
+    def __init__(self) -> None:
+        self.base = BASE
         self.token = self.call("POST", "/auth/token", {"username": "admin", "password": "admin"})["access_token"]
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
@@ -79,15 +83,15 @@ def airflow(tmp_path_factory):
     _psql(f"CREATE DATABASE {db}")
     env = airflow_local.environment(base / "home", landing, warehouse, port=PORT, target=TARGET,
                                     db=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}", spark_master="local[2]",
-                                    password="admin")
+                                    password="admin", base_path=BASE_PATH)
     # no live scheduled run in this test (its as-of would be "now", after the backfilled range);
     # manual triggers and backfills still run
     env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"
     airflow_local.migrate(env)
     proc = airflow_local.start(env, base / "standalone.log")
     try:
-        airflow_local.wait_healthy(PORT)
-        api = Api(PORT)
+        airflow_local.wait_healthy(PORT, base_path=BASE_PATH)
+        api = Api()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the dag-processor has to parse the DAG first
             try:
@@ -160,7 +164,7 @@ def _logged_in_page(path: str) -> Iterator[Any]:
     """A page of headless Chromium logged in to the test Airflow as admin, sent on to ``path`` (closed after)."""
     from playwright.sync_api import sync_playwright
 
-    base = f"http://localhost:{PORT}"
+    base = BASE
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -205,6 +209,25 @@ def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
     assert "run-20261121T030000Z" in note
 
 
+def test_the_dead_letters_nav_view_shows_the_page_under_airflows_own_path(airflow):
+    """Browse > Dead letters is an iframe of the plugin's href. The href was "/reprocess/", the host's root: with
+    Airflow served under a path (here /airflow, as behind a proxy), the frame showed {"detail":"Not Found"} from
+    http://localhost:18080/reprocess/. Relative, it resolves against the UI's <base href>, Airflow's own path."""
+    airflow["warehouse"].mkdir(parents=True, exist_ok=True)
+    with _logged_in_page("/plugin/dead-letters") as page:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            frames = [f for f in page.frames if f != page.main_frame]
+            if any(f.url.startswith("http") for f in frames):
+                break
+            page.wait_for_timeout(500)
+        shown = {f.url for f in frames}
+        assert f"{BASE}/reprocess/" in shown, shown
+        frame = next(f for f in frames if f.url == f"{BASE}/reprocess/")
+        frame.locator("#redrive-form").wait_for(state="attached", timeout=30_000)
+        assert "dead letters in" in frame.locator("body").inner_text()
+
+
 def test_the_dead_letters_pages_redrive_form_triggers_one_run_however_often_it_is_clicked(airflow):
     """The plugin's page in headless Chromium: a double click on "Trigger re-drive" sent two requests, each a DAG run
     of its own (its own run_after, its own request id), so twice the batch was moved. The button is disabled while
@@ -212,7 +235,7 @@ def test_the_dead_letters_pages_redrive_form_triggers_one_run_however_often_it_i
     api = airflow["api"]
     airflow["warehouse"].mkdir(parents=True, exist_ok=True)  # run alone, before any cycle: an empty page, not an error
     with _logged_in_page("/reprocess/") as page:
-        page.wait_for_url(f"http://localhost:{PORT}/reprocess/", timeout=60_000)
+        page.wait_for_url(f"{BASE}/reprocess/", timeout=60_000)
         page.evaluate('document.getElementById("redrive-form").hidden = false')
         page.fill('input[name="address_pattern"]', "orders.#")
         page.fill('input[name="max_messages"]', "1")
