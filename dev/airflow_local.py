@@ -114,8 +114,9 @@ def main() -> int:
     parser.add_argument("--password", default=os.environ.get("REPROCESS_AIRFLOW_PASSWORD"),
                         help="the login's password (default: $REPROCESS_AIRFLOW_PASSWORD, else a random one, printed)")
     args = parser.parse_args()
+    path = args.base_path.strip("/")
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
-                      args.user, args.password, base_path="/" + args.base_path.strip("/") if args.base_path.strip("/") else "")
+                      args.user, args.password, base_path=f"/{path}" if path else "")
     migrate(env)
     print(f"Airflow UI: {env['AIRFLOW__API__BASE_URL']}/  login: {args.user} / {env['REPROCESS_AIRFLOW_PASSWORD']}")
     print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
