@@ -1606,6 +1606,18 @@ def test_no_two_messages_share_an_idempotency_key_whatever_their_ids_hold():
     assert len(keys) == len(ids) * 9
 
 
+def test_the_outbox_computes_each_idempotency_key_as_the_other_targets_do(spark):
+    """The outbox computes keys in Spark (idempotency_key_column), the brokers and python targets in Python
+    (idempotency_key): the same key for the same delivery, the ids that collided in the old form included."""
+    from reprocess.targets.base import idempotency_key, idempotency_key_column
+
+    rows = [("order-7:r1", 2, None), ("order-7", 2, 1), ("a:r1.2", 12, 11), ("a", 2, 0), ("", 1, 3)]
+    df = spark.createDataFrame(rows, "message_id string, delivery int, resets int")
+    got = [r[0] for r in df.select(idempotency_key_column()).collect()]
+    assert got == [idempotency_key({"message_id": m, "delivery": d, "resets": n}) for m, d, n in rows]
+    assert len(set(got)) == len(rows)
+
+
 def test_outbox_rows_carry_the_idempotency_key_that_a_reset_keeps_from_coming_back(spark, tmp_path):
     """The outbox's rows had (message_id, delivery) only: after a reset re-drive they repeat the rows written before it,
     and a consumer of the outbox that drops what it has seen dropped the re-driven message. They carry the brokers'

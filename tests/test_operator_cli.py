@@ -588,8 +588,8 @@ def test_the_tables_and_the_plots_group_dead_letters_by_one_rule():
     from reprocess.dlq_stats import dead_letter_keys
 
     t = parse_instant("2026-11-21T23:59:59.999Z")
-    table = pa.table({
-        "dead_lettered_at": pa.array([t, t, None, t], pa.timestamp("ms")),
+    table = pa.table({  # as New York writes it: 18:59 there, the day before midnight in UTC
+        "dead_lettered_at": pa.array([t, t, None, t], pa.timestamp("ms", tz="America/New_York")),
         "reason_code": ["NON_RETRYABLE", "", None, "EXPIRED"],
         "original_address": ["orders.created", "", None, None],
         "address": ["DLQ.orders", "billing.dlq", None, ""],
@@ -600,7 +600,10 @@ def test_the_tables_and_the_plots_group_dead_letters_by_one_rule():
     assert keys["address"] == ["orders.created", "billing.dlq", "?", "?"]
     assert keys["dla"] == ["DLQ.orders", "billing.dlq", "?", "?"]
     assert keys["error"] == ["ValueError", "(none)", "(none)", "X"]
-    assert keys["day"] == ["2026-11-21", "2026-11-21", "?", "2026-11-21"]  # UTC, whatever the local zone
+    assert keys["day"] == ["2026-11-21", "2026-11-21", "?", "2026-11-21"]  # UTC, whatever the column's zone
+    assert [None if a is None else int(a.timestamp() * 1000) for a in keys["at"]] == [t, t, None, t]
+    untyped = dead_letter_keys(table.set_column(1, "reason_code", pa.nulls(4)))  # read_live's column of no file
+    assert untyped["reason"].to_pylist() == ["UNKNOWN"] * 4
     empty = dead_letter_keys(pa.table({c: pa.array([], pa.null()) for c in (
         "dead_lettered_at", "reason_code", "original_address", "address", "last_error_class")}))
     assert empty.num_rows == 0

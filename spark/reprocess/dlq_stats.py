@@ -125,13 +125,16 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
               snapshot: Snapshot | None = None, table: pa.Table | None = None) -> dict[str, Any]:
     """Counts per reason, per day and reason, per address and reason, top error classes, the latest run summaries.
 
-    Reads ``snapshot`` (default: the latest), or counts ``table``, a read of its DLQ already made with ``where``
-    and at least :data:`COLUMNS` (the report reads it once for its plots and its tables). A warehouse folder with no
+    Reads ``snapshot`` (default: the latest), or counts ``table``, a read of that snapshot's DLQ with at least
+    :data:`COLUMNS` (the report reads it once for its plots and its tables), kept by ``where`` as a read would be.
+    A warehouse folder with no
     snapshot yet gives zero counts (the UI shows it before the first run); one that does not exist is a
     :class:`ConfigError` (a mistyped path, a volume not mounted where the UI runs: zero dead letters would be a
     lie). Counted by pyarrow: the cost is the read of the DLQ's columns, not a Python loop over its rows (a million
     dead letters took 9 s of it).
     """
+    if table is not None and snapshot is None:
+        raise ValueError("a DLQ table is counted with the snapshot it was read from")  # a caller's bug
     wh = open_reader(warehouse)
     if snapshot is None and not wh.is_dir():
         why = not_there(warehouse)
@@ -142,6 +145,8 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
     snap = snapshot or wh.latest()
     if table is None:
         table = read_dead_letters(wh, snap, where, COLUMNS, newest_first=False)
+    elif where is not None:
+        table = where.apply(table)
     keys = dead_letter_keys(table)
     by_reason: Counter[str] = Counter()
     by_day: dict[str, Counter[str]] = defaultdict(Counter)
