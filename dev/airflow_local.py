@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import socket
 import subprocess
 import sys
@@ -74,16 +75,22 @@ def migrate(env: dict[str, str]) -> None:
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
 
 
+COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
+
+
 def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    """``airflow standalone`` in the background, logging to ``log_path``."""
+    """Airflow's four components (scheduler, dag-processor, triggerer, api-server) in the background, in one process
+    group, logging to ``log_path``: what ``airflow standalone`` starts, but with the environment's own auth manager
+    (standalone replaces any with SimpleAuthManager, so a deployment's permissions could not be tried)."""
     port = int(env["AIRFLOW__API__PORT"])
     with socket.socket() as probe:  # an Airflow left from a killed run: the tests would talk to it, not to this one
         probe.settimeout(0.5)
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise RuntimeError(f"port {port} is taken (an Airflow left from an earlier run?): stop what listens there")
     fh = open(log_path, "wb")  # noqa: SIM115 - the file lives as long as the process
-    return subprocess.Popen([str(BIN / "airflow"), "standalone"], env=env, stdout=fh, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    airflow = shlex.quote(str(BIN / "airflow"))
+    script = " ".join(f"{airflow} {c} &" for c in COMPONENTS) + " wait"
+    return subprocess.Popen(["sh", "-c", script], env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_healthy(port: int, timeout: float = 240, base_path: str = "") -> None:

@@ -2,7 +2,8 @@
 
 A FastAPI app mounted by Airflow at /reprocess: an HTML page (counts per day and reason as a
 chart, per address and reason, top error classes, the latest runs) and its JSON. Every endpoint
-requires an authenticated Airflow user (the UI's session cookie or a bearer token). Each address
+requires an authenticated Airflow user (the UI's session cookie or a bearer token) whom the auth manager lets read
+the runs of the cycle DAG (``reprocess_failed_messages``), whose outputs the dead letters are. Each address
 row links to a form pre-filled for the ``redrive_dead_letters`` DAG, which triggers it through
 Airflow's REST API as the logged-in user.
 """
@@ -15,9 +16,10 @@ import logging
 import os
 from pathlib import Path
 
-from airflow.api_fastapi.core_api.security import GetUserDep  # noqa: TC002 - FastAPI reads it at runtime
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag  # noqa: TC002 - FastAPI reads it
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from reprocess.errors import ReprocessError, StorageUnavailableError
@@ -28,8 +30,12 @@ WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE",
 COLORS = {"MAX_DELIVERIES_EXCEEDED": "#d9534f", "NON_RETRYABLE": "#f0ad4e", "NO_DEAD_LETTER_ADDRESS": "#5bc0de",
           "NO_POLICY": "#9b59b6"}
 
-# no /docs, /redoc or /openapi.json: FastAPI serves them without the login the two pages below require
-app = FastAPI(title="reprocess: dead letters", docs_url=None, redoc_url=None, openapi_url=None)
+CYCLE_DAG = "reprocess_failed_messages"  # the DAG whose runs' outputs the dead letters are
+# no /docs, /redoc or /openapi.json: FastAPI serves them without the login the two pages below require. Every route
+# also asks the auth manager whether the user may read the cycle DAG's runs (403 if not): a login alone showed the
+# dead letters' addresses and error classes to users a deployment scopes to other teams' DAGs.
+app = FastAPI(title="reprocess: dead letters", docs_url=None, redoc_url=None, openapi_url=None,
+              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN, CYCLE_DAG))])
 CHART_DAYS = 60  # the newest days drawn (a bar each); the older ones are counted under the chart
 TABLE_ADDRESSES = 100  # the addresses with the most dead letters listed; the rest are counted under the table
 log = logging.getLogger(__name__)

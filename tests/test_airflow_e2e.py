@@ -28,6 +28,8 @@ from reprocess.storage.read import read_dataset
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 import airflow_local  # noqa: E402
 
+from scoped_auth import OUTSIDER  # noqa: E402
+
 pytestmark = pytest.mark.e2e
 
 PORT = 18080
@@ -45,9 +47,9 @@ def _psql(sql: str) -> None:
 
 
 class Api:
-    def __init__(self) -> None:
+    def __init__(self, user: str = "admin") -> None:
         self.base = BASE
-        self.token = self.call("POST", "/auth/token", {"username": "admin", "password": "admin"})["access_token"]
+        self.token = self.call("POST", "/auth/token", {"username": user, "password": user})["access_token"]
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         headers = {"Content-Type": "application/json"}
@@ -84,11 +86,16 @@ def airflow(tmp_path_factory):
     env = airflow_local.environment(base / "home", landing, warehouse, port=PORT, target=TARGET,
                                     db=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}", spark_master="local[2]",
                                     password="admin", base_path=BASE_PATH)
+    # Airflow's SimpleAuthManager, but for one user who may read no DAG (scoped_auth); the password is the name
+    (base / "home" / "passwords.json").write_text(json.dumps({"admin": "admin", OUTSIDER: OUTSIDER}), encoding="utf-8")
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"admin:admin,{OUTSIDER}:viewer"
+    env["AIRFLOW__CORE__AUTH_MANAGER"] = "scoped_auth.ScopedAuthManager"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent), env.get("PYTHONPATH")) if p)
     # no live scheduled run in this test (its as-of would be "now", after the backfilled range);
     # manual triggers and backfills still run
     env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"
     airflow_local.migrate(env)
-    proc = airflow_local.start(env, base / "standalone.log")
+    proc = airflow_local.start(env, base / "airflow.log")
     try:
         airflow_local.wait_healthy(PORT, base_path=BASE_PATH)
         api = Api()
@@ -104,7 +111,7 @@ def airflow(tmp_path_factory):
         os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
-        # `airflow standalone` can exit before its scheduler does, which then outlived the test (seen after a CI run,
+        # `airflow standalone` could exit before its scheduler did, which then outlived the test (seen after a CI run,
         # idle with its LocalExecutor worker): whatever is left of the group goes
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -207,6 +214,21 @@ def test_ui_trigger_form_with_conf_runs_the_cycle_as_of_the_override(airflow):
     note = api.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run['dag_run_id']}")["note"]
     assert note
     assert "run-20261121T030000Z" in note
+
+
+def test_the_dead_letters_page_answers_only_users_the_auth_manager_lets_read_the_cycle_dag(airflow):
+    """A login alone was enough: a user whom the deployment's auth manager lets read no DAG (another team's) saw
+    every dead letter's address and error class. The page and its JSON now answer 403 to such a user."""
+    airflow["warehouse"].mkdir(parents=True, exist_ok=True)
+    outsider = Api(OUTSIDER)
+    for path in ("/reprocess/api/stats", "/reprocess/"):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            outsider.call("GET", path)
+        assert info.value.code == 403, path
+    with pytest.raises(urllib.error.HTTPError) as info:  # the auth manager is asked: the same user, a DAG's runs
+        outsider.call("GET", f"/api/v2/dags/{DAG}/dagRuns")
+    assert info.value.code == 403
+    assert "total" in airflow["api"].call("GET", "/reprocess/api/stats")
 
 
 def test_the_dead_letters_nav_view_shows_the_page_under_airflows_own_path(airflow):
