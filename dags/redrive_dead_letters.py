@@ -17,7 +17,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
-from reprocess.limits import MATCH_PATTERN, MIN_RATE_PER_SECOND
+from reprocess.limits import MATCH_PATTERN, MAX_COUNT, MIN_RATE_PER_SECOND
 from reprocess.spark_env import on_spark_connect, spark_submit_conf, spark_submit_env
 from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
@@ -37,6 +37,9 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
     schedule=None,
     start_date=datetime(2026, 11, 21),
     catchup=False,
+    # not paused: it has no schedule, and the dead-letters page's form triggers it (paused, the page said
+    # "triggered" and nothing moved until someone unpaused it, then every click's request ran)
+    is_paused_upon_creation=False,
     max_active_runs=1,
     tags=["reprocess", "dlq", "operations"],
     doc_md=__doc__,
@@ -53,7 +56,7 @@ DATE = r"^\d{4}-\d{2}-\d{2}$"
                                               "NO_POLICY"]},
                               examples=["MAX_DELIVERIES_EXCEEDED", "NON_RETRYABLE", "NO_DEAD_LETTER_ADDRESS",
                                         "NO_POLICY"]),
-        "max_messages": Param(None, type=["null", "integer"], minimum=1, title="Max messages"),
+        "max_messages": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_COUNT, title="Max messages"),
         "rate_per_second": Param(None, type=["null", "number"], minimum=MIN_RATE_PER_SECOND,
                                  title="Rate (messages per second)",
                                  description=f"Empty: as fast as the target takes them. At least "

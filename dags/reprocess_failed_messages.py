@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing"))
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
 CONFIG = os.environ.get("REPROCESS_CONFIG") or None
-TARGET = os.environ.get("REPROCESS_TARGET", "outbox")
+TARGET = os.environ.get("REPROCESS_TARGET") or "outbox"  # set but empty too: Spark Connect's path passed --target ""
 INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
 START = datetime.fromisoformat(os.environ.get("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"))
 END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get("REPROCESS_END_DATE") else None
@@ -127,10 +127,11 @@ def reprocess_failed_messages():
     )
 
     @task
-    def validate_outputs(as_of: str) -> dict:
+    def validate_outputs(as_of: str, params=None) -> dict:
         from reprocess.orchestration import check_outputs, read_summary
 
-        return fail_fast(check_outputs, read_summary(WAREHOUSE, as_of))
+        return fail_fast(check_outputs, read_summary(WAREHOUSE, as_of), params["dry_run"],
+                         f"as of {as_of} in {WAREHOUSE}")
 
     @task
     def publish_summary(as_of: str, params=None, dag_run=None) -> dict | None:

@@ -148,7 +148,7 @@ placeholder="as fast as the target takes them"></label>
 <script>
 const form = document.getElementById("redrive-form");
 document.querySelectorAll("a.redrive").forEach(a => a.addEventListener("click", e => {{
-  e.preventDefault(); form.hidden = false; form.address_pattern.value = a.dataset.address;
+  e.preventDefault(); form.reset(); form.hidden = false; form.address_pattern.value = a.dataset.address;
   document.getElementById("redrive-wild").hidden = !a.dataset.wild; form.scrollIntoView();
 }}));
 // Airflow's API beside this page, under the same base URL (a deployment may serve Airflow under a path)

@@ -266,5 +266,7 @@ def test_the_dead_letters_pages_redrive_form_triggers_one_run_however_often_it_i
         shown = page.locator("#redrive-result").text_content()
     runs = api.call("GET", "/api/v2/dags/redrive_dead_letters/dagRuns")["dag_runs"]
     assert len(runs) == 1, runs
+    # it runs: created paused, the page said "triggered" and nothing moved until someone unpaused it
+    assert api.call("GET", "/api/v2/dags/redrive_dead_letters")["is_paused"] is False
     assert shown == f"triggered {runs[0]['dag_run_id']}"
     assert runs[0]["conf"]["address_pattern"] == "orders.#"

@@ -200,10 +200,17 @@ for value in (1e-6, 0, -1):  # below one a day: the form says so, not the plan t
         print("REJECTED", type(exc).__name__)
 rate.resolve(1 / 86_400)
 rate.resolve(None)
+most = redrive.get_param("max_messages")
+try:  # past the job's bound: the plan task's argparse exited (SystemExit, retried), the form passed it
+    most.resolve(2**62 + 1)
+    print("ACCEPTED", 2**62 + 1)
+except Exception as exc:
+    print("REJECTED", type(exc).__name__)
+most.resolve(2**62)
 """
     proc = python(code, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("REJECTED") == 11, proc.stdout
+    assert proc.stdout.count("REJECTED") == 12, proc.stdout
     assert "GOOD OK" in proc.stdout
 
 

@@ -200,3 +200,25 @@ def test_the_redrive_report_reads_its_own_request_and_the_run_log_when_its_audit
     assert redrive_audit(str(wh.root), "redrive-c") is None
     (wh.root / "redrive_audit" / "redrive-b.json").unlink()
     assert redrive_audit(str(wh.root), "redrive-b") == {"request_id": "redrive-b", "moved": 0}
+
+
+def test_a_run_that_was_not_a_dry_run_and_left_no_summary_fails_its_check():
+    """check_outputs took a missing summary for a dry run's: with the Airflow worker reading another warehouse than
+    the Spark job wrote (REPROCESS_WAREHOUSE differing between them), the check passed and the note said "Dry run"."""
+    from reprocess.errors import ContractError
+    from reprocess.orchestration import check_outputs
+
+    assert check_outputs(None, True) == {"checked": False, "reason": "dry run: nothing committed"}
+    with pytest.raises(ContractError, match="as of 2026-11-21T10:15:00Z in /mnt/wh.*REPROCESS_WAREHOUSE"):
+        check_outputs(None, False, "as of 2026-11-21T10:15:00Z in /mnt/wh")
+
+
+def test_the_same_redrive_asked_with_its_reasons_in_another_order_is_the_same_request():
+    """The request id hashed the reason codes as given: asked again with them in another order, or one repeated, the
+    same re-drive at the same now got another id and moved another batch."""
+    from reprocess.redrive import RedriveRequest
+
+    ids = {RedriveRequest(reason_codes=codes, max_messages=100, now_ms=1).request_id for codes in (
+        ("NON_RETRYABLE", "NO_POLICY"), ("NO_POLICY", "NON_RETRYABLE"), ["NO_POLICY", "NON_RETRYABLE", "NO_POLICY"])}
+    assert len(ids) == 1
+    assert RedriveRequest(reason_codes=("NO_POLICY",), now_ms=1).request_id not in ids

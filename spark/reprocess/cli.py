@@ -25,6 +25,7 @@ from typing import Any
 
 from reprocess.errors import ConfigError, ReprocessError
 from reprocess.ledger.states import REASON_CODES
+from reprocess.limits import MAX_COUNT
 from reprocess.policy import PolicySet, load_policies, parse_policies, schedule
 from reprocess.policy.durations import human
 from reprocess.policy.reference import has_jitter, max_deliveries
@@ -42,7 +43,7 @@ def load_config(path: str | None) -> PolicySet:
     return load_policies(path)
 
 
-def _whole_number(text: str, least: int, most: int = 2**62) -> int:
+def _whole_number(text: str, least: int, most: int = MAX_COUNT) -> int:
     """A whole number from ``least`` to ``most`` (past a C long, pyarrow and Spark overflowed with a traceback)."""
     try:
         value = int(text)

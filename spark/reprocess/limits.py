@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 MIN_RATE_PER_SECOND = 1 / 86_400  # a DLQ re-drive's slowest rate: one message a day
+MAX_COUNT = 2**62  # the largest count an option or a form takes (past a C long, pyarrow and Spark overflowed)
 
 # The instants an option takes, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z: the reports write times as
 # ISO-8601, which (and Python's datetime) spans those years; one past either end (9999-12-31T23:30-01:00,

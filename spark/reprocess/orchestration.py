@@ -181,9 +181,13 @@ def read_summary(warehouse: str, as_of: str) -> dict[str, Any] | None:
     return None if summary is None else with_docs_state(wh, runs[-1], summary)
 
 
-def check_outputs(summary: dict[str, Any] | None) -> dict[str, Any]:
-    """Fail (a bug, not bad luck) when a committed run does not balance."""
+def check_outputs(summary: dict[str, Any] | None, dry_run: bool = False, where: str = "") -> dict[str, Any]:
+    """Fail (a bug, not bad luck) when a committed run does not balance, or when a run that was not a ``dry_run``
+    left no summary in the warehouse read (``where``: which, for the message)."""
     if summary is None:
+        if not dry_run:  # it was taken for a dry run and passed, the run's note saying "Dry run"
+            raise ContractError(f"the job finished but no run is committed {where or 'at this as-of'}: does the "
+                                "Airflow worker read the warehouse the Spark job writes (REPROCESS_WAREHOUSE on both)?")
         return {"checked": False, "reason": "dry run: nothing committed"}
     broken = [k for k, ok in summary["conservation"].items() if not ok]
     if broken:

@@ -73,6 +73,11 @@ class RedriveRequest:
     reset_deliveries: bool = False
     now_ms: int | None = None  # when it was asked (redrive_dead_letters sets it): part of the request's id
 
+    def __post_init__(self) -> None:
+        # a set: the same reasons in another order, or one given twice, are the same request with the same id (it
+        # hashed them as given, and asked again so, the request moved another batch)
+        object.__setattr__(self, "reason_codes", tuple(sorted(set(self.reason_codes))))
+
     def at(self, now_ms: int) -> RedriveRequest:
         """This request as asked at ``now_ms``."""
         return replace(self, now_ms=now_ms)
