@@ -971,6 +971,7 @@ policies:
     land(tmp_path / "landing", "10", "b.jsonl", [
         rec("k-second", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="k"),
         rec("z-only", "2026-11-21T10:20:00Z", address="fifo.q", ordering_key="z")])
+    caplog.clear()  # the first cycle's records too, when an earlier test left the logger at INFO
     with caplog.at_level("INFO", logger="reprocess.cycle.run"):
         s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=policies)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step=locate")]
