@@ -44,6 +44,7 @@ def waiting_rows(spark: Any, count: int, as_of_ms: int, payload: Any, next_attem
         F.lit("seed").alias("updated_run"),
         F.lit(None).cast("long").alias("released_deliveries"),
         F.lit(None).cast("long").alias("resets"),
+        F.lit(None).cast("long").alias("reset_ms"),
     )
     return df.withColumn("bucket", bucket_column(F.col("state"), F.col("next_attempt_ms"), F.col("terminal_ms"))) \
         .select(*LEDGER_COLUMNS)

@@ -1536,6 +1536,34 @@ def test_deliveries_after_a_reset_redrive_never_reuse_an_idempotency_key(spark, 
     assert ledger(spark, tmp_path)["m"]["deliveries"] == 2
 
 
+def test_a_failure_from_before_a_reset_that_lands_after_it_does_not_bring_its_old_count_back(spark, tmp_path):
+    """A consumer's failure from before an operator's reset re-drive carries the count of the deliveries the reset
+    forgave. Landing late, its delivery_count won over the reset ledger's (the merge takes the higher), and the
+    message went back to the DLQ at once with its old count. It counts as the next delivery after the reset, as a
+    late failure does, and its consumer's count is not taken; one from after the reset is."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m", "2026-11-21T10:00:00Z"),
+                                                 rec("n", "2026-11-21T10:00:00Z")])  # orders.#: 10m, 3 deliveries
+    for at in ("10:05", "10:15", "10:30"):
+        cycle(spark, tmp_path, f"2026-11-21T{at}:00Z")
+    assert {k: v["state"] for k, v in ledger(spark, tmp_path).items()} == {"m": "DEAD_LETTERED", "n": "DEAD_LETTERED"}
+    moved = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(reset_deliveries=True),
+                                 parse_instant("2026-11-21T10:31:00Z"))
+    assert moved["moved"] == 2
+    assert ledger(spark, tmp_path)["m"]["reset_ms"] == parse_instant("2026-11-21T10:31:00Z")
+    # m: a consumer's failure of 10:20, before the reset, lands late; n: one of 10:31:30, after it
+    land(tmp_path / "landing", "10", "late.jsonl", [rec("m", "2026-11-21T10:20:00Z", delivery_count=7),
+                                                    rec("n", "2026-11-21T10:31:30Z", delivery_count=7)])
+    cycle(spark, tmp_path, "2026-11-21T10:32:00Z", target="python:reprocess.targets.examples:always_ok")
+    rows = ledger(spark, tmp_path)
+    assert (rows["m"]["state"], rows["m"]["deliveries"]) == ("WAITING_RETRY", 1)  # before: DEAD_LETTERED with 7
+    assert rows["m"]["next_attempt_ms"] == parse_instant("2026-11-21T10:40:00Z")  # 10m after its last failure
+    assert (rows["n"]["state"], rows["n"]["deliveries"]) == ("DEAD_LETTERED", 7)
+    cycle(spark, tmp_path, "2026-11-21T10:40:00Z", target="python:reprocess.targets.examples:always_ok")
+    assert (ledger(spark, tmp_path)["m"]["state"], ledger(spark, tmp_path)["m"]["deliveries"]) == ("DELIVERED", 2)
+
+
 def test_a_python_target_that_exits_is_cancelled_or_returns_before_delivering_loses_nothing(spark, tmp_path):
     """A python target's SystemExit or asyncio.CancelledError (no Exception) failed the Spark task, every retry
     sending the partition again, and the job; an exception whose str() raised did too. Each is now the message's

@@ -246,6 +246,8 @@ def test_a_due_message_missing_its_outcome_in_a_run_whose_target_was_down_breaks
 
 
 def test_a_redrive_with_a_reset_wants_its_moved_messages_at_zero_deliveries_and_none_released(spark):
+    from pyspark.sql import functions as F
+
     rows = [("zero", "WAITING_RETRY", 0, 5000, 1000, "req", None, None, None, None, True),
             ("kept-its-count", "WAITING_RETRY", 3, 5000, 1000, "req", None, None, None, None, False),
             ("released-as-without-a-reset", "WAITING_RETRY", 0, 5000, 1000, "req", None, None, None, 0, False),
@@ -254,6 +256,16 @@ def test_a_redrive_with_a_reset_wants_its_moved_messages_at_zero_deliveries_and_
     got = {r.message_id: r.redriven_deliveries_as_asked
            for r in redrive_ledger_frame(df, "req", REDRIVE_AT, reset_deliveries=True).collect()}
     assert got == {r[0]: r[-1] for r in rows}
+    # with the reset's time (the merge does not take the counts of failures from before it): the request's now
+    with_time = df.withColumn("reset_ms", F.when(F.col("message_id") != "not-moved", F.lit(REDRIVE_AT)))
+    missing = with_time.withColumn("reset_ms", F.when(F.col("message_id") == "zero", F.lit(None))
+                                   .otherwise(F.col("reset_ms")))
+    earlier = with_time.withColumn("reset_ms", F.when(F.col("message_id") == "zero", F.lit(REDRIVE_AT - 1))
+                                   .otherwise(F.col("reset_ms")))
+    for frame, zero in ((with_time, True), (missing, False), (earlier, False)):
+        got = {r.message_id: r.redriven_deliveries_as_asked
+               for r in redrive_ledger_frame(frame, "req", REDRIVE_AT, reset_deliveries=True).collect()}
+        assert got == {**{r[0]: r[-1] for r in rows}, "zero": zero}
 
 
 REDRIVE_RUN_GOOD = {"ledger_rows_before": 5, "ledger_rows_after": 5, "ledger_distinct_ids": 5, "redriven_rows": 2,

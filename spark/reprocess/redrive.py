@@ -264,6 +264,9 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         # the delivery numbers start again: the idempotency keys they make must not (targets.base.idempotency_key)
         "resets": F.when(sel & F.lit(req.reset_deliveries), F.coalesce(F.col("resets"), F.lit(0)) + 1)
         .otherwise(F.col("resets")).cast("long"),
+        # failures from before now that land later carry the count reset here: the merge does not take it
+        "reset_ms": F.when(sel & F.lit(req.reset_deliveries), F.lit(now_ms).cast("long"))
+        .otherwise(F.col("reset_ms")),
     })
     stage = wh.new_stage(req.request_id)
     parquet_options(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),

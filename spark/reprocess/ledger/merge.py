@@ -3,7 +3,8 @@
 Counting (docs/adr/0001-counting.md): a new message's first failure is delivery ``delivery_count``.
 A known message's failure is the next delivery after the ledger's count (``deliveries + 1``) unless
 the ledger shows it DELIVERED: then the failure reported is that very handed-over delivery
-(``deliveries``). The record's own ``delivery_count`` wins when higher. Several failures of one
+(``deliveries``). The record's own ``delivery_count`` wins when higher, unless the record failed at or
+before the message's last reset (``reset_ms``): that count is one the reset forgave. Several failures of one
 message in one batch count one delivery each, in ``failed_at`` order.
 """
 
@@ -250,7 +251,10 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     # count), each from _before, the maximum of c_j - j over the failures before them, and the few between: a
     # message's n failures in one batch cost n, not n squared (bench/RESULTS.md, thirty-third run).
     c["_t"] = F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0))
-    c["_cm"] = F.when(~single, sql_lambda("transform(nf, (y, j) -> y.delivery_count - (j + 1))"))
+    # a failure from at or before the message's last reset (an operator's re-drive) carries the count the reset
+    # forgave: it counts as the next delivery, as a late failure does, but its own count is not taken
+    c["_cm"] = F.when(~single, sql_lambda(
+        "transform(nf, (y, j) -> CASE WHEN y.failed_ms <= e_reset_ms THEN NULL ELSE y.delivery_count END - (j + 1))"))
     c["_before"] = F.array_max(F.slice("_cm", F.lit(1), F.col("_t")))
     # nf's last HISTORY_LIMIT (from _t + 1) are rf's last ones (RECENT)
     c["_tail"] = F.when(~single, F.slice("rf", F.greatest(F.size("rf") - HISTORY_LIMIT, F.lit(0)) + 1,
@@ -315,6 +319,7 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         # that, whatever bound the policy file gives now (validation.suites.ledger_frame; not written)
         F.when(F.col("e_state") == WAITING, F.col("e_deliveries")).alias("waited_deliveries"),
         F.col("e_resets").alias("resets"),
+        F.col("e_reset_ms").alias("reset_ms"),
         has_new.alias("changed"),
         # a dead letter a new landing failure takes back (it waits again, or is dead-lettered again in this run):
         # its DLQ record goes (reprocess.cycle.run._drop_revived_dead_letters)
