@@ -259,6 +259,18 @@ def test_dead_letter_counts_take_an_empty_string_for_no_value_as_a_null(tmp_path
     assert s["by_reason"] == {"UNKNOWN": 2, "NON_RETRYABLE": 1}
     assert s["top_error_classes"] == [("(none)", 2), ("E", 1)]
     assert s["by_address"] == {"x.dlq": {"UNKNOWN": 2}, "orders.x": {"NON_RETRYABLE": 1}}
+    # the report counts the keys of its own read of the same snapshot: the same counts, a filter is the read's
+    from reprocess.dlq_stats import DlqFilter, dead_letter_keys, read_dead_letters
+    from reprocess.storage.arrow import open_reader
+
+    reader = open_reader(str(root.root))
+    snap = reader.latest()
+    keys = dead_letter_keys(read_dead_letters(reader, snap, None, None, newest_first=False))
+    assert dlq_stats(str(root.root), snapshot=snap, keys=keys) == s
+    with pytest.raises(ValueError, match="filtered by that read"):
+        dlq_stats(str(root.root), snapshot=snap, keys=keys, where=DlqFilter(reasons=["NON_RETRYABLE"]))
+    with pytest.raises(ValueError, match="with the snapshot"):
+        dlq_stats(str(root.root), keys=keys)
 
 
 def test_a_prepared_run_record_that_does_not_read_is_named_and_abandoned_with_force(capsys, tmp_path):

@@ -122,19 +122,18 @@ def dead_letter_keys(table: pa.Table) -> pa.Table:
 
 
 def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | None = None,
-              snapshot: Snapshot | None = None, table: pa.Table | None = None) -> dict[str, Any]:
+              snapshot: Snapshot | None = None, keys: pa.Table | None = None) -> dict[str, Any]:
     """Counts per reason, per day and reason, per address and reason, top error classes, the latest run summaries.
 
-    Reads ``snapshot`` (default: the latest), or counts ``table``, a read of that snapshot's DLQ with at least
-    :data:`COLUMNS` (the report reads it once for its plots and its tables), kept by ``where`` as a read would be.
-    A warehouse folder with no
-    snapshot yet gives zero counts (the UI shows it before the first run); one that does not exist is a
-    :class:`ConfigError` (a mistyped path, a volume not mounted where the UI runs: zero dead letters would be a
-    lie). Counted by pyarrow: the cost is the read of the DLQ's columns, not a Python loop over its rows (a million
-    dead letters took 9 s of it).
+    Reads ``snapshot`` (default: the latest), or counts ``keys``, the :func:`dead_letter_keys` of a read of that
+    snapshot's DLQ (the report reads it once for its plots and its tables), as they are: ``where`` is for a read.
+    A warehouse folder with no snapshot yet gives zero counts (the UI shows it before the first run); one that does
+    not exist is a :class:`ConfigError` (a mistyped path, a volume not mounted where the UI runs: zero dead letters
+    would be a lie). Counted by pyarrow: the cost is the read of the DLQ's columns, not a Python loop over its rows
+    (a million dead letters took 9 s of it).
     """
-    if table is not None and snapshot is None:
-        raise ValueError("a DLQ table is counted with the snapshot it was read from")  # a caller's bug
+    if keys is not None and (snapshot is None or where is not None):  # a caller's bug
+        raise ValueError("a DLQ's keys are counted with the snapshot they were read from, and filtered by that read")
     wh = open_reader(warehouse)
     if snapshot is None and not wh.is_dir():
         why = not_there(warehouse)
@@ -143,11 +142,8 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
         raise ConfigError(f"warehouse {warehouse} does not exist: no run has committed to it yet, or the path is "
                           "mistyped or not mounted here", key="REPROCESS_WAREHOUSE")
     snap = snapshot or wh.latest()
-    if table is None:
-        table = read_dead_letters(wh, snap, where, COLUMNS, newest_first=False)
-    elif where is not None:
-        table = where.apply(table)
-    keys = dead_letter_keys(table)
+    if keys is None:
+        keys = dead_letter_keys(read_dead_letters(wh, snap, where, COLUMNS, newest_first=False))
     by_reason: Counter[str] = Counter()
     by_day: dict[str, Counter[str]] = defaultdict(Counter)
     by_address: dict[str, Counter[str]] = defaultdict(Counter)
@@ -168,7 +164,7 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
         "snapshot": snap.version,
         "as_of": iso_ms(snap.as_of_ms),
         "filter": (where or DlqFilter()).describe(),
-        "total": table.num_rows,
+        "total": keys.num_rows,
         "by_reason": dict(_by_count(by_reason)),
         "by_day": {d: dict(c) for d, c in sorted(by_day.items())},
         "by_address": {a: dict(c) for a, c in sorted(by_address.items(), key=lambda kv: (-sum(kv[1].values()),

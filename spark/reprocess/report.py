@@ -288,11 +288,11 @@ def render_report(warehouse: str, newest: int = 20) -> tuple[str, dict[str, Any]
     # Only the newest rows are Python objects, and only they carry their payloads (_with_payloads). The DLQ is read
     # once, for the counts, the plots and the newest rows.
     table = read_dead_letters(wh, snap, None, [*COLUMNS, "deliveries"])
-    stats = dlq_stats(warehouse, runs=20, snapshot=snap, table=table)
+    keys = dead_letter_keys(table)  # grouped as the tables count them: the plots left out what the tables counted
+    stats = dlq_stats(warehouse, runs=20, snapshot=snap, keys=keys)
     led = ledger_stats(warehouse, oldest=10, snapshot=snap)
     dead = table.slice(0, newest).to_pylist()
     gaps = history_gaps(read_live(wh, snap, "ledger", ["error_history"])["error_history"])
-    keys = dead_letter_keys(table)  # grouped as the tables count them: the plots left out what the tables counted
     times = pc.fill_null(pc.cast(pc.cast(keys["at"], pa.timestamp("ms")), pa.int64()), 0).to_numpy()
     reasons = keys["reason"].to_numpy()
     addresses = keys["address"].to_numpy()
