@@ -105,7 +105,7 @@ demo: $(STAMP) $(ARCHIVE) ## run the main job end to end through Airflow on embe
 demo-cli: $(STAMP) $(ARCHIVE) ## the same cycles through the reprocess CLI only (no Airflow)
 	$(BIN)/python -m reprocess.demo
 
-airflow: $(STAMP) $(ARCHIVE) ## start Airflow standalone with the project's DAGs and plugin (prints the login)
+airflow: $(STAMP) $(ARCHIVE) ## start Airflow (its four components) with the project's DAGs and plugin (prints the login)
 	$(BIN)/python dev/airflow_local.py
 
 connect-server: $(STAMP) $(ARCHIVE) ## run the long-lived Spark Connect driver on 127.0.0.1:15002 (cycles: --remote sc://localhost:15002)

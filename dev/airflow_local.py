@@ -3,17 +3,21 @@
     python dev/airflow_local.py [--home .airflow] [--port 8080] [--db URL] [--landing DIR] [--warehouse DIR]
 
 Prepares an AIRFLOW_HOME (LocalExecutor, SQLite unless --db, the ``spark_default`` connection on
-``local[*]``, a login from ``--user``/``--password``), migrates the metadata DB, then runs
-``airflow standalone`` (api-server, scheduler, dag-processor, triggerer) in the foreground.
+``local[*]``, a login from ``--user``/``--password``), migrates the metadata DB, then runs Airflow's four
+components (api-server, scheduler, dag-processor, triggerer) in the foreground until Ctrl-C or SIGTERM, which stops
+them all. They are started as the tests start them (:func:`start`), not by ``airflow standalone``, which would replace
+an auth manager the environment sets (``AIRFLOW__CORE__AUTH_MANAGER``) with SimpleAuthManager.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -78,19 +82,33 @@ def migrate(env: dict[str, str]) -> None:
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 
 
-def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+def start(env: dict[str, str], log_path: Path | None) -> subprocess.Popen[bytes]:
     """Airflow's four components (scheduler, dag-processor, triggerer, api-server) in the background, in one process
-    group, logging to ``log_path``: what ``airflow standalone`` starts, but with the environment's own auth manager
-    (standalone replaces any with SimpleAuthManager, so a deployment's permissions could not be tried)."""
+    group, logging to ``log_path`` (None: to this process's output): what ``airflow standalone`` starts, but with the
+    environment's own auth manager (standalone replaces any with SimpleAuthManager, so a deployment's permissions
+    could not be tried). :func:`stop` stops them."""
     port = int(env["AIRFLOW__API__PORT"])
     with socket.socket() as probe:  # an Airflow left from a killed run: the tests would talk to it, not to this one
         probe.settimeout(0.5)
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise RuntimeError(f"port {port} is taken (an Airflow left from an earlier run?): stop what listens there")
-    fh = open(log_path, "wb")  # noqa: SIM115 - the file lives as long as the process
+    fh = None if log_path is None else open(log_path, "wb")  # noqa: SIM115 - the file lives as long as the process
     airflow = shlex.quote(str(BIN / "airflow"))
     script = " ".join(f"{airflow} {c} &" for c in COMPONENTS) + " wait"
-    return subprocess.Popen(["sh", "-c", script], env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(["sh", "-c", script], env=env, stdout=fh, stderr=subprocess.STDOUT if fh else None,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """Stop what :func:`start` started: SIGTERM to its process group, then, after ``grace`` seconds or once the shell
+    is gone, SIGKILL to whatever is left of the group (a component can outlive the shell that waited for it)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def wait_healthy(port: int, timeout: float = 240, base_path: str = "") -> None:
@@ -122,13 +140,25 @@ def main() -> int:
                         help="the login's password (default: $REPROCESS_AIRFLOW_PASSWORD, else a random one, printed)")
     args = parser.parse_args()
     path = args.base_path.strip("/")
+    base_path = f"/{path}" if path else ""
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
-                      args.user, args.password, base_path=f"/{path}" if path else "")
+                      args.user, args.password, base_path=base_path)
     migrate(env)
-    print(f"Airflow UI: {env['AIRFLOW__API__BASE_URL']}/  login: {args.user} / {env['REPROCESS_AIRFLOW_PASSWORD']}")
-    print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
-          "Browse > Dead letters for the DLQ page. Ctrl-C stops everything.", flush=True)
-    return subprocess.call([str(BIN / "airflow"), "standalone"], env=env)
+    proc = start(env, None)
+    # SIGTERM (a supervisor, `kill`) stops the components as Ctrl-C does: they run in a session of their own, which
+    # neither signal reaches
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        wait_healthy(args.port, base_path=base_path)
+        print(f"Airflow UI: {env['AIRFLOW__API__BASE_URL']}/  login: {args.user} / "
+              f"{env['REPROCESS_AIRFLOW_PASSWORD']}")
+        print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
+              "Browse > Dead letters for the DLQ page. Ctrl-C stops everything.", flush=True)
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop(proc)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -108,13 +107,7 @@ def airflow(tmp_path_factory):
                 time.sleep(3)
         yield {"api": api, "env": env, "landing": landing, "warehouse": warehouse, "base": base}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
-        # `airflow standalone` could exit before its scheduler did, which then outlived the test (seen after a CI run,
-        # idle with its LocalExecutor worker): whatever is left of the group goes
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        airflow_local.stop(proc)
         _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
@@ -130,6 +123,35 @@ def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path)
         with pytest.raises(RuntimeError, match=f"port {port} is taken"):
             airflow_local.start(env, tmp_path / "log")
     assert not (tmp_path / "log").exists()
+
+
+@pytest.mark.unit
+def test_stopping_airflow_leaves_nothing_of_its_process_group_even_what_ignores_sigterm(tmp_path):
+    """`make airflow` ran `airflow standalone` in the foreground; it runs the components the tests run now, in a
+    session of their own that Ctrl-C does not reach, so stopping is its job: a component that ignores SIGTERM (or
+    outlives the shell that waited for it) is killed with the rest of the group."""
+    import subprocess
+
+    proc = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & sleep 300 & wait"], start_new_session=True)
+    time.sleep(0.5)  # the shell has started its children
+    started = time.monotonic()
+    airflow_local.stop(proc, grace=1)
+    assert time.monotonic() - started < 30  # not the sleeps' 300 s: SIGKILL after the grace
+
+    def running() -> list[str]:  # the group's processes, but zombies (this machine's init does not reap them)
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+                if int(pgrp) == proc.pid and state != "Z":
+                    found.append(stat.parent.name)
+        return found
+
+    deadline = time.monotonic() + 10
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running() == []
+    airflow_local.stop(proc, grace=1)  # stopping again is harmless
 
 
 def _ledger(spark, warehouse: Path) -> dict:
