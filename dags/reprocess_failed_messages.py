@@ -68,9 +68,9 @@ mask_target_password(TARGET)  # parsed in every task's process before it runs
         "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; re-drive nothing."),
         "target": Param(None, type=["null", "string"],
                         pattern=r"^(outbox|python:[\w.]+:\w+|amqp://[^\s$]+|stomp://[^\s$]+)$",
-                        title="Target override", description="outbox, python:module:function, amqp://... or "
-                        "stomp://..., without a password or ${VAR} (a target with credentials is the deployment's: "
-                        "REPROCESS_TARGET or a policy's)"),
+                        title="Target override", description="outbox, python:module:function (one the deployment "
+                        "allows: REPROCESS_PYTHON_OVERRIDES), amqp://... or stomp://..., without a password or ${VAR} "
+                        "(a target with credentials is the deployment's: REPROCESS_TARGET or a policy's)"),
     },
 )
 def reprocess_failed_messages():

@@ -71,7 +71,8 @@ def test_a_target_override_without_credentials_is_accepted(target):
     ("amqp://u:secret@broker:5672/%2F", r"may not carry a password \(amqp://u:\*\*\*@broker:5672/%2F\)"),
     ("amqp://u:p@broker:notaport/", r"may not carry a password \(amqp://u:\*\*\*@broker:notaport/\)"),
     ("amqp://broker:notaport/", "Port could not be cast"),
-    ("python:no_such_module_here:fn", "cannot load target python:no_such_module_here:fn"),
+    ("python:no_such_module_here:fn", "python:no_such_module_here:fn is not one this deployment allows"),
+    ("python:builtins:len", r"allows from a trigger form \(allowed: reprocess.targets.examples:\*"),
     ("kafka://broker:9092", "unknown target"),
     ("amqp://[broker", r"bad target override: Invalid IPv6 URL"),  # urlsplit's ValueError: a traceback, retried
     # a password holding '/' or '#' (urlsplit finds none: it passed as one without), masked in the error
@@ -83,6 +84,36 @@ def test_a_target_override_with_a_variable_a_password_or_no_target_is_refused(ta
     literal password went into the task's arguments, log and XCom."""
     with pytest.raises(ConfigError, match=why):
         check_target_override(target)
+
+
+def test_a_python_target_override_names_a_function_the_deployment_allows_before_its_module_is_imported(
+        monkeypatch, tmp_path):
+    """A trigger form's python target was imported and called whatever it named: importing runs a module's code, and
+    a function that takes a message and returns counts it delivered (python:builtins:len marked every due message
+    delivered, sending none). The deployment lists what a form may name; its own target is always allowed."""
+    module = tmp_path / "imported_once_named.py"
+    module.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\ndef call(message):\n    pass\n",
+                      encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("REPROCESS_PYTHON_OVERRIDES", raising=False)
+    monkeypatch.setenv("REPROCESS_TARGET", "outbox")
+    with pytest.raises(ConfigError, match="not one this deployment allows"):
+        check_target_override("python:imported_once_named:call")
+    assert not (tmp_path / "ran").exists()  # refused before the import
+    for allowed in ("imported_once_named:call", "imported_once_named:*", "x:y, imported_once_*:c?ll"):
+        monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", allowed)
+        check_target_override("python:imported_once_named:call")
+    assert (tmp_path / "ran").exists()
+    monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", "")  # set but empty: none, the examples neither ...
+    with pytest.raises(ConfigError, match=r"\(allowed: none\)"):
+        check_target_override("python:reprocess.targets.examples:always_ok")
+    monkeypatch.setenv("REPROCESS_TARGET", "python:reprocess.targets.examples:always_ok")  # ... but the deployment's
+    check_target_override("python:reprocess.targets.examples:always_ok")
+    with pytest.raises(ConfigError, match=r"allowed: reprocess.targets.examples:always_ok\)"):
+        check_target_override("python:reprocess.targets.examples:always_fail")
+    monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", "imported_once_named:cal,IMPORTED_once_named:call")
+    with pytest.raises(ConfigError, match="not one this deployment allows"):  # a pattern is matched whole, by case
+        check_target_override("python:imported_once_named:call")
 
 
 def test_a_literal_password_in_the_deployments_target_is_masked_in_the_task_logs():

@@ -111,7 +111,39 @@ def check_target_override(target: str | None) -> None:
         raise ConfigError(f"a target override may not carry a password ({shown}): it would be in the run's "
                           "arguments and logs; set REPROCESS_TARGET or a policy's target, its password as ${VAR}",
                           key="target")
+    if target.startswith("python:"):
+        _check_python_override(target)
     parse_target(target)
+
+
+PYTHON_OVERRIDES = "REPROCESS_PYTHON_OVERRIDES"
+PYTHON_OVERRIDES_DEFAULT = ("reprocess.targets.examples:*",)
+
+
+def python_overrides() -> list[str]:
+    """The ``module:function`` patterns (``*``, ``?`` and ``[...]`` as in file names) a trigger form's python target
+    may name: ``REPROCESS_PYTHON_OVERRIDES``, comma-separated (set but empty: none), else the examples shipped with
+    reprocess; the deployment's own python target (``REPROCESS_TARGET``) always."""
+    raw = os.environ.get(PYTHON_OVERRIDES)
+    patterns = list(PYTHON_OVERRIDES_DEFAULT) if raw is None else [p.strip() for p in raw.split(",") if p.strip()]
+    deployment = os.environ.get("REPROCESS_TARGET") or ""
+    if deployment.startswith("python:"):
+        patterns.append(deployment.removeprefix("python:"))
+    return patterns
+
+
+def _check_python_override(target: str) -> None:
+    """A python target typed into a trigger form names a function the deployment allows (:func:`python_overrides`),
+    before anything imports its module: importing runs the module's code, and any function that takes a message and
+    returns counts it delivered (``python:builtins:len`` would mark every due message delivered, sending none)."""
+    from fnmatch import fnmatchcase
+
+    name = target.removeprefix("python:")
+    allowed = python_overrides()
+    if not any(fnmatchcase(name, p) for p in allowed):
+        raise ConfigError(f"the target override {target} is not one this deployment allows from a trigger form "
+                          f"(allowed: {', '.join(allowed) or 'none'}); add its module:function to "
+                          f"{PYTHON_OVERRIDES} (comma-separated patterns) or make it REPROCESS_TARGET", key="target")
 
 
 def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]:
