@@ -1548,12 +1548,14 @@ def test_a_failure_from_before_a_reset_that_lands_after_it_does_not_bring_its_ol
     for at in ("10:05", "10:15", "10:30"):
         cycle(spark, tmp_path, f"2026-11-21T{at}:00Z")
     assert {k: v["state"] for k, v in ledger(spark, tmp_path).items()} == {"m": "DEAD_LETTERED", "n": "DEAD_LETTERED"}
+    # asked at 10:29, before the cycle that dead-lettered them (a retried DAG run asks at its stored run_after): the
+    # reset is no earlier than the failures it forgave and the dead-lettering
     moved = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(reset_deliveries=True),
-                                 parse_instant("2026-11-21T10:31:00Z"))
+                                 parse_instant("2026-11-21T10:29:00Z"))
     assert moved["moved"] == 2
-    assert ledger(spark, tmp_path)["m"]["reset_ms"] == parse_instant("2026-11-21T10:31:00Z")
-    # m: a consumer's failure of 10:20, before the reset, lands late; n: one of 10:31:30, after it
-    land(tmp_path / "landing", "10", "late.jsonl", [rec("m", "2026-11-21T10:20:00Z", delivery_count=7),
+    assert ledger(spark, tmp_path)["m"]["reset_ms"] == parse_instant("2026-11-21T10:30:00Z")
+    # m: a consumer's failure of 10:29:30, before the reset, lands late; n: one of 10:31:30, after it
+    land(tmp_path / "landing", "10", "late.jsonl", [rec("m", "2026-11-21T10:29:30Z", delivery_count=7),
                                                     rec("n", "2026-11-21T10:31:30Z", delivery_count=7)])
     cycle(spark, tmp_path, "2026-11-21T10:32:00Z", target="python:reprocess.targets.examples:always_ok")
     rows = ledger(spark, tmp_path)

@@ -256,13 +256,18 @@ def test_a_redrive_with_a_reset_wants_its_moved_messages_at_zero_deliveries_and_
     got = {r.message_id: r.redriven_deliveries_as_asked
            for r in redrive_ledger_frame(df, "req", REDRIVE_AT, reset_deliveries=True).collect()}
     assert got == {r[0]: r[-1] for r in rows}
-    # with the reset's time (the merge does not take the counts of failures from before it): the request's now
+    # with the reset's time (the merge does not take the counts of failures from before it): no earlier than the
+    # request's now and the message's last failure
     with_time = df.withColumn("reset_ms", F.when(F.col("message_id") != "not-moved", F.lit(REDRIVE_AT)))
     missing = with_time.withColumn("reset_ms", F.when(F.col("message_id") == "zero", F.lit(None))
                                    .otherwise(F.col("reset_ms")))
     earlier = with_time.withColumn("reset_ms", F.when(F.col("message_id") == "zero", F.lit(REDRIVE_AT - 1))
                                    .otherwise(F.col("reset_ms")))
-    for frame, zero in ((with_time, True), (missing, False), (earlier, False)):
+    later = with_time.withColumn("reset_ms", F.when(F.col("message_id") == "zero", F.lit(REDRIVE_AT + 1))
+                                 .otherwise(F.col("reset_ms")))  # a retried request's: its failures came after now
+    before_failure = later.withColumn("last_failed_ms", F.when(F.col("message_id") == "zero", F.lit(REDRIVE_AT + 2))
+                                      .otherwise(F.col("last_failed_ms")))
+    for frame, zero in ((with_time, True), (missing, False), (earlier, False), (later, True), (before_failure, False)):
         got = {r.message_id: r.redriven_deliveries_as_asked
                for r in redrive_ledger_frame(frame, "req", REDRIVE_AT, reset_deliveries=True).collect()}
         assert got == {**{r[0]: r[-1] for r in rows}, "zero": zero}

@@ -264,9 +264,11 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         # the delivery numbers start again: the idempotency keys they make must not (targets.base.idempotency_key)
         "resets": F.when(sel & F.lit(req.reset_deliveries), F.coalesce(F.col("resets"), F.lit(0)) + 1)
         .otherwise(F.col("resets")).cast("long"),
-        # failures from before now that land later carry the count reset here: the merge does not take it
-        "reset_ms": F.when(sel & F.lit(req.reset_deliveries), F.lit(now_ms).cast("long"))
-        .otherwise(F.col("reset_ms")),
+        # failures from before the reset that land later carry the count it forgave: the merge does not take it. Not
+        # earlier than the failures it forgave and the dead-lettering: a retried DAG run asks at its stored run_after,
+        # which a cycle that dead-lettered the message since can have passed (as due_at above)
+        "reset_ms": F.when(sel & F.lit(req.reset_deliveries), F.greatest(
+            F.lit(now_ms).cast("long"), F.col("last_failed_ms"), F.col("terminal_ms"))).otherwise(F.col("reset_ms")),
     })
     stage = wh.new_stage(req.request_id)
     parquet_options(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),

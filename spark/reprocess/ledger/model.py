@@ -67,9 +67,9 @@ LEDGER_SCHEMA = T.StructType([
     # How many times an operator's re-drive reset the count to 0 (null: never; ledger files written before the column
     # read it as null too). It is part of the idempotency key of each later delivery, whose numbers start again.
     T.StructField("resets", T.LongType()),
-    # When the last of those resets happened (the re-drive's as-of; null: never, or written before the column). A
-    # consumer's failure from then or before that lands later carries the count the reset forgave: the merge does not
-    # take it (reprocess.ledger.merge; docs/adr/0001-counting.md).
+    # When the last of those resets happened (the re-drive's as-of, or the message's last failure or dead-lettering if
+    # later; null: never, or written before the column). A consumer's failure from then or before that lands later
+    # carries the count the reset forgave: the merge does not take it (docs/adr/0001-counting.md).
     T.StructField("reset_ms", T.LongType()),
     T.StructField("bucket", T.StringType()),
 ])

@@ -461,7 +461,8 @@ def redrive_ledger_frame(rows: DataFrame, request_id: str, as_of_ms: int, reset_
     if reset_deliveries:
         asked = (F.col("deliveries") == 0) & F.col("released_deliveries").isNull()
         if "reset_ms" in rows.columns:  # the reset's time: failures from before it do not bring their count back
-            asked = asked & F.coalesce(F.col("reset_ms") == F.lit(as_of_ms), F.lit(False))
+            asked = asked & F.coalesce((F.col("reset_ms") >= F.lit(as_of_ms)) & (
+                F.col("last_failed_ms").isNull() | (F.col("reset_ms") >= F.col("last_failed_ms"))), F.lit(False))
     else:
         asked = F.col("released_deliveries") == F.col("deliveries")
     return rows.select(
