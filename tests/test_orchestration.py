@@ -58,8 +58,7 @@ def test_an_address_or_requester_beginning_with_a_dash_reaches_the_job_as_a_valu
                                      ).requested_by == "-alice"
 
 
-@pytest.mark.parametrize("target", [None, "", "outbox", "python:reprocess.targets.examples:always_ok",
-                                    "amqp://broker:5672/%2F?routing_key={address}",
+@pytest.mark.parametrize("target", [None, "", "outbox", "amqp://broker:5672/%2F?routing_key={address}",
                                     "stomp://user@broker:61613?destination=/queue/{address}"])
 def test_a_target_override_without_credentials_is_accepted(target):
     check_target_override(target)
@@ -72,7 +71,8 @@ def test_a_target_override_without_credentials_is_accepted(target):
     ("amqp://u:p@broker:notaport/", r"may not carry a password \(amqp://u:\*\*\*@broker:notaport/\)"),
     ("amqp://broker:notaport/", "Port could not be cast"),
     ("python:no_such_module_here:fn", "python:no_such_module_here:fn is not one this deployment allows"),
-    ("python:builtins:len", r"allows from a trigger form \(allowed: reprocess.targets.examples:\*"),
+    ("python:builtins:len", "allows from a trigger form"),
+    ("python:reprocess.targets.examples:always_ok", "allows from a trigger form"),  # delivers nothing, counts all
     ("kafka://broker:9092", "unknown target"),
     ("amqp://[broker", r"bad target override: Invalid IPv6 URL"),  # urlsplit's ValueError: a traceback, retried
     # a password holding '/' or '#' (urlsplit finds none: it passed as one without), masked in the error
@@ -104,9 +104,10 @@ def test_a_python_target_override_names_a_function_the_deployment_allows_before_
         monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", allowed)
         check_target_override("python:imported_once_named:call")
     assert (tmp_path / "ran").exists()
-    monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", "")  # set but empty: none, the examples neither ...
-    with pytest.raises(ConfigError, match=r"\(allowed: none\)"):
-        check_target_override("python:reprocess.targets.examples:always_ok")
+    for nothing in ("", " , "):  # set but empty: none, as unset ...
+        monkeypatch.setenv("REPROCESS_PYTHON_OVERRIDES", nothing)
+        with pytest.raises(ConfigError, match=r"\(allowed: none\)"):
+            check_target_override("python:reprocess.targets.examples:always_ok")
     monkeypatch.setenv("REPROCESS_TARGET", "python:reprocess.targets.examples:always_ok")  # ... but the deployment's
     check_target_override("python:reprocess.targets.examples:always_ok")
     with pytest.raises(ConfigError, match=r"allowed: reprocess.targets.examples:always_ok\)"):

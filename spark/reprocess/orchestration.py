@@ -117,15 +117,15 @@ def check_target_override(target: str | None) -> None:
 
 
 PYTHON_OVERRIDES = "REPROCESS_PYTHON_OVERRIDES"
-PYTHON_OVERRIDES_DEFAULT = ("reprocess.targets.examples:*",)
 
 
 def python_overrides() -> list[str]:
     """The ``module:function`` patterns (``*``, ``?`` and ``[...]`` as in file names) a trigger form's python target
-    may name: ``REPROCESS_PYTHON_OVERRIDES``, comma-separated (set but empty: none), else the examples shipped with
-    reprocess; the deployment's own python target (``REPROCESS_TARGET``) always."""
-    raw = os.environ.get(PYTHON_OVERRIDES)
-    patterns = list(PYTHON_OVERRIDES_DEFAULT) if raw is None else [p.strip() for p in raw.split(",") if p.strip()]
+    may name: ``REPROCESS_PYTHON_OVERRIDES``, comma-separated (unset or empty: none), and the deployment's own python
+    target (``REPROCESS_TARGET``). None by default: even the shipped examples hold ``always_ok``, which counts every
+    message delivered and sends none."""
+    raw = os.environ.get(PYTHON_OVERRIDES) or ""
+    patterns = [p.strip() for p in raw.split(",") if p.strip()]
     deployment = os.environ.get("REPROCESS_TARGET") or ""
     if deployment.startswith("python:"):
         patterns.append(deployment.removeprefix("python:"))
