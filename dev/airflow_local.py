@@ -6,7 +6,8 @@ Prepares an AIRFLOW_HOME (LocalExecutor, SQLite unless --db, the ``spark_default
 ``local[*]``, a login from ``--user``/``--password``), migrates the metadata DB, then runs Airflow's four
 components (api-server, scheduler, dag-processor, triggerer) in the foreground until Ctrl-C or SIGTERM, which stops
 them all. They are started as the tests start them (:func:`start`), not by ``airflow standalone``, which would replace
-an auth manager the environment sets (``AIRFLOW__CORE__AUTH_MANAGER``) with SimpleAuthManager.
+an auth manager the environment sets (``AIRFLOW__CORE__AUTH_MANAGER``) with SimpleAuthManager. Other
+``AIRFLOW__SECTION__KEY`` variables of the caller's are passed on where the options set nothing.
 """
 
 from __future__ import annotations
@@ -99,22 +100,46 @@ def start(env: dict[str, str], log_path: Path | None) -> subprocess.Popen[bytes]
                             start_new_session=True)
 
 
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs, zombies aside (an init that reaps no orphans leaves them)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():  # no /proc: a zombie counts as running
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc_dir.glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            if int(pgrp) == pgid and state != "Z":
+                return True
+    return False
+
+
 def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
-    """Stop what :func:`start` started: SIGTERM to its process group, then, after ``grace`` seconds or once the shell
-    is gone, SIGKILL to whatever is left of the group (a component can outlive the shell that waited for it)."""
+    """Stop what :func:`start` started: SIGTERM to its process group, so that each component shuts down as it does on
+    its own (the scheduler ends its task processes), then SIGKILL to whatever of the group still runs after
+    ``grace`` seconds (the shell that waited for them dies at once, so its exit says nothing)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace)
+    deadline = time.monotonic() + grace
+    while _group_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
-def wait_healthy(port: int, timeout: float = 240, base_path: str = "") -> None:
+def wait_healthy(port: int, timeout: float = 240, base_path: str = "",
+                 proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until the scheduler at ``port`` reports healthy; with ``proc`` (:func:`start`'s), stop waiting once its
+    components have all exited."""
     deadline = time.monotonic() + timeout
     url = f"http://localhost:{port}{base_path}/api/v2/monitor/health"
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"Airflow's components exited (status {proc.returncode}) before it was healthy")
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 doc = json.loads(resp.read())
@@ -143,13 +168,16 @@ def main() -> int:
     base_path = f"/{path}" if path else ""
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
                       args.user, args.password, base_path=base_path)
+    # the caller's own Airflow settings (an auth manager, say), where the options set nothing
+    env.update({k: v for k, v in os.environ.items() if k.startswith("AIRFLOW__") and k not in env})
     migrate(env)
-    proc = start(env, None)
     # SIGTERM (a supervisor, `kill`) stops the components as Ctrl-C does: they run in a session of their own, which
     # neither signal reaches
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    proc = None
     try:
-        wait_healthy(args.port, base_path=base_path)
+        proc = start(env, None)
+        wait_healthy(args.port, base_path=base_path, proc=proc)
         print(f"Airflow UI: {env['AIRFLOW__API__BASE_URL']}/  login: {args.user} / "
               f"{env['REPROCESS_AIRFLOW_PASSWORD']}")
         print("DAGs: reprocess_failed_messages (scheduled, paused until you unpause it), redrive_dead_letters; "
@@ -158,7 +186,12 @@ def main() -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        stop(proc)
+        if proc is not None:
+            # a second Ctrl-C or SIGTERM (`timeout` and a shell both passing one on) must not cut the stop short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            print("stopping Airflow's components (at most 30 s)", flush=True)
+            stop(proc)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -125,32 +126,42 @@ def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path)
     assert not (tmp_path / "log").exists()
 
 
+def _group_left(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` still running, zombies aside (this machine's init does not reap them)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            if int(pgrp) == pgid and state != "Z":
+                found.append(stat.parent.name)
+    return found
+
+
 @pytest.mark.unit
-def test_stopping_airflow_leaves_nothing_of_its_process_group_even_what_ignores_sigterm(tmp_path):
+def test_stopping_airflow_gives_its_components_time_to_shut_down_and_kills_what_ignores_sigterm(tmp_path):
     """`make airflow` ran `airflow standalone` in the foreground; it runs the components the tests run now, in a
-    session of their own that Ctrl-C does not reach, so stopping is its job: a component that ignores SIGTERM (or
-    outlives the shell that waited for it) is killed with the rest of the group."""
+    session of their own that Ctrl-C does not reach, so stopping is its job. A component shutting down on SIGTERM (a
+    scheduler ending its tasks) gets its time: the shell that waited for the components dies at once, and taking its
+    exit for theirs killed them mid-shutdown. One that ignores SIGTERM is killed with the rest of the group."""
     import subprocess
 
+    done = tmp_path / "shut-down"
+    component = f"trap 'sleep 1; touch {done}; exit 0' TERM; while :; do sleep 0.1; done"
+    proc = subprocess.Popen(["sh", "-c", f"sh -c {shlex.quote(component)} & wait"], start_new_session=True)
+    time.sleep(0.5)  # the shell has started its component
+    airflow_local.stop(proc, grace=20)
+    assert done.exists()  # its shutdown ran to the end
+    assert _group_left(proc.pid) == []
+
     proc = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & sleep 300 & wait"], start_new_session=True)
-    time.sleep(0.5)  # the shell has started its children
+    time.sleep(0.5)
     started = time.monotonic()
     airflow_local.stop(proc, grace=1)
     assert time.monotonic() - started < 30  # not the sleeps' 300 s: SIGKILL after the grace
-
-    def running() -> list[str]:  # the group's processes, but zombies (this machine's init does not reap them)
-        found = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError):
-                state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-                if int(pgrp) == proc.pid and state != "Z":
-                    found.append(stat.parent.name)
-        return found
-
     deadline = time.monotonic() + 10
-    while running() and time.monotonic() < deadline:
+    while _group_left(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert running() == []
+    assert _group_left(proc.pid) == []
     airflow_local.stop(proc, grace=1)  # stopping again is harmless
 
 
