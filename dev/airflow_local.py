@@ -7,7 +7,8 @@ Prepares an AIRFLOW_HOME (LocalExecutor, SQLite unless --db, the ``spark_default
 components (api-server, scheduler, dag-processor, triggerer) in the foreground until Ctrl-C or SIGTERM, which stops
 them all. They are started as the tests start them (:func:`start`), not by ``airflow standalone``, which would replace
 an auth manager the environment sets (``AIRFLOW__CORE__AUTH_MANAGER``) with SimpleAuthManager. Other
-``AIRFLOW__SECTION__KEY`` variables of the caller's are passed on where the options set nothing.
+``AIRFLOW__SECTION__KEY`` variables of the caller's are passed on (and named) where the options set nothing, the
+database's aside (``--db``).
 """
 
 from __future__ import annotations
@@ -100,32 +101,37 @@ def start(env: dict[str, str], log_path: Path | None) -> subprocess.Popen[bytes]
                             start_new_session=True)
 
 
-def _group_running(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs, zombies aside (an init that reaps no orphans leaves them)."""
+def _session_running(sid: int) -> list[int] | None:
+    """The processes of session ``sid`` still running, zombies aside (an init that reaps no orphans leaves them): the
+    components, and the task processes Airflow's supervisors put in process groups of their own. None without /proc."""
     proc_dir = Path("/proc")
-    if not proc_dir.is_dir():  # no /proc: a zombie counts as running
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+    if not proc_dir.is_dir():
+        return None
+    found = []
     for stat in proc_dir.glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError):
-            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-            if int(pgrp) == pgid and state != "Z":
-                return True
-    return False
+            state, _ppid, _pgrp, session = stat.read_text().rsplit(")", 1)[1].split()[:4]
+            if int(session) == sid and state != "Z":
+                found.append(int(stat.parent.name))
+    return found
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
     """Stop what :func:`start` started: SIGTERM to its process group, so that each component shuts down as it does on
-    its own (the scheduler ends its task processes), then SIGKILL to whatever of the group still runs after
-    ``grace`` seconds (the shell that waited for them dies at once, so its exit says nothing)."""
+    its own (the scheduler's task supervisors pass it on to their tasks), then SIGKILL to whatever of its session
+    still runs after ``grace`` seconds, task processes in groups of their own included (the shell that waited for the
+    components dies at once, so its exit says nothing). Without /proc, the group alone."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _group_running(proc.pid) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        left = _session_running(proc.pid)
+        if left == [] or (left is None and proc.poll() is not None):  # no /proc: the shell's exit is all there is
+            break
         time.sleep(0.2)
+    for pid in _session_running(proc.pid) or []:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -168,8 +174,13 @@ def main() -> int:
     base_path = f"/{path}" if path else ""
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
                       args.user, args.password, base_path=base_path)
-    # the caller's own Airflow settings (an auth manager, say), where the options set nothing
-    env.update({k: v for k, v in os.environ.items() if k.startswith("AIRFLOW__") and k not in env})
+    # the caller's own Airflow settings (an auth manager, say), where the options set nothing; not a database: that is
+    # --db's, and a shell's exported connection would migrate and schedule against another Airflow's database
+    passed = {k: v for k, v in os.environ.items()
+              if k.startswith("AIRFLOW__") and k not in env and not k.startswith("AIRFLOW__DATABASE__")}
+    env.update(passed)
+    if passed:
+        print(f"passing on the caller's Airflow settings: {', '.join(sorted(passed))}", flush=True)
     migrate(env)
     # SIGTERM (a supervisor, `kill`) stops the components as Ctrl-C does: they run in a session of their own, which
     # neither signal reaches

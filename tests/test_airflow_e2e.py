@@ -126,13 +126,13 @@ def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path)
     assert not (tmp_path / "log").exists()
 
 
-def _group_left(pgid: int) -> list[str]:
-    """The processes of group ``pgid`` still running, zombies aside (this machine's init does not reap them)."""
+def _session_left(sid: int) -> list[str]:
+    """The processes of session ``sid`` still running, zombies aside (this machine's init does not reap them)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
-            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-            if int(pgrp) == pgid and state != "Z":
+            state, _ppid, _pgrp, session = stat.read_text().rsplit(")", 1)[1].split()[:4]
+            if int(session) == sid and state != "Z":
                 found.append(stat.parent.name)
     return found
 
@@ -145,13 +145,20 @@ def test_stopping_airflow_gives_its_components_time_to_shut_down_and_kills_what_
     exit for theirs killed them mid-shutdown. One that ignores SIGTERM is killed with the rest of the group."""
     import subprocess
 
-    done = tmp_path / "shut-down"
-    component = f"trap 'sleep 1; touch {done}; exit 0' TERM; while :; do sleep 0.1; done"
-    proc = subprocess.Popen(["sh", "-c", f"sh -c {shlex.quote(component)} & wait"], start_new_session=True)
-    time.sleep(0.5)  # the shell has started its component
-    airflow_local.stop(proc, grace=20)
+    ready, done = tmp_path / "ready", tmp_path / "shut-down"
+    component = f"trap 'sleep 1; touch {done}; exit 0' TERM; touch {ready}; while :; do sleep 0.1; done"
+    # a task process, as Airflow's supervisor starts one: in a process group of its own, ignoring SIGTERM
+    task = "trap '' TERM; exec sleep 300"
+    proc = subprocess.Popen(["sh", "-c", f"sh -c {shlex.quote(component)} & "
+                             f"python3 -c 'import os; os.setpgid(0, 0); os.execvp(\"sh\", [\"sh\", \"-c\", "
+                             f"{json.dumps(task)}])' & wait"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:  # the component has set its trap
+        time.sleep(0.1)
+    time.sleep(0.5)  # the task has left the group
+    airflow_local.stop(proc, grace=5)
     assert done.exists()  # its shutdown ran to the end
-    assert _group_left(proc.pid) == []
+    assert _session_left(proc.pid) == []  # the task, in a group of its own, too
 
     proc = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & sleep 300 & wait"], start_new_session=True)
     time.sleep(0.5)
@@ -159,9 +166,9 @@ def test_stopping_airflow_gives_its_components_time_to_shut_down_and_kills_what_
     airflow_local.stop(proc, grace=1)
     assert time.monotonic() - started < 30  # not the sleeps' 300 s: SIGKILL after the grace
     deadline = time.monotonic() + 10
-    while _group_left(proc.pid) and time.monotonic() < deadline:
+    while _session_left(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _group_left(proc.pid) == []
+    assert _session_left(proc.pid) == []
     airflow_local.stop(proc, grace=1)  # stopping again is harmless
 
 

@@ -78,10 +78,12 @@ def test_a_target_override_without_credentials_is_accepted(target):
     # a password holding '/' or '#' (urlsplit finds none: it passed as one without), masked in the error
     ("amqp://svc:Xk9/q#Tz@rabbit:5672/%2F", r"may not carry a password \(amqp://svc:\*\*\*@rabbit:5672/%2F\)"),
 ])
-def test_a_target_override_with_a_variable_a_password_or_no_target_is_refused(target, why):
+def test_a_target_override_with_a_variable_a_password_or_no_target_is_refused(target, why, monkeypatch):
     """Anyone who may trigger the DAG types the form's target: a ${VAR} in it was filled in by the Spark job from the
     deployment's environment (the Airflow admin password, the JWT secret) and sent to whatever host was typed; a
     literal password went into the task's arguments, log and XCom."""
+    monkeypatch.delenv("REPROCESS_PYTHON_OVERRIDES", raising=False)  # the python targets: allowed by none
+    monkeypatch.delenv("REPROCESS_TARGET", raising=False)
     with pytest.raises(ConfigError, match=why):
         check_target_override(target)
 
