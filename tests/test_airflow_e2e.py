@@ -127,7 +127,8 @@ def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path)
 
 
 def _session_left(sid: int) -> list[str]:
-    """The processes of session ``sid`` still running, zombies aside (this machine's init does not reap them)."""
+    """The processes of session ``sid`` still running, zombies aside (this machine's init does not reap them). A scan
+    of its own, not airflow_local's: the test checks what that one finds."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
@@ -145,17 +146,17 @@ def test_stopping_airflow_gives_its_components_time_to_shut_down_and_kills_what_
     exit for theirs killed them mid-shutdown. One that ignores SIGTERM is killed with the rest of the group."""
     import subprocess
 
-    ready, done = tmp_path / "ready", tmp_path / "shut-down"
+    ready, task_ready, done = tmp_path / "ready", tmp_path / "task-ready", tmp_path / "shut-down"
     component = f"trap 'sleep 1; touch {done}; exit 0' TERM; touch {ready}; while :; do sleep 0.1; done"
     # a task process, as Airflow's supervisor starts one: in a process group of its own, ignoring SIGTERM
-    task = "trap '' TERM; exec sleep 300"
+    task = f"trap '' TERM; touch {task_ready}; exec sleep 300"
     proc = subprocess.Popen(["sh", "-c", f"sh -c {shlex.quote(component)} & "
                              f"python3 -c 'import os; os.setpgid(0, 0); os.execvp(\"sh\", [\"sh\", \"-c\", "
                              f"{json.dumps(task)}])' & wait"], start_new_session=True)
     deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:  # the component has set its trap
+    # the component has set its trap, the task has left the group and ignores SIGTERM
+    while not (ready.exists() and task_ready.exists()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(0.5)  # the task has left the group
     airflow_local.stop(proc, grace=5)
     assert done.exists()  # its shutdown ran to the end
     assert _session_left(proc.pid) == []  # the task, in a group of its own, too
