@@ -1722,23 +1722,33 @@ def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lette
     """A waiting message whose address no policy matches any more (the policy removed from the file; or re-driven
     from the DLQ after that) that fails again has no schedule to wait by. It was kept WAITING_RETRY with no next
     attempt: the ledger suite failed every later run, which resumed the prepared run and re-drove it again. It goes
-    to the default dead-letter address with reason NO_POLICY, and the run commits."""
+    to the default dead-letter address with reason NO_POLICY, and the run commits. A message another policy matches
+    now is rescheduled by that one and kept under it from then on (its name and profile in the ledger, as a
+    consumer's new failure re-keys it in the merge); the dead letters name no policy."""
     from reprocess.storage.read import read_dataset as read
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-gone", "2026-11-21T10:00:00Z", address="legacy.x"),
-                                                 rec("m-ok", "2026-11-21T10:00:00Z", address="legacy.y")])
+                                                 rec("m-ok", "2026-11-21T10:00:00Z", address="legacy.y"),
+                                                 rec("m-moved", "2026-11-21T10:00:00Z", address="legacy.z")])
     with_legacy = parse_policies(POLICIES_TEXT + '  - match: "legacy.#"\n    profile: stepped\n'
                                  '    settings: {delays: [10m], max_deliveries: 5}\n')
     assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z", policies=with_legacy)["due"] == 0
+    assert {r["policy"] for r in ledger(spark, tmp_path).values()} == {"legacy.#"}
+    moved = parse_policies(POLICIES_TEXT + '  - match: "legacy.z"\n    profile: artemis\n'
+                           '    settings: {redelivery-delay: 60000, max-delivery-attempts: 5}\n')
     s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="python:reprocess.targets.examples:always_fail",
-              policies=POLICIES)
-    assert (s["due"], s["delivered"], s["dead_lettered"]["NO_POLICY"]) == (2, 0, 2)
+              policies=moved)
+    assert (s["due"], s["delivered"], s["rescheduled"], s["dead_lettered"]["NO_POLICY"]) == (3, 0, 1, 2)
     rows = ledger(spark, tmp_path)
-    assert {m: (r["state"], r["reason_code"], r["dead_letter_address"], r["deliveries"]) for m, r in rows.items()} == {
-        "m-gone": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2), "m-ok": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2)}
+    assert {m: (r["state"], r["reason_code"], r["dead_letter_address"], r["deliveries"], r["policy"], r["profile"])
+            for m, r in rows.items()} == {
+        "m-gone": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, None, None),
+        "m-ok": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, None, None),
+        "m-moved": ("WAITING_RETRY", None, None, 2, "legacy.z", "artemis")}
+    assert rows["m-moved"]["next_attempt_ms"] == parse_instant("2026-11-21T10:31:00Z")  # legacy.z's delay
     dlq = read(spark, str(tmp_path / "wh"), "dlq").collect()
-    assert sorted((r.message_id, r.address, r.reason_code) for r in dlq) == [
-        ("m-gone", "ops.dlq", "NO_POLICY"), ("m-ok", "ops.dlq", "NO_POLICY")]
+    assert sorted((r.message_id, r.address, r.reason_code, r.policy, r.profile) for r in dlq) == [
+        ("m-gone", "ops.dlq", "NO_POLICY", None, None), ("m-ok", "ops.dlq", "NO_POLICY", None, None)]
 
 
 # orders.created re-driven to the outbox by its policy, the other orders.# messages to the run's target

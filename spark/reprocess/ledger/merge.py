@@ -398,6 +398,13 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
         "redriven": redriven,
         "pidx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
         "columns": {
+            # A failed delivery is decided by the policy matching the message now, as a consumer's new failure is in
+            # the merge: the message is kept under that policy from here on (its target, its ordering, the report's
+            # and the DLQ record's policy), null when none matches (NO_POLICY). Before, the row kept the name it
+            # was kept under while another policy's schedule decided it. A delivered one keeps the policy whose
+            # target delivered it.
+            "policy": F.when(failed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
+            "profile": F.when(failed, profile_column(policies, pidx)).otherwise(F.col("profile")),
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
             "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
