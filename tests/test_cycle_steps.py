@@ -1724,7 +1724,8 @@ def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lette
     attempt: the ledger suite failed every later run, which resumed the prepared run and re-drove it again. It goes
     to the default dead-letter address with reason NO_POLICY, and the run commits. A message another policy matches
     now is rescheduled by that one and kept under it from then on (its name and profile in the ledger, as a
-    consumer's new failure re-keys it in the merge); the dead letters name no policy."""
+    consumer's new failure re-keys it in the merge); the dead letters keep the name they had, by which a re-drive
+    finds their target once that policy is back."""
     from reprocess.storage.read import read_dataset as read
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-gone", "2026-11-21T10:00:00Z", address="legacy.x"),
@@ -1742,13 +1743,14 @@ def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lette
     rows = ledger(spark, tmp_path)
     assert {m: (r["state"], r["reason_code"], r["dead_letter_address"], r["deliveries"], r["policy"], r["profile"])
             for m, r in rows.items()} == {
-        "m-gone": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, None, None),
-        "m-ok": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, None, None),
+        "m-gone": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, "legacy.#", "stepped"),
+        "m-ok": ("DEAD_LETTERED", "NO_POLICY", "ops.dlq", 2, "legacy.#", "stepped"),
         "m-moved": ("WAITING_RETRY", None, None, 2, "legacy.z", "artemis")}
     assert rows["m-moved"]["next_attempt_ms"] == parse_instant("2026-11-21T10:31:00Z")  # legacy.z's delay
     dlq = read(spark, str(tmp_path / "wh"), "dlq").collect()
     assert sorted((r.message_id, r.address, r.reason_code, r.policy, r.profile) for r in dlq) == [
-        ("m-gone", "ops.dlq", "NO_POLICY", None, None), ("m-ok", "ops.dlq", "NO_POLICY", None, None)]
+        ("m-gone", "ops.dlq", "NO_POLICY", "legacy.#", "stepped"),
+        ("m-ok", "ops.dlq", "NO_POLICY", "legacy.#", "stepped")]
 
 
 # orders.created re-driven to the outbox by its policy, the other orders.# messages to the run's target

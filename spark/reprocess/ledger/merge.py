@@ -400,11 +400,13 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
         "columns": {
             # A failed delivery is decided by the policy matching the message now, as a consumer's new failure is in
             # the merge: the message is kept under that policy from here on (its target, its ordering, the report's
-            # and the DLQ record's policy), null when none matches (NO_POLICY). Before, the row kept the name it
-            # was kept under while another policy's schedule decided it. A delivered one keeps the policy whose
-            # target delivered it.
-            "policy": F.when(failed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
-            "profile": F.when(failed, profile_column(policies, pidx)).otherwise(F.col("profile")),
+            # and the DLQ record's policy). Before, the row kept the name it was kept under while another policy's
+            # schedule decided it. Where none matches (NO_POLICY) the row keeps its name: a due row's target and
+            # ordering are found by it, so an operator who puts that policy back and re-drives the dead letter
+            # gets them again. A delivered one keeps its policy.
+            "policy": F.when(failed & pidx.isNotNull(), policy_name_column(policies, pidx))
+            .otherwise(F.col("policy")),
+            "profile": F.when(failed & pidx.isNotNull(), profile_column(policies, pidx)).otherwise(F.col("profile")),
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
             "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
