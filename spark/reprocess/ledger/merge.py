@@ -391,6 +391,7 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
     hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(history_type)), F.array(entry))
     hist = F.slice(hist, F.greatest(F.size(hist) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
     becomes_dead = failed & (fail_state == DEAD_LETTERED)
+    rekeyed = failed & ~no_policy  # a failure a policy matching the message now decided (the "policy" column below)
     return {
         "outcome": [F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"),
                     F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
@@ -404,9 +405,8 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
             # schedule decided it. Where none matches (NO_POLICY) the row keeps its name: a due row's target and
             # ordering are found by it, so an operator who puts that policy back and re-drives the dead letter
             # gets them again. A delivered one keeps its policy.
-            "policy": F.when(failed & pidx.isNotNull(), policy_name_column(policies, pidx))
-            .otherwise(F.col("policy")),
-            "profile": F.when(failed & pidx.isNotNull(), profile_column(policies, pidx)).otherwise(F.col("profile")),
+            "policy": F.when(rekeyed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
+            "profile": F.when(rekeyed, profile_column(policies, pidx)).otherwise(F.col("profile")),
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
             "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
