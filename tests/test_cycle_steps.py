@@ -1777,21 +1777,60 @@ def test_outbox_target_writes_due_messages_under_their_address(spark, tmp_path):
 
 def test_an_outbox_shared_by_a_policys_target_and_the_runs_gets_every_due_message(spark, tmp_path):
     """A policy's own target and the run's are re-driven group by group; when both are the outbox, the groups are
-    one: a message waiting under an earlier policy and a new one under a policy added since share an address, and
-    the second group's write of that address's partition replaced the first's, whose messages the ledger called
-    delivered without being in the outbox."""
-    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-old", "2026-11-21T10:00:00Z")])
-    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["due"] == 0  # waits under orders.# until 10:10
-    added = parse_policies(OWN_OUTBOX)
-    land(tmp_path / "landing", "10", "b.jsonl", [rec("m-new", "2026-11-21T10:20:00Z")])
-    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox", policies=added)
+    one: two policies take messages of one address (a consumer group's, re-driven to the run's target, and the
+    address's own, whose target is the outbox), and the second group's write of that address's partition replaced
+    the first's, whose messages the ledger called delivered without being in the outbox."""
+    policies = parse_policies(OWN_OUTBOX + '  - match: "orders.#"\n    consumer_group: billing\n'
+                              '    profile: stepped\n    settings: {delays: [1m], max_deliveries: 3}\n')
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-run", "2026-11-21T10:00:00Z", consumer_group="billing"),
+                                                 rec("m-own", "2026-11-21T10:00:00Z")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", target="outbox", policies=policies)
     assert s["due"] == 2
     rows = ledger(spark, tmp_path)
-    assert (rows["m-old"]["policy"], rows["m-new"]["policy"]) == ("orders.#", "orders.created")
-    assert {m: r["state"] for m, r in rows.items()} == {"m-old": "DELIVERED", "m-new": "DELIVERED"}
+    assert (rows["m-run"]["policy"], rows["m-own"]["policy"]) == ("orders.# @billing", "orders.created")
+    assert {m: r["state"] for m, r in rows.items()} == {"m-run": "DELIVERED", "m-own": "DELIVERED"}
     out = read_dataset(spark, str(tmp_path / "wh"), "outbox").collect()
-    assert sorted((r.message_id, r.address) for r in out) == [("m-new", "orders.created"),
-                                                              ("m-old", "orders.created")]
+    assert sorted((r.message_id, r.address) for r in out) == [("m-own", "orders.created"),
+                                                              ("m-run", "orders.created")]
+
+
+def test_a_waiting_message_goes_through_the_target_of_the_policy_that_matches_it_now(spark, tmp_path):
+    """A policy added to the file takes the messages already waiting on its addresses from their next re-drive on, as
+    a broker looks a queue's settings up at each delivery: its target delivers them, and the ledger keeps them under
+    its name. Before, that re-drive went through the target of the policy they were kept under (the run's, which
+    fails them here); only its failure moved them. A message the new policy does not match stays where it was."""
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("m-moved", "2026-11-21T10:00:00Z"),
+                                                 rec("m-stays", "2026-11-21T10:00:00Z", address="orders.paid")])
+    assert cycle(spark, tmp_path, "2026-11-21T10:05:00Z")["due"] == 0  # both wait under orders.# until 10:10
+    added = parse_policies(OWN_OUTBOX.replace("target: outbox", "target: python:reprocess.targets.examples:always_ok"))
+    s = cycle(spark, tmp_path, "2026-11-21T10:30:00Z", policies=added)  # the run's target fails every message
+    assert (s["due"], s["delivered"], s["rescheduled"]) == (2, 1, 1)
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["deliveries"], r["policy"]) for m, r in rows.items()} == {
+        "m-moved": ("DELIVERED", 2, "orders.created"), "m-stays": ("WAITING_RETRY", 2, "orders.#")}
+
+
+def test_a_key_the_policy_file_has_made_ordered_since_its_messages_failed_is_re_driven_head_first(spark, tmp_path):
+    """Two messages of one key wait under an unordered policy; the file then gives their address an ordered one. The
+    next run re-drives the key's earlier message and holds the later one back until it is delivered. Before, both
+    were re-driven as the policy they were kept under said; and with only the due messages under the new policy, the
+    key had no head among its waiting messages and neither was ever re-driven again."""
+    text = "policies:\n  - match: '#'\n    profile: stepped\n    settings: {delays: [1m], max_deliveries: 5}\n"
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),
+        rec("k-second", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="k")])
+    ok = "python:reprocess.targets.examples:always_ok"
+    assert cycle(spark, tmp_path, "2026-11-21T10:00:45Z", target=ok, policies=parse_policies(text))["due"] == 0
+    ordered = parse_policies(text + "  - match: 'fifo.#'\n    profile: stepped\n"
+                                    "    settings: {delays: [1m], max_deliveries: 5}\n    ordered: true\n")
+    s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z", target=ok, policies=ordered)
+    assert (s["due"], s["delivered"]) == (1, 1)
+    rows = ledger(spark, tmp_path)
+    assert {m: (r["state"], r["policy"]) for m, r in rows.items()} == {
+        "k-first": ("DELIVERED", "fifo.#"), "k-second": ("WAITING_RETRY", "#")}
+    s = cycle(spark, tmp_path, "2026-11-21T10:10:00Z", target=ok, policies=ordered)
+    assert (s["due"], s["delivered"]) == (1, 1)
+    assert ledger(spark, tmp_path)["k-second"]["policy"] == "fifo.#"
 
 
 @pytest.mark.parametrize("change", ["target dropped", "policy renamed"])

@@ -37,7 +37,14 @@ from reprocess.errors import (
 from reprocess.landing import contract
 from reprocess.landing.long_lines import DEFAULT_MAX_LINE_BYTES
 from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing, manifest_bytes, pending, read_manifest
-from reprocess.ledger.merge import aggregate_failures, apply_outcomes, merge_failures, non_retryable_column, with_bucket
+from reprocess.ledger.merge import (
+    aggregate_failures,
+    apply_outcomes,
+    merge_failures,
+    non_retryable_column,
+    under_current_policy,
+    with_bucket,
+)
 from reprocess.ledger.model import (
     DEAD_LETTERED,
     LEDGER_COLUMNS,
@@ -425,6 +432,9 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     due = due_at(merged, as_of, codegen)
     if opts.address_filter:
         due = due.filter(F.concat(F.col("address"), F.lit(".")).rlike(to_regex(opts.address_filter)))
+    # re-driven through the target and ordering of the policy that matches each message now, not the one it was kept
+    # under: a policy added, renamed or reordered since takes its waiting messages from their next re-drive on
+    due = under_current_policy(due, policies)
     due = _hold_back_ordered(spark, due, merged, policies, wh, snap, touched)
     if prepared is not None:
         inflight = spark.read.parquet(str(wh.run_dir(run_id) / prepared.get("inflight", "inflight")))
@@ -813,11 +823,12 @@ def _target_column(groups: list[tuple[str, Target, Column | None]]) -> Column:
 
 def _target_groups(opts: CycleOptions, recorded: bool = False) -> list[tuple[str, Target, Column | None]]:
     """The run's targets, each once, with the due rows it takes (None: all of them): a policy's own target takes
-    the rows of that policy (by the ``match`` the row was kept under), the run's target the rest. Policies naming the
-    same target (its spec with the environment's variables in), or the run's own, make one group: one write of the
-    outbox (its partitions are overwritten address by address, so a second group's write of an address replaced the
-    first's messages, which the ledger then called delivered), one connection to a broker. Each comes with its spec as
-    written, which its target also shows in its errors (a variable's value may be a secret).
+    the rows of that policy (by the ``match`` the due row is under: the policy matching it now, else the one it was
+    kept under), the run's target the rest. Policies naming the same target (its spec with the environment's variables
+    in), or the run's own, make one group: one write of the outbox (its partitions are overwritten address by
+    address, so a second group's write of an address replaced the first's messages, which the ledger then called
+    delivered), one connection to a broker. Each comes with its spec as written, which its target also shows in its
+    errors (a variable's value may be a secret).
 
     With ``recorded``, a resumed run's rows are taken by the target its prepare recorded for each (``_target``), not
     by their policy: the run merges its landing files again with the policy file as it is now, so a message that
@@ -896,16 +907,19 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     if not ordered:
         return due
     is_ordered = F.coalesce(F.col("policy").isin(ordered) & F.col("ordering_key").isNotNull(), F.lit(False))
-    keyed = due.filter(is_ordered)
-    cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy"]
+    keyed = due.filter(is_ordered)  # the due rows are under the policy matching them now (under_current_policy)
+    cols = ["message_id", "ordering_key", "first_failed_ms", "state", "policy", "address", "consumer_group"]
     waiting = merged.select(*cols)
     skip = set(touched)  # the delivered and dead-lettered history is not read: it holds no WAITING row
     others = [f for f in wh.live_files("ledger", snap) if f not in skip and waiting_bucket_of(f) is not None]
     if others:
         waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
+    # the waiting rows of a key too: under the policy they were kept under, a key the file has since made ordered had
+    # no head among them, and its due messages were held back for good
+    waiting = under_current_policy(waiting.filter((F.col("state") == WAITING) & F.col("ordering_key").isNotNull()),
+                                   policies)
     first = F.min(F.struct("first_failed_ms", "message_id"))["message_id"].alias("message_id")
-    heads = waiting.filter((F.col("state") == WAITING) & is_ordered).join(keyed, "ordering_key", "left_semi") \
-        .groupBy("ordering_key").agg(first)
+    heads = waiting.filter(is_ordered).join(keyed, "ordering_key", "left_semi").groupBy("ordering_key").agg(first)
     # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
     return due.filter(~is_ordered).unionByName(keyed.join(heads, ["ordering_key", "message_id"], "left_semi"))
 

@@ -79,6 +79,23 @@ def profile_column(policies: PolicySet, policy_idx: Column) -> Column:
     return by_policy(policies, policy_idx, lambda p: F.lit(p.profile.value))
 
 
+_CURRENT_PIDX = "_current_pidx"  # the policy index of a row by the policy file as it is now (under_current_policy)
+
+
+def under_current_policy(rows: DataFrame, policies: PolicySet) -> DataFrame:
+    """Ledger ``rows`` with the ``policy`` (and ``profile``, where they have one) of the policy matching each row's
+    address and consumer group now, as a broker looks a queue's settings up at each delivery: a due message is
+    re-driven through that policy's target and ordering, and its outcome is decided by it (apply_outcomes). A row no
+    policy matches keeps the name it has (a NO_POLICY dead letter's target is found by it once the policy is back).
+    The index is a projection of its own: both columns read it."""
+    rows = rows.withColumn(_CURRENT_PIDX, policy_index_column(policies, F.col("address"), F.col("consumer_group")))
+    pidx = F.col(_CURRENT_PIDX)
+    now = {"policy": F.coalesce(policy_name_column(policies, pidx), F.col("policy"))}
+    if "profile" in rows.columns:
+        now["profile"] = F.coalesce(profile_column(policies, pidx), F.col("profile"))
+    return rows.withColumns(now).drop(_CURRENT_PIDX)
+
+
 def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column,
                                consumer_group: Column) -> Column:
     """:meth:`PolicySet.dead_letter_address_for` as a column."""
@@ -391,7 +408,7 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
     hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(history_type)), F.array(entry))
     hist = F.slice(hist, F.greatest(F.size(hist) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
     becomes_dead = failed & (fail_state == DEAD_LETTERED)
-    rekeyed = failed & ~no_policy  # a failure a policy matching the message now decided (the "policy" column below)
+    rekeyed = redriven & ~no_policy  # an outcome a policy matching the message now decided (the "policy" column below)
     return {
         "outcome": [F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"),
                     F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
@@ -399,12 +416,12 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
         "redriven": redriven,
         "pidx": policy_index_column(policies, F.col("address"), F.col("consumer_group")),
         "columns": {
-            # A failed delivery is decided by the policy matching the message now, as a consumer's new failure is in
-            # the merge: the message is kept under that policy from here on (its target, its ordering, the report's
-            # and the DLQ record's policy). Before, the row kept the name it was kept under while another policy's
-            # schedule decided it. Where none matches (NO_POLICY) the row keeps its name: a due row's target and
-            # ordering are found by it, so an operator who puts that policy back and re-drives the dead letter
-            # gets them again. A delivered one keeps its policy.
+            # A re-driven message went through the target and ordering of the policy matching it now (the due rows
+            # are re-keyed: under_current_policy), and a failure is decided by that policy, as a consumer's new
+            # failure is in the merge: the message is kept under it from here on (the report's and the DLQ record's
+            # policy). Before, the row kept the name it was kept under while another policy's schedule decided it.
+            # Where none matches (NO_POLICY) the row keeps its name: a due row's target and ordering are found by
+            # it, so an operator who puts that policy back and re-drives the dead letter gets them again.
             "policy": F.when(rekeyed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
             "profile": F.when(rekeyed, profile_column(policies, pidx)).otherwise(F.col("profile")),
             "state": state,
