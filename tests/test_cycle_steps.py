@@ -1724,8 +1724,7 @@ def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lette
     attempt: the ledger suite failed every later run, which resumed the prepared run and re-drove it again. It goes
     to the default dead-letter address with reason NO_POLICY, and the run commits. A message another policy matches
     now is rescheduled by that one and kept under it from then on (its name and profile in the ledger, as a
-    consumer's new failure re-keys it in the merge); the dead letters keep the name they had, by which a re-drive
-    finds their target once that policy is back."""
+    consumer's new failure re-keys it in the merge); the dead letters keep the name they had."""
     from reprocess.storage.read import read_dataset as read
 
     land(tmp_path / "landing", "10", "a.jsonl", [rec("m-gone", "2026-11-21T10:00:00Z", address="legacy.x"),

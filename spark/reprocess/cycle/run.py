@@ -468,7 +468,8 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
         raise ConservationError(
             f"resuming {run_id}: {due_count} due messages, but {prepared['due']} were persisted: what decides the due "
             "set changed since the run was prepared (the policy file: a delay, a bound, a non_retryable rule, a "
-            "policy removed or made ordered; or --max-payload-bytes, --max-future-ms, --max-line-bytes). Put it "
+            "policy removed, or an ordered one added, renamed or made so; or --max-payload-bytes, --max-future-ms, "
+            "--max-line-bytes). Put it "
             f"back as it was until this run has committed, or forget the run (`reprocess prepared abandon {run_id}`, "
             "with --force once a target's share of its re-drive is done: the next cycle selects its due messages "
             "again, and sends again what it had sent, with the same idempotency keys)")
@@ -914,12 +915,14 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     others = [f for f in wh.live_files("ledger", snap) if f not in skip and waiting_bucket_of(f) is not None]
     if others:
         waiting = waiting.unionByName(spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*others).select(*cols))
-    # the waiting rows of a key too: under the policy they were kept under, a key the file has since made ordered had
-    # no head among them, and its due messages were held back for good
-    waiting = under_current_policy(waiting.filter((F.col("state") == WAITING) & F.col("ordering_key").isNotNull()),
-                                   policies)
-    first = F.min(F.struct("first_failed_ms", "message_id"))["message_id"].alias("message_id")
-    heads = waiting.filter(is_ordered).join(keyed, "ordering_key", "left_semi").groupBy("ordering_key").agg(first)
+    # The waiting rows of the keys due are under the policy matching them now too: under the one they were kept under,
+    # a key the file has since made ordered had no head among them, and its due messages were held back for good. Only
+    # those rows meet the policies' patterns: the test is in the aggregate, where no filter pushes it below the join
+    # to every waiting row of the ledger.
+    waiting = waiting.filter((F.col("state") == WAITING) & F.col("ordering_key").isNotNull()) \
+        .join(keyed, "ordering_key", "left_semi")
+    first = F.min(F.when(is_ordered, F.struct("first_failed_ms", "message_id")))["message_id"].alias("message_id")
+    heads = under_current_policy(waiting, policies).groupBy("ordering_key").agg(first)
     # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
     return due.filter(~is_ordered).unionByName(keyed.join(heads, ["ordering_key", "message_id"], "left_semi"))
 

@@ -86,7 +86,7 @@ def under_current_policy(rows: DataFrame, policies: PolicySet) -> DataFrame:
     """Ledger ``rows`` with the ``policy`` (and ``profile``, where they have one) of the policy matching each row's
     address and consumer group now, as a broker looks a queue's settings up at each delivery: a due message is
     re-driven through that policy's target and ordering, and its outcome is decided by it (apply_outcomes). A row no
-    policy matches keeps the name it has (a NO_POLICY dead letter's target is found by it once the policy is back).
+    policy matches keeps the name it has (NO_POLICY: the one it was last under).
     The index is a projection of its own: both columns read it."""
     rows = rows.withColumn(_CURRENT_PIDX, policy_index_column(policies, F.col("address"), F.col("consumer_group")))
     pidx = F.col(_CURRENT_PIDX)
@@ -420,8 +420,8 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
             # are re-keyed: under_current_policy), and a failure is decided by that policy, as a consumer's new
             # failure is in the merge: the message is kept under it from here on (the report's and the DLQ record's
             # policy). Before, the row kept the name it was kept under while another policy's schedule decided it.
-            # Where none matches (NO_POLICY) the row keeps its name: a due row's target and ordering are found by
-            # it, so an operator who puts that policy back and re-drives the dead letter gets them again.
+            # Where none matches (NO_POLICY) the row keeps the name it had, for the report and the DLQ record; once
+            # a policy matches it again, its next re-drive is under that one.
             "policy": F.when(rekeyed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
             "profile": F.when(rekeyed, profile_column(policies, pidx)).otherwise(F.col("profile")),
             "state": state,
