@@ -359,10 +359,53 @@ class PolicySet:
 
 
 class _DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key: str, line: int) -> None:
-        super().__init__(f"duplicate key {key!r} at line {line}")
+    def __init__(self, key: str, mark: yaml.Mark) -> None:
+        super().__init__(f"duplicate key {key!r} at line {mark.line + 1}")
         self.key = key
-        self.line = line
+        self.mark = mark
+        self.line = mark.line + 1
+
+
+Step = tuple[str | int, yaml.Node]  # a mapping key or a list index, and the node it leads to
+
+
+def _path_to(node: yaml.Node, mark: yaml.Mark, path: tuple[Step, ...] = ()) -> tuple[Step, ...] | None:
+    """The mapping keys and list indices from ``node`` down to the key node that starts at ``mark``."""
+    if isinstance(node, yaml.MappingNode):
+        items: list[tuple[str | int, yaml.Node, yaml.Node | None]] = [(str(k.value), v, k) for k, v in node.value]
+    elif isinstance(node, yaml.SequenceNode):
+        items = [(i, v, None) for i, v in enumerate(node.value)]
+    else:
+        return None
+    for step, value, key in items:
+        if key is not None and key.start_mark.index == mark.index:
+            return (*path, (step, value))
+        if value.start_mark.index <= mark.index < value.end_mark.index:
+            found = _path_to(value, mark, (*path, (step, value)))
+            if found is not None:
+                return found
+    return None
+
+
+def _where_duplicate(text: str, exc: _DuplicateKeyError) -> tuple[str | None, str]:
+    """The policy (its ``match``, else ``#index``, as every other policy error names it) and the key path (as in
+    ``settings.max_deliveries``) of a duplicate key; the key alone where the text does not compose."""
+    try:
+        root = yaml.compose(text, Loader=_UniqueKeyLoader)  # nodes only: no mapping is constructed, none refused
+    except yaml.YAMLError:
+        root = None
+    path = _path_to(root, exc.mark) if root is not None else None
+    if not path:
+        return None, exc.key
+    policy = None
+    if len(path) > 2 and path[0][0] == "policies" and isinstance(path[1][0], int):
+        item = path[1][1]
+        matches = [v.value for k, v in item.value if k.value == "match" and isinstance(v, yaml.ScalarNode)] \
+            if isinstance(item, yaml.MappingNode) else []
+        policy = str(matches[0]) if matches else f"#{path[1][0]}"
+        path = path[2:]
+    key = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step, _ in path).lstrip(".")
+    return policy, key
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -428,7 +471,7 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[An
         except TypeError:  # an unhashable key: construct_mapping reports it
             continue
         if duplicate:
-            raise _DuplicateKeyError(str(key), key_node.start_mark.line + 1)
+            raise _DuplicateKeyError(str(key), key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=True)
 
@@ -454,8 +497,9 @@ def parse_policies(text: str, source: str = "<inline>") -> PolicySet:
     try:
         doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that also refuses duplicate keys
     except _DuplicateKeyError as exc:
+        policy, key = _where_duplicate(text, exc)
         raise ConfigError(f"duplicate key at line {exc.line}: YAML would silently keep only the last one",
-                          file=source, key=exc.key) from exc
+                          file=source, policy=policy, key=key) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", file=source) from exc
     return policies_from_mapping(doc, source=source)
