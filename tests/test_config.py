@@ -546,3 +546,28 @@ def test_an_artemis_setting_given_as_null_is_inherited_as_adr_0008_says():
     assert (settings.max_delivery_attempts, settings.redelivery_delay) == (3, 5000)
     with pytest.raises(ConfigError, match="unknown key"):  # a typo's empty value is not taken for a null setting
         parse_policies("policies: [{match: '#', profile: artemis, settings: {max-delivery-atempts: ~}}]")
+
+
+def test_a_duplicate_key_beside_an_alias_of_its_own_mapping_is_named_not_a_recursion():
+    """Finding the policy and path of a duplicate key walks the file's nodes: an alias inside the mapping it names
+    led the walk back into that mapping for good (a RecursionError, a traceback instead of exit 3)."""
+    text = """
+policies:
+  - match: a
+    profile: stepped
+    settings: &s
+      loop: *s
+      max_deliveries: 1
+      max_deliveries: 2
+"""
+    with pytest.raises(ConfigError) as info:
+        parse_policies(text)
+    assert (info.value.policy, info.value.key) == ("a", "settings.max_deliveries")
+    assert "duplicate key at line 8" in str(info.value)
+
+
+@pytest.mark.parametrize(("match", "policy"), [("5", "#0"), ("'5'", "5"), ("~", "#0")])
+def test_a_duplicate_keys_policy_is_its_match_only_where_that_is_a_string(match, policy):
+    with pytest.raises(ConfigError) as info:
+        parse_policies(f"policies:\n  - match: {match}\n    profile: stepped\n    profile: stepped\n")
+    assert (info.value.policy, info.value.key) == (policy, "profile")

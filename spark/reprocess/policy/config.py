@@ -370,7 +370,8 @@ Step = tuple[str | int, yaml.Node]  # a mapping key or a list index, and the nod
 
 
 def _path_to(node: yaml.Node, mark: yaml.Mark, path: tuple[Step, ...] = ()) -> tuple[Step, ...] | None:
-    """The mapping keys and list indices from ``node`` down to the key node that starts at ``mark``."""
+    """The mapping keys and list indices from ``node`` down to the key node that starts at ``mark``. A node met again
+    (an alias inside its own anchor) is not walked again."""
     if isinstance(node, yaml.MappingNode):
         items: list[tuple[str | int, yaml.Node, yaml.Node | None]] = [(str(k.value), v, k) for k, v in node.value]
     elif isinstance(node, yaml.SequenceNode):
@@ -380,6 +381,8 @@ def _path_to(node: yaml.Node, mark: yaml.Mark, path: tuple[Step, ...] = ()) -> t
     for step, value, key in items:
         if key is not None and key.start_mark.index == mark.index:
             return (*path, (step, value))
+        if value is node or any(value is above for _, above in path):
+            continue
         if value.start_mark.index <= mark.index < value.end_mark.index:
             found = _path_to(value, mark, (*path, (step, value)))
             if found is not None:
@@ -400,11 +403,12 @@ def _where_duplicate(text: str, exc: _DuplicateKeyError) -> tuple[str | None, st
     policy = None
     if len(path) > 2 and path[0][0] == "policies" and isinstance(path[1][0], int):
         item = path[1][1]
-        matches = [v.value for k, v in item.value if k.value == "match" and isinstance(v, yaml.ScalarNode)] \
-            if isinstance(item, yaml.MappingNode) else []
+        matches = [v.value for k, v in item.value if k.value == "match" and v.tag == "tag:yaml.org,2002:str"] \
+            if isinstance(item, yaml.MappingNode) else []  # a match that is no string: #index, as _policy names it
         policy = str(matches[0]) if matches else f"#{path[1][0]}"
         path = path[2:]
-    key = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step, _ in path).lstrip(".")
+    key = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step, _ in path)
+    key = key[1:] if key.startswith(".") else key
     return policy, key
 
 
