@@ -269,7 +269,8 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     # message's n failures in one batch cost n, not n squared (bench/RESULTS.md, thirty-third run).
     c["_t"] = F.greatest(F.col("n") - HISTORY_LIMIT, F.lit(0))
     # a failure from at or before the message's last reset (an operator's re-drive) carries the count the reset
-    # forgave: it counts as the next delivery, as a late failure does, but its own count is not taken
+    # forgave: it is counted from the ledger's count (the delivery after it; the handed-over one itself when the
+    # ledger shows it DELIVERED), as a late failure is, but its own count is not taken
     c["_cm"] = F.when(~single, sql_lambda(
         "transform(nf, (y, j) -> CASE WHEN y.failed_ms <= e_reset_ms THEN NULL ELSE y.delivery_count END - (j + 1))"))
     c["_before"] = F.array_max(F.slice("_cm", F.lit(1), F.col("_t")))
