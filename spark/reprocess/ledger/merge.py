@@ -89,11 +89,17 @@ def under_current_policy(rows: DataFrame, policies: PolicySet) -> DataFrame:
     policy matches keeps the name it has (NO_POLICY: the one it was last under).
     The index is a projection of its own: both columns read it."""
     rows = rows.withColumn(_CURRENT_PIDX, policy_index_column(policies, F.col("address"), F.col("consumer_group")))
-    pidx = F.col(_CURRENT_PIDX)
-    now = {"policy": F.coalesce(policy_name_column(policies, pidx), F.col("policy"))}
-    if "profile" in rows.columns:
-        now["profile"] = F.coalesce(profile_column(policies, pidx), F.col("profile"))
+    now = named_by_index(policies, F.col(_CURRENT_PIDX), with_profile="profile" in rows.columns)
     return rows.withColumns(now).drop(_CURRENT_PIDX)
+
+
+def named_by_index(policies: PolicySet, pidx: Column, with_profile: bool = True) -> dict[str, Column]:
+    """The ``policy`` (and ``profile``) columns of the policy at index ``pidx``; where ``pidx`` is null, the row's
+    own: the re-key of the due rows (:func:`under_current_policy`) and of the outcomes (:func:`apply_outcomes`)."""
+    out = {"policy": F.coalesce(policy_name_column(policies, pidx), F.col("policy"))}
+    if with_profile:
+        out["profile"] = F.coalesce(profile_column(policies, pidx), F.col("profile"))
+    return out
 
 
 def dead_letter_address_column(policies: PolicySet, policy_idx: Column, address: Column,
@@ -409,7 +415,6 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
     hist = F.concat(F.coalesce(F.col("error_history"), F.array().cast(history_type)), F.array(entry))
     hist = F.slice(hist, F.greatest(F.size(hist) - HISTORY_LIMIT + 1, F.lit(1)), HISTORY_LIMIT)
     becomes_dead = failed & (fail_state == DEAD_LETTERED)
-    rekeyed = redriven & ~no_policy  # an outcome a policy matching the message now decided (the "policy" column below)
     return {
         "outcome": [F.col("message_id").alias("o_id"), F.col("delivery").alias("o_delivery"),
                     F.col("ok").alias("o_ok"), F.col("error_class").alias("o_class"),
@@ -421,10 +426,10 @@ def _outcome_columns(policies: PolicySet, history_type: DataType) -> dict[str, A
             # are re-keyed: under_current_policy), and a failure is decided by that policy, as a consumer's new
             # failure is in the merge: the message is kept under it from here on (the report's and the DLQ record's
             # policy). Before, the row kept the name it was kept under while another policy's schedule decided it.
-            # Where none matches (NO_POLICY) the row keeps the name it had, for the report and the DLQ record; once
-            # a policy matches it again, its next re-drive is under that one.
-            "policy": F.when(rekeyed, policy_name_column(policies, pidx)).otherwise(F.col("policy")),
-            "profile": F.when(rekeyed, profile_column(policies, pidx)).otherwise(F.col("profile")),
+            # Where none matches (NO_POLICY, a null pidx) the row keeps the name it had, for the report and the DLQ
+            # record; once a policy matches it again, its next re-drive is under that one. A row without an outcome
+            # has a null pidx too and keeps its own.
+            **named_by_index(policies, pidx),
             "state": state,
             "deliveries": F.when(redriven, F.col("o_delivery")).otherwise(F.col("deliveries")),
             "next_attempt_ms": F.when(failed & (fail_state == WAITING), sat_add(at, delay))
