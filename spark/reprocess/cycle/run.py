@@ -898,7 +898,9 @@ def _recorded_groups(specs: list[tuple[str, str]], run_shown: str, parsed: Calla
 
 def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, policies: PolicySet, wh: AnyWarehouse,
                        snap: Snapshot, touched: list[str]) -> DataFrame:
-    """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits.
+    """With ``ordered: true``, a keyed message waits while an earlier-failed message of its key still waits on its
+    address in its consumer group: a key is ordered where the brokers order it, within one queue (a destination, a
+    topic's queue) as one group consumes it, not across addresses or groups.
 
     A key's head is its waiting message that failed first (then the least id): one aggregation over the waiting
     rows of the keys due, and a semi-join keeps the due messages that are their key's head. Every DataFrame made
@@ -922,9 +924,11 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     waiting = waiting.filter((F.col("state") == WAITING) & F.col("ordering_key").isNotNull()) \
         .join(keyed, "ordering_key", "left_semi")
     first = F.min(F.when(is_ordered, F.struct("first_failed_ms", "message_id")))["message_id"].alias("message_id")
-    heads = under_current_policy(waiting, policies).groupBy("ordering_key").agg(first)
+    # The messages without a consumer group are one group (groupBy keeps nulls together); a message id is the
+    # ledger's key, so a due message is its key's head when its id is a head's.
+    heads = under_current_policy(waiting, policies).groupBy("address", "consumer_group", "ordering_key").agg(first)
     # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
-    return due.filter(~is_ordered).unionByName(keyed.join(heads, ["ordering_key", "message_id"], "left_semi"))
+    return due.filter(~is_ordered).unionByName(keyed.join(heads.select("message_id"), "message_id", "left_semi"))
 
 
 def _quarantine_rows(spark: SparkSession, bad: DataFrame, corrupt: list[tuple[str, str]], run_id: str,

@@ -9,7 +9,7 @@
       - match: "orders.#"                 # Artemis wildcards: '*' one word, '#' any words
         profile: activemq                 # activemq | artemis | rocketmq | stepped | exponential
         settings: {initialRedeliveryDelay: 1000, useExponentialBackOff: true}
-        ordered: false                    # hold back later messages of the same ordering_key
+        ordered: false                    # hold back later messages of an ordering_key (per address and group)
         non_retryable:                    # rules for this policy only
           - message: "schema .* invalid"
         target: "amqp://${RABBITMQ_USER}:${RABBITMQ_PASSWORD}@mq:5672/%2F"  # optional; else --target
@@ -363,13 +363,12 @@ class _DuplicateKeyError(yaml.YAMLError):
         super().__init__(f"duplicate key {key!r} at line {mark.line + 1}")
         self.key = key
         self.mark = mark
-        self.line = mark.line + 1
 
 
-Step = tuple[str | int, yaml.Node]  # a mapping key or a list index, and the node it leads to
+_Step = tuple[str | int, yaml.Node]  # a mapping key or a list index, and the node it leads to
 
 
-def _path_to(node: yaml.Node, mark: yaml.Mark, path: tuple[Step, ...] = ()) -> tuple[Step, ...] | None:
+def _path_to(node: yaml.Node, mark: yaml.Mark, path: tuple[_Step, ...] = ()) -> tuple[_Step, ...] | None:
     """The mapping keys and list indices from ``node`` down to the key node that starts at ``mark``. A node met again
     (an alias inside its own anchor) is not walked again."""
     if isinstance(node, yaml.MappingNode):
@@ -502,7 +501,7 @@ def parse_policies(text: str, source: str = "<inline>") -> PolicySet:
         doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that also refuses duplicate keys
     except _DuplicateKeyError as exc:
         policy, key = _where_duplicate(text, exc)
-        raise ConfigError(f"duplicate key at line {exc.line}: YAML would silently keep only the last one",
+        raise ConfigError(f"duplicate key at line {exc.mark.line + 1}: YAML would silently keep only the last one",
                           file=source, policy=policy, key=key) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", file=source) from exc
