@@ -158,7 +158,7 @@ class Simulation:
         if policy is None or not policy.ordered or m.ordering_key is None:
             return True
         same = [o for o in self.messages.values() if o.state == "WAITING_RETRY" and o.ordering_key == m.ordering_key
-                and o.address == m.address and o.consumer_group == m.consumer_group
+                and o.address == m.address and (o.consumer_group or None) == (m.consumer_group or None)
                 and (p := self.policies.resolve(o.address, o.consumer_group)) is not None and p.ordered]
         head = min(same, key=lambda o: (o.first_failed_ms, o.message_id))
         return head.message_id == m.message_id

@@ -932,7 +932,8 @@ def test_a_re_read_decides_each_record_once_by_the_rules_its_first_read_followed
 
 def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark, tmp_path):
     """A key is ordered within its address and consumer group, as a broker orders a queue as one group consumes it:
-    the same key on another address, or in another group, is not held behind this one's head."""
+    the same key on another address, or in another group, is not held behind this one's head, nor holds it. An empty
+    group is no group, as a policy takes it."""
     land(tmp_path / "landing", "10", "a.jsonl", [
         rec("k-first", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k"),
         rec("k-second", "2026-11-21T10:00:30Z", address="fifo.q", ordering_key="k"),
@@ -943,13 +944,15 @@ def test_ordered_policy_holds_later_messages_of_a_key_behind_the_earliest(spark,
         rec("k-other-address", "2026-11-21T10:00:30Z", address="fifo.r", ordering_key="k"),
         rec("k-group-first", "2026-11-21T10:00:20Z", address="fifo.q", ordering_key="k", consumer_group="g2"),
         rec("k-group-second", "2026-11-21T10:00:40Z", address="fifo.q", ordering_key="k", consumer_group="g2"),
+        rec("k-empty-group", "2026-11-21T10:00:45Z", address="fifo.q", ordering_key="k", consumer_group=""),
+        rec("k-early-g3", "2026-11-21T10:00:00Z", address="fifo.q", ordering_key="k", consumer_group="g3"),
     ])
     s = cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
-    assert s["due"] == 5  # k-first, other, tie-a, k-other-address and k-group-first; the rest are held back
+    assert s["due"] == 6  # k-first, other, tie-a, k-other-address, k-group-first and k-early-g3; the rest wait
     rows = ledger(spark, tmp_path)
     assert {m: rows[m]["deliveries"] for m in rows} == {
-        "k-first": 2, "k-second": 1, "other": 2, "tie-a": 2, "tie-b": 1,
-        "k-other-address": 2, "k-group-first": 2, "k-group-second": 1}
+        "k-first": 2, "k-second": 1, "other": 2, "tie-a": 2, "tie-b": 1, "k-other-address": 2,
+        "k-group-first": 2, "k-group-second": 1, "k-empty-group": 1, "k-early-g3": 2}
 
 
 @pytest.mark.parametrize("many_waiting", [False, True])

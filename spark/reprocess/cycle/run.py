@@ -902,10 +902,10 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     address in its consumer group: a key is ordered where the brokers order it, within one queue (a destination, a
     topic's queue) as one group consumes it, not across addresses or groups.
 
-    A key's head is its waiting message that failed first (then the least id): one aggregation over the waiting
-    rows of the keys due, and a semi-join keeps the due messages that are their key's head. Every DataFrame made
-    here is analysed in the JVM at once, though the step runs no job (bench/RESULTS.md, forty-seventh run): as few
-    as the logic needs."""
+    The head of a key on an address in a group is its waiting message that failed first (then the least id): one
+    aggregation over the waiting rows of the keys due, and a semi-join keeps the due messages that are heads. Every
+    DataFrame made here is analysed in the JVM at once, though the step runs no job (bench/RESULTS.md, forty-seventh
+    run): as few as the logic needs."""
     ordered = [p.name for p in policies.policies if p.ordered]
     if not ordered:
         return due
@@ -924,9 +924,10 @@ def _hold_back_ordered(spark: SparkSession, due: DataFrame, merged: DataFrame, p
     waiting = waiting.filter((F.col("state") == WAITING) & F.col("ordering_key").isNotNull()) \
         .join(keyed, "ordering_key", "left_semi")
     first = F.min(F.when(is_ordered, F.struct("first_failed_ms", "message_id")))["message_id"].alias("message_id")
-    # The messages without a consumer group are one group (groupBy keeps nulls together); a message id is the
-    # ledger's key, so a due message is its key's head when its id is a head's.
-    heads = under_current_policy(waiting, policies).groupBy("address", "consumer_group", "ordering_key").agg(first)
+    # The messages without a consumer group, or with an empty one, are one group (as a policy matches them); a
+    # message id is the ledger's key, so a due message is its key's head when its id is a head's.
+    group = F.nullif(F.col("consumer_group"), F.lit("")).alias("_group")
+    heads = under_current_policy(waiting, policies).groupBy("address", group, "ordering_key").agg(first)
     # Only the keyed messages of ordered policies meet the heads: the rest of the due set is not shuffled.
     return due.filter(~is_ordered).unionByName(keyed.join(heads.select("message_id"), "message_id", "left_semi"))
 

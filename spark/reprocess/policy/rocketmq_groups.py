@@ -342,7 +342,7 @@ def _render(source: str, doc: Mapping[str, object]) -> str:
               "Remoting clients (DefaultMQPushConsumer) do not follow these: import the broker.conf for them.",
               "Dead letters go to %DLQ%<consumer group>, as RocketMQ sends them; a message that names no consumer "
               "group to the file's default_dead_letter_address (DLQ). A FIFO group (consumeMessageOrderly) is "
-              "ordered: later failures of an ordering key wait for the earlier ones."]
+              "ordered: later failures of an ordering key on the same topic wait for the earlier ones."]
     return policy_file(header, doc, flow=None)
 
 
