@@ -44,12 +44,47 @@ def test_services_wait_for_healthy_dependencies_and_have_healthchecks(compose):
     assert services["spark-connect"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
 
 
-def test_ports_do_not_clash(compose):
-    published = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
+def _published(service: dict) -> list[tuple[str, str]]:
+    """(host address, host port) of each port a service publishes; the address is "" for every interface."""
+    out = []
+    for spec in service.get("ports", []):
+        parts = str(spec).split(":")
+        out.append((parts[0], parts[1]) if len(parts) == 3 else ("", parts[0]))
+    return out
+
+
+def test_ports_do_not_clash_and_the_spark_master_is_not_open_to_other_hosts(compose):
+    published = [p for s in compose["services"].values() for _, p in _published(s)]
     assert "8080" in published
-    assert "7077" in published
     assert len(published) == len(set(published))
     assert "8081" in compose["services"]["spark-master"]["command"]  # master UI moved off Airflow's 8080
+    # a standalone master without spark.authenticate runs any job sent to 7077: the stack's network only, and its
+    # UI on this host's loopback
+    assert _published(compose["services"]["spark-master"]) == [("127.0.0.1", "8081")]
+
+
+def test_spark_services_run_their_command_not_the_airflow_entrypoint(compose):
+    """The image is Airflow's, whose /entrypoint runs every command but bash and python as `airflow <command>`:
+    `spark-class ...` would have been `airflow spark-class ...` and the cluster never up."""
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"):
+        service = compose["services"][name]
+        assert service["entrypoint"] == ["/usr/bin/dumb-init", "--"], name
+        assert service["command"][0] in {"spark-class", "reprocess"}, name
+    for name in AIRFLOW:  # these are Airflow's commands, through its entrypoint
+        assert "entrypoint" not in compose["services"][name], name
+
+
+def test_the_image_makes_the_volumes_mount_points_the_airflow_users():
+    """A new named volume takes the owner of the folder it mounts on, and one the image lacks is root's: the init
+    job (running as airflow) could not write the password file, nor the cycles the warehouse."""
+    text = (ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    made = re.search(r"install -d -o airflow -g 0 -m 775 ([^&\n]+)", text)
+    assert made, "the image creates no mount points for the volumes"
+    folders = set(made.group(1).split())
+    compose_text = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    mounts = {v.split(":", 1)[1] for s in compose_text["services"].values() for v in s.get("volumes", [])
+              if not v.startswith("postgres-db:")}
+    assert mounts == folders
 
 
 def test_landing_and_warehouse_are_shared_volumes(compose):
