@@ -106,7 +106,7 @@ demo-cli: $(STAMP) $(ARCHIVE) ## the same cycles through the reprocess CLI only 
 	$(BIN)/python -m reprocess.demo
 
 airflow: $(STAMP) $(ARCHIVE) ## start Airflow (its four components) with the project's DAGs and plugin (prints the login)
-	$(BIN)/python dev/airflow_local.py
+	$(BIN)/python dev/airflow_local.py $(AIRFLOW_ARGS)
 
 connect-server: $(STAMP) $(ARCHIVE) ## run the long-lived Spark Connect driver on 127.0.0.1:15002 (cycles: --remote sc://localhost:15002)
 	$(BIN)/reprocess connect-server $(CONNECT_ARGS)

@@ -157,23 +157,34 @@ def wait_healthy(port: int, timeout: float = 240, base_path: str = "",
     raise TimeoutError(f"Airflow on port {port} was not healthy after {timeout}s")
 
 
-def main() -> int:
+def options_parser() -> argparse.ArgumentParser:
+    """``make airflow``'s options; the landing, warehouse, target and password default to the caller's ``REPROCESS_*``
+    variables, which the started Airflow's environment would otherwise override."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", default=str(ROOT / ".airflow"), help="AIRFLOW_HOME (default .airflow)")
     parser.add_argument("--port", type=int, default=8080, help="api-server port (default 8080)")
     parser.add_argument("--base-path", default="", metavar="PATH",
                         help="serve Airflow under this path, e.g. /airflow (default: the host's root)")
     parser.add_argument("--db", help="SQLAlchemy URL of the metadata DB (default SQLite in the home)")
-    parser.add_argument("--landing", default=str(ROOT / "demo-out" / "landing"))
-    parser.add_argument("--warehouse", default=str(ROOT / "demo-out" / "warehouse"))
+    parser.add_argument("--landing", default=os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing")),
+                        help="the DAGs' landing root (default: $REPROCESS_LANDING, else demo-out/landing)")
+    parser.add_argument("--warehouse",
+                        default=os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse")),
+                        help="the DAGs' warehouse (default: $REPROCESS_WAREHOUSE, else demo-out/warehouse)")
+    parser.add_argument("--target", default=os.environ.get("REPROCESS_TARGET", "outbox"),
+                        help="the cycles' re-drive target (default: $REPROCESS_TARGET, else outbox)")
     parser.add_argument("--user", default="admin")
     parser.add_argument("--password", default=os.environ.get("REPROCESS_AIRFLOW_PASSWORD"),
                         help="the login's password (default: $REPROCESS_AIRFLOW_PASSWORD, else a random one, printed)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = options_parser().parse_args()
     path = args.base_path.strip("/")
     base_path = f"/{path}" if path else ""
     env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
-                      args.user, args.password, base_path=base_path)
+                      args.user, args.password, target=args.target, base_path=base_path)
     # the caller's own Airflow settings (an auth manager, say), where the options set nothing; not a database: that is
     # --db's, and a shell's exported connection would migrate and schedule against another Airflow's database
     passed = {k: v for k, v in os.environ.items()

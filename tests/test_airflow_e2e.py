@@ -126,6 +126,24 @@ def test_airflow_is_not_started_on_a_port_something_already_listens_on(tmp_path)
     assert not (tmp_path / "log").exists()
 
 
+@pytest.mark.unit
+def test_make_airflow_takes_the_callers_landing_warehouse_and_target(tmp_path, monkeypatch):
+    """`REPROCESS_WAREHOUSE=/srv/wh make airflow` scheduled cycles against demo-out/warehouse: the started Airflow's
+    environment set the three from the options' fixed defaults over the caller's. An option still wins."""
+    monkeypatch.setenv("REPROCESS_LANDING", str(tmp_path / "in"))
+    monkeypatch.setenv("REPROCESS_WAREHOUSE", str(tmp_path / "wh"))
+    monkeypatch.setenv("REPROCESS_TARGET", "python:reprocess.targets.examples:flaky")
+    args = airflow_local.options_parser().parse_args([])
+    env = airflow_local.environment(tmp_path / "home", Path(args.landing), Path(args.warehouse), target=args.target)
+    assert (env["REPROCESS_LANDING"], env["REPROCESS_WAREHOUSE"], env["REPROCESS_TARGET"]) == (
+        str(tmp_path / "in"), str(tmp_path / "wh"), "python:reprocess.targets.examples:flaky")
+    assert airflow_local.options_parser().parse_args(["--warehouse", "elsewhere"]).warehouse == "elsewhere"
+    for name in ("REPROCESS_LANDING", "REPROCESS_WAREHOUSE", "REPROCESS_TARGET"):
+        monkeypatch.delenv(name)
+    args = airflow_local.options_parser().parse_args([])
+    assert (args.landing, args.target) == (str(airflow_local.ROOT / "demo-out" / "landing"), "outbox")
+
+
 def _session_left(sid: int) -> list[str]:
     """The processes of session ``sid`` still running, zombies aside (this machine's init does not reap them). A scan
     of its own, not airflow_local's: the test checks what that one finds."""
