@@ -30,6 +30,11 @@ def test_an_as_of_override_after_the_trigger_or_not_a_date_is_refused_as_configu
         resolve_as_of("2027-11-21T10:15:00Z", None, TRIGGERED)
     with pytest.raises(ConfigError, match="bad as-of '2026-02-30T10:00Z'"):
         resolve_as_of("2026-02-30T10:00Z", None, TRIGGERED)
+    # in the form's pattern, but outside a datetime's years in UTC: an OverflowError, which the task retried
+    with pytest.raises(ConfigError, match=r"bad as-of '0001-01-01T00:00:00\+01:00': outside the years 1-9999"):
+        resolve_as_of("0001-01-01T00:00+01:00", None, TRIGGERED)
+    with pytest.raises(ConfigError, match="outside the years 1-9999"):
+        resolve_as_of("9999-12-31T23:30-01:00", None, TRIGGERED)
 
 
 def test_a_data_interval_that_ends_after_the_trigger_is_refused_as_the_override_is():

@@ -41,7 +41,11 @@ def to_iso(value: Any) -> str:
             raise ConfigError(f"bad as-of {value!r}: {exc}", key="as_of") from None
     if value.tzinfo is None:
         raise ConfigError(f"the as-of needs a timezone: {value!r}", key="as_of")
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace(".000", "").replace("+00:00", "Z")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before year 1 in UTC: the form's pattern lets it through
+        raise ConfigError(f"bad as-of {value.isoformat()!r}: outside the years 1-9999 in UTC", key="as_of") from None
+    return utc.isoformat(timespec="milliseconds").replace(".000", "").replace("+00:00", "Z")
 
 
 def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any) -> str:
