@@ -1726,6 +1726,25 @@ def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_at_th
     assert rows["e"]["next_attempt_ms"] == parse_instant("2026-11-21T09:50:00Z")  # after its last failure: as asked
 
 
+def test_a_paced_dlq_redrive_makes_the_oldest_dead_letter_due_first_and_takes_any_max(spark, tmp_path):
+    """At a rate, the due times went by message id, so of a batch the oldest dead letter could wait longest; and a max
+    beyond a Java int (the form allows up to 2**62, "drain everything") failed in Spark's limit after the scan."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    bad = "com.acme.ValidationError"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("z-old", "2026-11-21T10:00:00Z", error_class=bad)])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    land(tmp_path / "landing", "10", "b.jsonl", [rec("a-new", "2026-11-21T10:06:00Z", error_class=bad)])
+    cycle(spark, tmp_path, "2026-11-21T10:10:00Z")
+    audit = redrive_dead_letters(spark, str(tmp_path / "wh"),
+                                 RedriveRequest(rate_per_second=1 / 60, max_messages=5_000_000_000),
+                                 parse_instant("2026-11-21T10:30:00Z"))
+    assert audit["moved"] == 2
+    rows = ledger(spark, tmp_path)
+    assert (rows["z-old"]["next_attempt_ms"], rows["a-new"]["next_attempt_ms"]) == (
+        parse_instant("2026-11-21T10:30:00Z"), parse_instant("2026-11-21T10:31:00Z"))
+
+
 def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lettered_with_reason_no_policy(spark,
                                                                                                           tmp_path):
     """A waiting message whose address no policy matches any more (the policy removed from the file; or re-driven

@@ -204,6 +204,9 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
         yield
 
 
+_LIMIT_MAX = 2**31 - 1  # the largest row count DataFrame.limit takes (a Java int)
+
+
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
                 requested_by: str, pins: Pinned, validate: bool = True) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
@@ -228,10 +231,12 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select("message_id")
     latest = latest.join(dead, "message_id", "left_semi")  # a message that failed again is not in the DLQ state
     ordered = latest.orderBy("dead_lettered_at", "message_id")
-    if req.max_messages:
-        ordered = ordered.limit(req.max_messages)
-    chosen = pins.pin(ordered.select("message_id").withColumn(
-        "_seq", F.row_number().over(Window.orderBy("message_id")) - 1), StorageLevel.MEMORY_AND_DISK_DESER, False)
+    if req.max_messages:  # Spark's limit takes a Java int: a larger max ("drain everything") is every one there
+        ordered = ordered.limit(min(req.max_messages, _LIMIT_MAX))
+    # at a rate, the oldest dead letter is due first, as the selection takes the oldest first
+    chosen = pins.pin(ordered.select("message_id", "dead_lettered_at").withColumn(
+        "_seq", F.row_number().over(Window.orderBy("dead_lettered_at", "message_id")) - 1).drop("dead_lettered_at"),
+        StorageLevel.MEMORY_AND_DISK_DESER, False)
     moved = chosen.count()
     steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
