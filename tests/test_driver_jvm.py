@@ -134,16 +134,27 @@ def test_a_heap_the_deployment_gives_is_kept_unless_reprocess_driver_memory_is_s
     assert driver_memory_conf() == {}
 
 
-def _collectors(env: dict[str, str]) -> set[str]:
-    """The collectors of a driver JVM that ``build_session`` starts in a fresh process with ``env``."""
+# Reader settings a deployment's spark-defaults.conf may hold (older ones often do) that would change what a cycle
+# reads: LEGACY parses failed_at with SimpleDateFormat (every record INVALID_TIMESTAMP, quarantined for good), and
+# the ignore* settings skip an unreadable or vanished landing file silently, which is then marked done.
+READER_DEFAULTS = {"spark.sql.legacy.timeParserPolicy": ("LEGACY", "CORRECTED"),
+                   "spark.sql.files.ignoreCorruptFiles": ("true", "false"),
+                   "spark.sql.files.ignoreMissingFiles": ("true", "false")}
+
+
+def _collectors(env: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+    """The collectors of a driver JVM that ``build_session`` starts in a fresh process with ``env``, and its
+    session's values of READER_DEFAULTS."""
     code = ("from reprocess.sparkutil import build_session\n"
             "s = build_session('gc-test', master='local[1]')\n"
+            f"print(','.join(s.conf.get(k) for k in {list(READER_DEFAULTS)!r}))\n"
             "print(','.join(b.getName() for b in "
             "s._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()))\n"
             "s.stop()\n")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return set(done.stdout.strip().splitlines()[-1].split(","))
+    *_, conf, names = done.stdout.strip().splitlines()
+    return set(names.split(",")), dict(zip(READER_DEFAULTS, conf.split(","), strict=True))
 
 
 @pytest.mark.spark
@@ -151,10 +162,14 @@ def test_a_fresh_driver_runs_the_parallel_collector_or_the_deployments(tmp_path:
     env = {k: v for k, v in os.environ.items() if k not in (*JVM_OPTION_ENVS, DRIVER_GC_ENV, "SPARK_CONF_DIR")}
     if "JAVA_TOOL_OPTIONS" in os.environ:  # `make test` chooses the serial collector for its JVMs there
         env["JAVA_TOOL_OPTIONS"] = " ".join(o for o in os.environ["JAVA_TOOL_OPTIONS"].split() if "GC" not in o)
-    assert _collectors(env) == {"PS Scavenge", "PS MarkSweep"}
+    assert _collectors(env)[0] == {"PS Scavenge", "PS MarkSweep"}
 
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseSerialGC\n")
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseSerialGC\n" + "".join(
+        f"{key} {theirs}\n" for key, (theirs, _ours) in READER_DEFAULTS.items()))
     # Both options would stop the JVM ("Multiple garbage collectors selected"): the deployment's alone is given.
-    assert _collectors({**env, "SPARK_CONF_DIR": str(conf_dir)}) == {"Copy", "MarkSweepCompact"}
+    collectors, conf = _collectors({**env, "SPARK_CONF_DIR": str(conf_dir)})
+    assert collectors == {"Copy", "MarkSweepCompact"}
+    # while the deployment's reader settings that would change what a cycle reads are the project's
+    assert conf == {key: ours for key, (_theirs, ours) in READER_DEFAULTS.items()}

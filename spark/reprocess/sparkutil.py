@@ -41,6 +41,13 @@ SESSION_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    # What a cycle reads must not depend on a deployment's spark-defaults.conf, where older ones often set these:
+    # LEGACY parses failed_at with SimpleDateFormat, which takes the pattern's optional fraction for literal text
+    # (every record INVALID_TIMESTAMP, quarantined for good), and the ignore* settings skip an unreadable or vanished
+    # landing file without an error, which would then be marked done with its records unread.
+    "spark.sql.legacy.timeParserPolicy": "CORRECTED",
+    "spark.sql.files.ignoreCorruptFiles": "false",
+    "spark.sql.files.ignoreMissingFiles": "false",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # A cycle caches a few frames for one run and drops them: building compressed columns costs more CPU (about
     # 15% of a cycle, measured with JFR) than the memory it saves.
