@@ -612,15 +612,26 @@ def test_an_address_with_unicode_whitespace_is_an_invalid_address(spark, tmp_pat
 
 @pytest.mark.spark
 def test_parquet_files_of_different_schemas_are_each_parsed_with_their_own(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     conflict, extra = CORPUS / "isolated" / "parquet_type_conflict", CORPUS / "isolated" / "parquet_extra_columns"
+    metadata = tmp_path / "metadata_column.parquet"
+    pq.write_table(pa.table({"message_id": ["m1", "m2"], "address": ["orders.created"] * 2, "payload": ["p", "q"],
+                             "failed_at": ["2026-11-21T10:00:00Z"] * 2, "_metadata": ["mine", "mine"]}), metadata)
     rows = _read_alone(spark, tmp_path, {
         "conflict_string_id.parquet": conflict / "a.parquet", "conflict_int_id.parquet": conflict / "b.parquet",
-        "extra_plain.parquet": extra / "a.parquet", "extra_more_columns.parquet": extra / "b.parquet"})
+        "extra_plain.parquet": extra / "a.parquet", "extra_more_columns.parquet": extra / "b.parquet",
+        "metadata_column.parquet": metadata})
     assert rows[("conflict_string_id.parquet", 1)].problem is None
     assert rows[("conflict_int_id.parquet", 1)].problem == "WRONG_TYPE"
     assert rows[("extra_plain.parquet", 1)].problem is None
     more = rows[("extra_more_columns.parquet", 1)]
     assert (more.problem, more.delivery_count, json.loads(more.extra or "{}")) == (None, 3, {"shard": 7})
+    # a column named _metadata hid Spark's file metadata column, and every run stopped on the file: an unknown
+    # field, kept as any other
+    meta = rows[("metadata_column.parquet", 2)]
+    assert (meta.problem, meta.message_id, json.loads(meta.extra or "{}")) == (None, "m2", {"_metadata": "mine"})
 
 
 @pytest.mark.unit

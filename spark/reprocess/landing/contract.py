@@ -177,9 +177,11 @@ def read_parquet_records(frames: Sequence[DataFrame]) -> DataFrame:
             text = _binary_as_text(_ident(field.name), field.dataType, 0)
             return F.col(_ident(field.name)) if text is None else sql_lambda(text).alias(field.name)
 
+        # Spark's own metadata column, not a data column a file names _metadata, which would hide it
+        meta = df.metadataColumn("_metadata")
         parts.append(df.select(
-            F.col("_metadata.file_path").alias("source_file"),
-            (F.col("_metadata.row_index") + F.lit(1)).alias("record_no"),
+            meta.getField("file_path").alias("source_file"),
+            (meta.getField("row_index") + F.lit(1)).alias("record_no"),
             F.to_json(F.struct(*[value(field) for field in df.schema.fields])).alias("raw"),
             F.lit(None).cast("long").alias("line_bytes"),
         ))
