@@ -271,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=REASON_CODES,
                    help="only these reason codes (repeatable; default all)")
     d.add_argument("--max", dest="max_messages", metavar="N", type=_positive_int, help="move at most N messages")
-    d.add_argument("--rate", metavar="PER_SECOND", type=float, help="due times spaced at this rate (messages/s), the oldest dead letter first")
+    d.add_argument("--rate", metavar="PER_SECOND", type=float,
+                   help="due times spaced at this rate (messages/s), the oldest dead letter first")
     d.add_argument("--reset-deliveries", action="store_true", help="restart the delivery count at 0")
     d.add_argument("--now", metavar="ISO8601", type=parse_instant, required=True,
                    help="the request's 'now' (Airflow passes the run's run_after, stored: a retry is the same request)")
