@@ -479,6 +479,15 @@ def test_a_local_gz_or_parquet_file_the_filesystem_cannot_read_fails_the_run_and
     with pytest.raises(PermissionError):
         landing_batch._decode_problem(None, files[0])
     monkeypatch.undo()
+    pq.write_table(pa.Table.from_pylist([_ok("pq")]), files[1].path)
+
+    def out_of_memory(self, *args, **kwargs):
+        raise MemoryError  # a row group larger than the driver's memory: the run fails, the file is not quarantined
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", out_of_memory)
+    with pytest.raises(MemoryError):
+        landing_batch._decode_problem(None, files[1])
+    monkeypatch.undo()
     for f, data in zip(files, (b"\x1f\x8b\x08\x00" + b"y" * 50, b"PAR1" + b"x" * 100 + b"PAR1"), strict=True):
         Path(f.path).write_bytes(data)
     problems = [landing_batch._decode_problem(None, f)[0] for f in files]

@@ -135,7 +135,9 @@ def _parquet_problem(path: str) -> str | None:
         codecs = {meta.row_group(i).column(j).compression
                   for i in range(meta.num_row_groups) for j in range(meta.num_columns)}
     except Exception as exc:  # noqa: BLE001 - any Parquet file that does not decode is corrupt
-        if _filesystem_error(exc):
+        # but the driver's memory running out on a large row group is not the file's fault: quarantined, a good file
+        # was marked done whole
+        if _filesystem_error(exc) or isinstance(exc, MemoryError):
             raise
         return f"not a readable Parquet file: {exc}"
     return contract.codec_problem(codecs)
