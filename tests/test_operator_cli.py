@@ -538,6 +538,25 @@ def test_the_summary_of_an_as_of_is_its_cycles_not_a_re_drive_committed_at_the_s
 
 
 @pytest.mark.unit
+def test_dlq_stats_gives_a_re_drive_the_time_of_its_request(tmp_path):
+    """A re-drive's summary (its audit) has requested_at, not as_of: `dlq stats` and the plugin's runs table showed
+    no time for every re-drive."""
+    from reprocess.dlq_stats import dlq_stats
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.root.mkdir()
+    t = parse_instant(AS_OF)
+    cycle = {"run_id": "run-a", "as_of_ms": t, "summary": {"run_id": "run-a", "as_of": AS_OF, "due": 2}}
+    redrive = {"run_id": "redrive-1", "kind": "redrive", "as_of_ms": t,
+               "summary": {"moved": 3, "requested_at": "2026-11-21T10:30:00+00:00", "requested_by": "op",
+                           "request": {"now_ms": parse_instant("2026-11-21T10:30:00Z")}}}
+    wh.commit(Snapshot(), Snapshot(runs=[cycle, redrive], as_of_ms=t))
+    runs = dlq_stats(str(wh.root))["latest_runs"]
+    assert [(r["run_id"], r["as_of"], r["moved"]) for r in runs] == [
+        ("redrive-1", "2026-11-21T10:30:00Z", 3), ("run-a", AS_OF, None)]
+
+
+@pytest.mark.unit
 def test_dlq_list_prints_a_message_id_whole_and_still_cuts_the_other_columns():
     """``dlq list`` cut ids past 48 characters with '…' (ActiveMQ's ``ID:host-port-ts-1:1:1:1:n`` often are), and the
     id copied from it into ``dlq show`` found no message."""

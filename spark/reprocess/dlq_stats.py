@@ -121,6 +121,14 @@ def dead_letter_keys(table: pa.Table) -> pa.Table:
     })
 
 
+def _run_time(summary: dict[str, Any]) -> str | None:
+    """A cycle's as-of, or a re-drive's "now" (its request's, in its audit): a re-drive's summary has no as_of."""
+    if "as_of" in summary:
+        return summary["as_of"]
+    now_ms = (summary.get("request") or {}).get("now_ms")
+    return iso_ms(now_ms) if now_ms is not None else summary.get("requested_at")
+
+
 def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | None = None,
               snapshot: Snapshot | None = None, keys: pa.Table | None = None) -> dict[str, Any]:
     """Counts per reason, per day and reason, per address and reason, top error classes, the latest run summaries.
@@ -156,7 +164,8 @@ def dlq_stats(warehouse: str, top: int = 10, runs: int = 10, where: DlqFilter | 
     latest = [
         {"run_id": r["run_id"], "kind": r.get("kind", "cycle"), **{k: r["summary"].get(k) for k in (
             "as_of", "ingested", "quarantined", "due", "delivered", "rescheduled", "dead_lettered", "waiting",
-            "moved", "requested_by", "lateness_ms")}}
+            "moved", "requested_by", "lateness_ms")},
+         "as_of": _run_time(r["summary"])}
         for r in reversed(snap.runs[-runs:]) if "summary" in r  # the newest storage.commit.FULL_RUNS have one
     ] if runs > 0 else []
     return {

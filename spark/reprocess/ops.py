@@ -105,7 +105,10 @@ def _not_a_dead_letter(wh: ReadWarehouse, snap: Snapshot, warehouse: str, messag
     if row["state"] == WAITING:
         detail += f", next attempt {iso_ms(row['next_attempt_ms'])}"
     elif row["state"] == DEAD_LETTERED:
-        detail += "; its DLQ record was moved back by a re-drive or is missing"
+        # a re-drive sets the row waiting in the commit that moves the record: a dead-lettered row without one is a
+        # warehouse whose ledger and DLQ disagree, not a re-drive's doing
+        detail += ("; but it has no DLQ record: the ledger and the DLQ disagree, and no re-drive can select it (a "
+                   "re-drive selects DLQ records). Please report it with the warehouse")
     return f"message {message_id!r} is not a dead letter in {where}: {detail}"
 
 
