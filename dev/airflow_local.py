@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def environment(home: Path, landing: Path, warehouse: Path, port: int = 8080, db: str | None = None,
+def environment(home: Path, landing: Path | str, warehouse: Path | str, port: int = 8080, db: str | None = None,
                 user: str = "admin", password: str | None = None, target: str = "outbox",
                 spark_master: str = "local[*]", base_path: str = "") -> dict[str, str]:
     """The environment of an Airflow made for this project (also writes the password file, owner-only), served at
@@ -157,6 +157,13 @@ def wait_healthy(port: int, timeout: float = 240, base_path: str = "",
     raise TimeoutError(f"Airflow on port {port} was not healthy after {timeout}s")
 
 
+def location(value: str) -> str:
+    """A landing or warehouse as the DAGs take it: a URI (``s3a://bucket/wh``) as given, a local path absolute."""
+    from reprocess.uris import remote_scheme
+
+    return value if remote_scheme(value) else str(Path(value).resolve())
+
+
 def options_parser() -> argparse.ArgumentParser:
     """``make airflow``'s options; the landing, warehouse, target and password default to the caller's ``REPROCESS_*``
     variables, which the started Airflow's environment would otherwise override."""
@@ -183,7 +190,7 @@ def main() -> int:
     args = options_parser().parse_args()
     path = args.base_path.strip("/")
     base_path = f"/{path}" if path else ""
-    env = environment(Path(args.home), Path(args.landing), Path(args.warehouse), args.port, args.db,
+    env = environment(Path(args.home), location(args.landing), location(args.warehouse), args.port, args.db,
                       args.user, args.password, target=args.target, base_path=base_path)
     # the caller's own Airflow settings (an auth manager, say), where the options set nothing; not a database: that is
     # --db's, and a shell's exported connection would migrate and schedule against another Airflow's database

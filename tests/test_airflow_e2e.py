@@ -131,12 +131,14 @@ def test_make_airflow_takes_the_callers_landing_warehouse_and_target(tmp_path, m
     """`REPROCESS_WAREHOUSE=/srv/wh make airflow` scheduled cycles against demo-out/warehouse: the started Airflow's
     environment set the three from the options' fixed defaults over the caller's. An option still wins."""
     monkeypatch.setenv("REPROCESS_LANDING", str(tmp_path / "in"))
-    monkeypatch.setenv("REPROCESS_WAREHOUSE", str(tmp_path / "wh"))
+    monkeypatch.setenv("REPROCESS_WAREHOUSE", "s3a://bucket/wh")  # a URI as it is (a Path made it s3a:/bucket/wh)
     monkeypatch.setenv("REPROCESS_TARGET", "python:reprocess.targets.examples:flaky")
     args = airflow_local.options_parser().parse_args([])
-    env = airflow_local.environment(tmp_path / "home", Path(args.landing), Path(args.warehouse), target=args.target)
+    env = airflow_local.environment(tmp_path / "home", airflow_local.location(args.landing),
+                                    airflow_local.location(args.warehouse), target=args.target)
     assert (env["REPROCESS_LANDING"], env["REPROCESS_WAREHOUSE"], env["REPROCESS_TARGET"]) == (
-        str(tmp_path / "in"), str(tmp_path / "wh"), "python:reprocess.targets.examples:flaky")
+        str(tmp_path / "in"), "s3a://bucket/wh", "python:reprocess.targets.examples:flaky")
+    assert airflow_local.location("rel/wh") == str(Path("rel/wh").resolve())  # the DAGs run elsewhere
     assert airflow_local.options_parser().parse_args(["--warehouse", "elsewhere"]).warehouse == "elsewhere"
     for name in ("REPROCESS_LANDING", "REPROCESS_WAREHOUSE", "REPROCESS_TARGET"):
         monkeypatch.delenv(name)
