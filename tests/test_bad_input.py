@@ -485,7 +485,7 @@ def test_a_local_gz_or_parquet_file_the_filesystem_cannot_read_fails_the_run_and
         raise MemoryError  # a row group larger than the driver's memory: the run fails, the file is not quarantined
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", out_of_memory)
-    with pytest.raises(MemoryError):
+    with pytest.raises(MemoryError, match="checking the landing file .*b.parquet"):
         landing_batch._decode_problem(None, files[1])
     monkeypatch.undo()
     for f, data in zip(files, (b"\x1f\x8b\x08\x00" + b"y" * 50, b"PAR1" + b"x" * 100 + b"PAR1"), strict=True):

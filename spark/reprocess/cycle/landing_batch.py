@@ -128,8 +128,10 @@ def _parquet_problem(path: str) -> str | None:
 
     try:
         parquet = pq.ParquetFile(path)
-        for _batch in parquet.iter_batches(batch_size=1 << 16):  # every page decoded: a damaged one is found here,
-            pass  # not by Spark's read, which failed every run on it
+        # every page decoded: a damaged one is found here, not by Spark's read, which failed every run on it; a few
+        # thousand rows at a time, so that large payloads do not take the driver's memory
+        for _batch in parquet.iter_batches(batch_size=1 << 12):
+            pass
         meta = parquet.metadata
         # only once the pages decoded: pyarrow aborts the process on a codec number it does not know
         codecs = {meta.row_group(i).column(j).compression
@@ -137,7 +139,9 @@ def _parquet_problem(path: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any Parquet file that does not decode is corrupt
         # but the driver's memory running out on a large row group is not the file's fault: quarantined, a good file
         # was marked done whole
-        if _filesystem_error(exc) or isinstance(exc, MemoryError):
+        if isinstance(exc, MemoryError):
+            raise MemoryError(f"the driver ran out of memory checking the landing file {path}") from exc
+        if _filesystem_error(exc):
             raise
         return f"not a readable Parquet file: {exc}"
     return contract.codec_problem(codecs)
