@@ -136,10 +136,14 @@ def test_a_heap_the_deployment_gives_is_kept_unless_reprocess_driver_memory_is_s
 
 # Reader settings a deployment's spark-defaults.conf may hold (older ones often do) that would change what a cycle
 # reads: LEGACY parses failed_at with SimpleDateFormat (every record INVALID_TIMESTAMP, quarantined for good), and
-# the ignore* settings skip an unreadable or vanished landing file silently, which is then marked done.
+# the ignore* settings skip an unreadable or vanished landing file silently, which is then marked done; the others
+# change how a Parquet landing file's columns are read.
 READER_DEFAULTS = {"spark.sql.legacy.timeParserPolicy": ("LEGACY", "CORRECTED"),
                    "spark.sql.files.ignoreCorruptFiles": ("true", "false"),
-                   "spark.sql.files.ignoreMissingFiles": ("true", "false")}
+                   "spark.sql.files.ignoreMissingFiles": ("true", "false"),
+                   "spark.sql.caseSensitive": ("true", "false"),
+                   "spark.sql.parquet.binaryAsString": ("true", "false"),
+                   "spark.sql.legacy.parquet.nanosAsLong": ("true", "false")}
 
 
 def _collectors(env: dict[str, str]) -> tuple[set[str], dict[str, str]]:

@@ -48,6 +48,11 @@ SESSION_CONF = {
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
     "spark.sql.files.ignoreCorruptFiles": "false",
     "spark.sql.files.ignoreMissingFiles": "false",
+    # and how a Parquet landing file's columns are taken: by name whatever their case (the contract's fields), a
+    # BINARY payload as bytes to be checked as UTF-8, a nanosecond timestamp refused (quarantined), not read as a long
+    "spark.sql.caseSensitive": "false",
+    "spark.sql.parquet.binaryAsString": "false",
+    "spark.sql.legacy.parquet.nanosAsLong": "false",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # A cycle caches a few frames for one run and drops them: building compressed columns costs more CPU (about
     # 15% of a cycle, measured with JFR) than the memory it saves.
