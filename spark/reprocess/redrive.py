@@ -242,7 +242,8 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     if moved == 0:
         pins.free()
         return _commit_audit(wh, snap, snap, audit)
-    ids = [r.message_id for r in chosen.select("message_id").orderBy("message_id").limit(1000).collect()]
+    # the audit's list: the first 1000 moved, in the order they are due
+    ids = [r.message_id for r in chosen.orderBy("_seq").select("message_id").limit(1000).collect()]
     # rewrite the ledger files holding the chosen messages: they become due again
     hit = {r._file for r in ledger.join(chosen, "message_id", "left_semi").select("_file").distinct().collect()}
     to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
