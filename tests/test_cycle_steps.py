@@ -1716,14 +1716,23 @@ def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_at_th
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
 
     bad = "com.acme.ValidationError"
-    land(tmp_path / "landing", "10", "a.jsonl", [rec("d", "2026-11-21T10:00:00Z", error_class=bad)])
-    land(tmp_path / "landing", "09", "b.jsonl", [rec("e", "2026-11-21T09:00:00Z", error_class=bad)])
+    # at their policy's bound (3 deliveries): a failure of their one delivery more dead-letters them again
+    land(tmp_path / "landing", "10", "a.jsonl", [rec("d", "2026-11-21T10:00:00Z", error_class=bad, delivery_count=3)])
+    land(tmp_path / "landing", "09", "b.jsonl", [rec("e", "2026-11-21T09:00:00Z", error_class=bad, delivery_count=3)])
     cycle(spark, tmp_path, "2026-11-21T10:30:00Z")
     audit = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(), parse_instant("2026-11-21T09:50:00Z"))
     assert audit["moved"] == 2
     rows = ledger(spark, tmp_path)
     assert rows["d"]["next_attempt_ms"] == rows["d"]["last_failed_ms"] == parse_instant("2026-11-21T10:00:00Z")
     assert rows["e"]["next_attempt_ms"] == parse_instant("2026-11-21T09:50:00Z")  # after its last failure: as asked
+    # at a rate, e is not due a minute before d, which its place after d would make it: each one a spacing after the
+    # one before (before, both failed re-drives dead-lettered at one as-of were due at that instant, at any rate)
+    assert cycle(spark, tmp_path, "2026-11-21T10:40:00Z")["dead_lettered"]["total"] == 2  # always_fail: at 10:40
+    audit = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(rate_per_second=1 / 60),
+                                 parse_instant("2026-11-21T10:35:00Z"))
+    rows = ledger(spark, tmp_path)
+    assert (audit["moved"], rows["d"]["next_attempt_ms"], rows["e"]["next_attempt_ms"]) == (
+        2, parse_instant("2026-11-21T10:40:00Z"), parse_instant("2026-11-21T10:41:00Z"))
 
 
 def test_a_paced_dlq_redrive_makes_the_oldest_dead_letter_due_first_and_takes_any_max(spark, tmp_path):

@@ -207,6 +207,28 @@ def _sized(spark: SparkSession, snap: Snapshot, req: RedriveRequest) -> Iterator
 _LIMIT_MAX = 2**31 - 1  # the largest row count DataFrame.limit takes (a Java int)
 
 
+def _due_times(ordered: DataFrame, now_ms: int, rate_per_second: float | None) -> DataFrame:
+    """The chosen messages (``message_id``), their place in the order they become due (``_seq``, from 0: the oldest
+    dead letter first, as they are chosen) and their due time (``_due``).
+
+    At a rate, the k-th is due ``k`` spacings after ``now``, and never before its last failure: a retried DAG run asks
+    at its stored run_after, which a cycle that dead-lettered the message since can have passed (the ledger suite's
+    next_attempt_after_last_failure). A message due later for that pushes the ones after it back too, so that no two
+    are closer than the spacing: ``due_k = k * spacing + max(now, max over j <= k of (last_failed_j - j * spacing))``.
+    Before, every message a failed re-drive dead-lettered at one as-of after ``now`` was due at that same instant."""
+    order = Window.orderBy("dead_lettered_at", "message_id")
+    frame = ordered.select("message_id", "dead_lettered_at", "_last_failed_ms") \
+        .withColumn("_seq", F.row_number().over(order) - 1)
+    now = F.lit(now_ms).cast("long")
+    if not rate_per_second:  # all due at once: each at now, or at its own last failure
+        due = F.greatest(now, F.col("_last_failed_ms"))
+    else:
+        offset = (F.col("_seq") * F.lit(1000.0 / rate_per_second)).cast("long")
+        due = offset + F.greatest(now, F.max(F.col("_last_failed_ms") - offset).over(
+            order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+    return frame.withColumn("_due", due).drop("dead_lettered_at", "_last_failed_ms")
+
+
 def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: RedriveRequest, now_ms: int,
                 requested_by: str, pins: Pinned, validate: bool = True) -> dict[str, Any]:
     """The request applied to ``snap``, under the warehouse's lock; the chosen messages kept in ``pins`` (freed
@@ -228,15 +250,13 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     ledger_files = wh.live_files("ledger", snap)
     ledger = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*ledger_files).withColumn(
         "_file", F.col("_metadata.file_path"))
-    dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select("message_id")
-    latest = latest.join(dead, "message_id", "left_semi")  # a message that failed again is not in the DLQ state
+    dead = ledger.filter(F.col("state") == "DEAD_LETTERED").select(
+        "message_id", F.col("last_failed_ms").alias("_last_failed_ms"))
+    latest = latest.join(dead, "message_id")  # a message that failed again is not in the DLQ state
     ordered = latest.orderBy("dead_lettered_at", "message_id")
     if req.max_messages:  # Spark's limit takes a Java int: a larger max ("drain everything") is every one there
         ordered = ordered.limit(min(req.max_messages, _LIMIT_MAX))
-    # at a rate, the oldest dead letter is due first, as the selection takes the oldest first
-    chosen = pins.pin(ordered.select("message_id", "dead_lettered_at").withColumn(
-        "_seq", F.row_number().over(Window.orderBy("dead_lettered_at", "message_id")) - 1).drop("dead_lettered_at"),
-        StorageLevel.MEMORY_AND_DISK_DESER, False)
+    chosen = pins.pin(_due_times(ordered, now_ms, req.rate_per_second), StorageLevel.MEMORY_AND_DISK_DESER, False)
     moved = chosen.count()
     steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
@@ -249,15 +269,10 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     to_local = dict(zip(spark_file_uris(spark, ledger_files), ledger_files, strict=True))
     touched = sorted(to_local[u] for u in _named(hit, to_local, "ledger"))
     rows = spark.read.schema(LEDGER_FILE_SCHEMA).parquet(*touched).join(chosen, "message_id", "left")
-    spacing = 0.0 if not req.rate_per_second else 1000.0 / req.rate_per_second
-    # never before the message's last failure: a retried DAG run asks at its stored run_after, which a cycle that
-    # dead-lettered the message since can have passed (the ledger suite's next_attempt_after_last_failure)
-    due_at = F.greatest(F.lit(now_ms).cast("long") + (F.col("_seq") * F.lit(spacing)).cast("long"),
-                        F.col("last_failed_ms"))
     sel = F.col("_seq").isNotNull()
     updated = rows.withColumns({
         "state": F.when(sel, F.lit(WAITING)).otherwise(F.col("state")),
-        "next_attempt_ms": F.when(sel, due_at).otherwise(F.col("next_attempt_ms")),
+        "next_attempt_ms": F.when(sel, F.col("_due")).otherwise(F.col("next_attempt_ms")),
         "deliveries": F.when(sel & F.lit(req.reset_deliveries), F.lit(0).cast("long"))
         .otherwise(F.col("deliveries")),
         "reason_code": F.when(sel, F.lit(None).cast("string")).otherwise(F.col("reason_code")),
