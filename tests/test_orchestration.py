@@ -135,6 +135,11 @@ def test_a_literal_password_in_the_deployments_target_is_masked_in_the_task_logs
     mask_target_password("outbox")
     mask_target_password("amqp://broker:notaport/")
     assert redact(line) == "Spark-Submit cmd: spark-submit ... --target amqp://svc:***@broker:5672/%2F"
+    # a password urlsplit cuts short at its '/', '#' or '?': the job refuses it, after the provider logged the command
+    for spec, secret in (("amqp://svc:Xk9/q#Tz@rabbit/", "Xk9/q#Tz"), ("amqp://svc:pw?k=1@rabbit/", "pw?k=1"),
+                         ("amqp://svc:pass%2Fword@rabbit/", "pass/word")):
+        mask_target_password(spec)
+        assert secret not in redact(f"--target {spec} and {secret}"), spec
 
 
 def test_the_requester_of_a_redrive_is_the_authenticated_trigger_and_conf_only_says_for_whom():

@@ -252,13 +252,15 @@ def mask_target_password(spec: str) -> None:
     cmd" log line. It is in no XCom and no rendered field: ``run_cycle`` adds it to the arguments as it runs
     (:func:`reprocess.orchestration.with_target`). (Written as ``${VAR}``, the driver reads it from its own
     environment, and it is in no log either.)"""
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote
 
-    try:
-        password = urlsplit(spec).password
-    except ValueError:
-        return  # refused with its reason when the job parses it
+    from reprocess.targets.broker import target_password
+
+    # as redact finds it, so a password holding '/', '?', '#' or '@' (which urlsplit cuts short, and the job refuses
+    # after the provider logged its command) is masked whole too; and as the driver decodes it
+    password = target_password(spec)
     if password:
         from airflow.sdk.log import mask_secret
 
-        mask_secret(password)
+        for form in {password, unquote(password)}:
+            mask_secret(form)

@@ -153,11 +153,29 @@ def _masked_to_last_at(spec: str) -> str:
 def _userinfo_cut_short(u: Any) -> bool:
     """Whether urlsplit's reading ``u`` of a spec may have ended its user or host at a '/', '?', '#' or '@' of a
     password: an '@' in the path or fragment (where none belongs: ``amqp://svc:Xk9/q#Tz@rabbit``,
-    a password 'a@b/c' written bare), or in a query with no '=' before it (a password of digits, a '?', then more). A
-    query's own '@' in a value (``?destination=/queue/a@b``) is not one."""
+    a password 'a@b/c' written bare), or in a query with no '=' before it (a password of digits, a '?', then more),
+    or after a host whose "port" is not digits (``stomp://svc:Pw?k=1@broker``: the user's ':' then the password up
+    to its '?'). A query's own '@' in a value (``?destination=/queue/a@b``, after a host with or without a port)
+    is not one."""
     if "@" in u.path + u.fragment:
         return True
-    return "@" in u.query and "@" not in u.netloc and "=" not in u.query.split("@", 1)[0]
+    if "@" not in u.query or "@" in u.netloc:
+        return False
+    host = u.netloc.rsplit("]", 1)[-1]  # past an IPv6 address's colons
+    return "=" not in u.query.split("@", 1)[0] or (":" in host and not host.rsplit(":", 1)[1].isdigit())
+
+
+def target_password(spec: str) -> str | None:
+    """The password a target ``spec`` holds, as :func:`redact` masks it (None without one)."""
+    try:
+        u = urlsplit(spec)
+        cut_short = _userinfo_cut_short(u)
+    except ValueError:
+        cut_short = True
+    if cut_short:
+        odd = _USERINFO.match(spec)
+        return odd["secret"] if odd is not None and odd["secret"] else None
+    return u.password
 
 
 class RateLimiter:
