@@ -853,6 +853,20 @@ def test_rate_limiter_spaces_messages_evenly(monkeypatch):
         sends.append(clock["t"])
     assert [round(b - a, 6) for a, b in zip(sends, sends[1:], strict=False)] == [0.25] * 8
     assert RateLimiter(None).interval == 0.0
+    # a target's partitions each send at rate / partitions, partition i starting i / rate later: two partitions at a
+    # rate of 1 sent together every 2 s, now one a second between them
+    both = sorted(t for slot in (0, 1) for t in _sends(clock, RateLimiter(0.5, slot / 1.0), 4))
+    assert [round(b - a, 6) for a, b in zip(both, both[1:], strict=False)] == [1.0] * 7
+
+
+def _sends(clock: dict, limiter: RateLimiter, n: int) -> list[float]:
+    """The times of ``n`` sends through ``limiter`` from the clock's time now (the clock put back after)."""
+    start, out = clock["t"], []
+    for _ in range(n):
+        limiter.wait()
+        out.append(clock["t"])
+    clock["t"] = start
+    return out
 
 
 def test_broker_target_specs_are_checked_before_any_work():

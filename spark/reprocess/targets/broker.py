@@ -179,11 +179,11 @@ def target_password(spec: str) -> str | None:
 
 
 class RateLimiter:
-    """At most ``rate`` calls per second (evenly spaced); None = no limit."""
+    """At most ``rate`` calls per second (evenly spaced), the first ``delay`` seconds from now; None = no limit."""
 
-    def __init__(self, rate: float | None) -> None:
+    def __init__(self, rate: float | None, delay: float = 0.0) -> None:
         self.interval = 0.0 if not rate else 1.0 / rate
-        self.next = time.monotonic()
+        self.next = time.monotonic() + (delay if rate else 0.0)
 
     def wait(self) -> None:
         if not self.interval:
@@ -246,7 +246,12 @@ class BrokerTarget:
         destination = self.destination_of()
 
         def publish_all(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            limiter = RateLimiter(per_partition_rate)
+            from pyspark import TaskContext
+
+            # the partitions' sends interleaved, not together: partition i's first a 1/rate step after i-1's
+            task = TaskContext.get()
+            slot = (task.partitionId() % parts) if task is not None else 0
+            limiter = RateLimiter(per_partition_rate, slot / self.opts.rate if self.opts.rate else 0.0)
             publisher: Publisher | None = None
 
             def publish(rec: dict[str, Any]) -> None:
