@@ -443,6 +443,31 @@ def test_a_routing_key_rabbitmq_does_not_let_the_target_publish_with_is_that_des
     assert "NOT_FOUND" in str(err)
 
 
+def test_a_queue_rabbitmq_nacks_for_is_that_destination_down_and_the_next_message_goes():
+    """A full queue with x-overflow reject-publish makes RabbitMQ nack the publishes routed to it, while the broker
+    takes the others. The nack stopped the partition as the broker down, at that queue's first message on every run,
+    and the messages after it for other queues were never tried."""
+    conn, ch = _amqp_queues(["reprocess.roomy"])
+    ch.queue_delete("reprocess.full")
+    ch.queue_declare("reprocess.full", durable=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    publisher = parse_target(AMQP + "?timeout=5").publisher_factory()()
+    outcomes: list = []
+    for mid, address in (("1", "reprocess.full"), ("2", "reprocess.full"), ("3", "reprocess.roomy")):
+        try:
+            publisher.publish({"message_id": mid, "address": address, "payload": mid, "headers": {}, "delivery": 2})
+            outcomes.append(None)
+        except TargetDown as exc:
+            outcomes.append(exc)
+    publisher.close()
+    assert (outcomes[0], outcomes[2]) == (None, None), outcomes
+    assert isinstance(outcomes[1], DestinationDown), outcomes[1]
+    assert outcomes[1].destination == "/reprocess.full"
+    assert [ch.queue_declare(q, passive=True).method.message_count for q in ("reprocess.full", "reprocess.roomy")] == [
+        1, 1]
+    ch.queue_delete("reprocess.full")
+    conn.close()
+
+
 def test_a_destination_down_skips_its_later_messages_and_many_in_a_row_stop_the_partition():
     """deliver_each, as a broker target's partition runs it: a destination that refused a write is not tried again
     in the partition (its messages get no outcome and stay due), the others go on; DESTINATIONS_DOWN_IN_A_ROW of them

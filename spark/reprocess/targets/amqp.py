@@ -122,7 +122,9 @@ class AmqpPublisher(Publisher):
                                  "255 bytes for a short string (the message id, the routing key or a header's name): "
                                  f"{str(exc)[:120]}") from exc
         except pe.NackError as exc:
-            raise TargetDown(f"the broker nacked the message: {exc}") from exc
+            # RabbitMQ nacks for one queue (full under x-overflow: reject-publish, or its process failing), not for
+            # the broker: that destination's messages stay due, the others go (16 in a row still stop the partition)
+            raise DestinationDown(f"{self.exchange}/{key}", f"the broker nacked the message: {exc}") from exc
         except pe.ChannelClosedByBroker as exc:
             if exc.reply_code == 403 and "access to topic" in exc.reply_text:  # this routing key, not the exchange
                 raise DestinationDown(f"{self.exchange}/{key}", f"{exc.reply_code} {exc.reply_text}") from exc
