@@ -418,15 +418,8 @@ def test_a_routing_key_rabbitmq_does_not_let_the_target_publish_with_is_that_des
     ch.queue_bind("reprocess.allowed.topic", "amq.topic", "allowed.#")
     target = parse_target(AMQP.replace("guest:guest", "reprocess-limited:limited")
                           + "?exchange=amq.topic&routing_key={address}&timeout=5")
-    publisher = target.publisher_factory()()
-    outcomes = []
-    for mid, address in (("1", "allowed.a"), ("2", "forbidden.b"), ("3", "allowed.c")):
-        try:
-            publisher.publish({"message_id": mid, "address": address, "payload": mid, "headers": {}, "delivery": 2})
-            outcomes.append(None)
-        except TargetDown as exc:
-            outcomes.append(exc)
-    publisher.close()
+    outcomes = _publish_each(target.publisher_factory()(), (("1", "allowed.a"), ("2", "forbidden.b"),
+                                                             ("3", "allowed.c")))
     assert [outcomes[0], outcomes[2]] == [None, None], outcomes
     assert isinstance(outcomes[1], DestinationDown), outcomes[1]
     assert outcomes[1].destination == "amq.topic/forbidden.b"
@@ -450,15 +443,8 @@ def test_a_queue_rabbitmq_nacks_for_is_that_destination_down_and_the_next_messag
     conn, ch = _amqp_queues(["reprocess.roomy"])
     ch.queue_delete("reprocess.full")
     ch.queue_declare("reprocess.full", durable=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
-    publisher = parse_target(AMQP + "?timeout=5").publisher_factory()()
-    outcomes: list = []
-    for mid, address in (("1", "reprocess.full"), ("2", "reprocess.full"), ("3", "reprocess.roomy")):
-        try:
-            publisher.publish({"message_id": mid, "address": address, "payload": mid, "headers": {}, "delivery": 2})
-            outcomes.append(None)
-        except TargetDown as exc:
-            outcomes.append(exc)
-    publisher.close()
+    outcomes = _publish_each(parse_target(AMQP + "?timeout=5").publisher_factory()(),
+                             (("1", "reprocess.full"), ("2", "reprocess.full"), ("3", "reprocess.roomy")))
     assert (outcomes[0], outcomes[2]) == (None, None), outcomes
     assert isinstance(outcomes[1], DestinationDown), outcomes[1]
     assert outcomes[1].destination == "/reprocess.full"
@@ -683,6 +669,19 @@ def test_a_stomp_broker_that_takes_the_connection_and_never_answers_is_down_afte
     (err,) = raised
     assert isinstance(err, TargetDown)
     assert "no CONNECTED frame within 1.0s" in str(err)
+
+
+def _publish_each(publisher, messages) -> list[TargetDown | None]:
+    """Publishes each (message id, address) of ``messages`` on one ``publisher`` (closed after): what each raised."""
+    outcomes: list[TargetDown | None] = []
+    for mid, address in messages:
+        try:
+            publisher.publish({"message_id": mid, "address": address, "payload": mid, "headers": {}, "delivery": 2})
+            outcomes.append(None)
+        except TargetDown as exc:
+            outcomes.append(exc)
+    publisher.close()
+    return outcomes
 
 
 def _publish_guarded(publisher, rec: dict) -> BaseException | None:
