@@ -31,7 +31,7 @@ activemq = st.fixed_dictionaries(
     optional={
         "collisionAvoidanceFactor": factors,
         "maximumRedeliveries": st.integers(-3, 40),
-        "maximumRedeliveryDelay": st.one_of(st.just(-1), longs),
+        "maximumRedeliveryDelay": st.one_of(st.just(-1), longs, st.integers(-(1 << 63), -2)),
         "initialRedeliveryDelay": longs,
         "redeliveryDelay": longs,
         "useCollisionAvoidance": st.booleans(),

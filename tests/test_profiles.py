@@ -48,6 +48,10 @@ def test_activemq_cap_uses_max_of_maximum_redelivery_delay_and_redelivery_delay(
     q = _policy("activemq", {"useExponentialBackOff": True, "maximumRedeliveryDelay": 2000,
                              "redeliveryDelay": 4000, "backOffMultiplier": 3})
     assert _delays(q) == [1000, 4000, 4000, 4000, 4000, 4000]
+    # below -1 ActiveMQ caps too (every next delay is above it): at the redelivery delay. It was a ConfigError, and a
+    # broker's file with it could not be migrated as it ran
+    r = _policy("activemq", {"useExponentialBackOff": True, "maximumRedeliveryDelay": -2, "maximumRedeliveries": 4})
+    assert _delays(r) == [1000, 1000, 1000, 1000]
 
 
 def test_activemq_next_delay_truncates_each_step_like_a_java_long_cast():

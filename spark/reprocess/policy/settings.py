@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from reprocess.policy.durations import INT_MAX, LONG_MAX, parse_duration_ms
+from reprocess.policy.durations import INT_MAX, LONG_MAX, LONG_MIN, parse_duration_ms
 
 UNLIMITED = "unlimited"
 
@@ -51,7 +51,7 @@ def _long(key: str, v: Any, *, minimum: int | None = 0, allow: tuple[int, ...] =
     if minimum is not None and v < minimum:
         extra = f" (or {', '.join(map(str, allow))})" if allow else ""
         raise _Bad(key, f"must be >= {minimum}{extra}, got {v}")
-    if v > LONG_MAX:
+    if not LONG_MIN <= v <= LONG_MAX:
         raise _Bad(key, f"must fit a Java long, got {v}")
     return v
 
@@ -158,7 +158,9 @@ class ActiveMQSettings(_Settings):
         converters: dict[str, Callable[[str, Any], Any]] = {
             "collisionAvoidanceFactor": lambda k, v: _double(k, v, minimum=0.0),
             "maximumRedeliveries": _int,
-            "maximumRedeliveryDelay": lambda k, v: _long(k, v, allow=(-1,)),
+            # -1 is no cap; ActiveMQ takes any long, and one below -1 caps every backed-off delay at the redelivery
+            # delay (getNextRedeliveryDelay: next > max, so max(max, redeliveryDelay)): the reference does the same
+            "maximumRedeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
             "initialRedeliveryDelay": _long,
             "redeliveryDelay": _long,
             "useCollisionAvoidance": _bool,
