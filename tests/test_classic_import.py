@@ -257,6 +257,19 @@ def test_what_the_broker_would_not_start_with_or_the_import_cannot_give_is_refus
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("attribute", "says"), [
+    ('collisionAvoidancePercent="-10"', "must be >= 0, got -10"),
+    ('backOffMultiplier="-2"', "must be >= 0.0, got -2.0"),
+])
+def test_a_value_a_policy_cannot_hold_is_named_as_the_xml_writes_it(tmp_path, attribute, says):
+    """It was refused by the generated file's check, naming that file's policy and key
+    (``policy='orders.#' key='settings.collisionAvoidanceFactor'``), which the user never wrote."""
+    with pytest.raises(ConfigError, match=says) as err:
+        import_activemq_xml(_write(tmp_path, _plugin([f'<redeliveryPolicy queue="orders.>" {attribute}/>'])))
+    assert (err.value.policy, err.value.key) == ("orders.>", attribute.split("=")[0])
+
+
+@pytest.mark.unit
 def test_values_read_as_the_broker_reads_them(tmp_path):
     path = _write(tmp_path, _plugin(['<redeliveryPolicy queue=" pay.> " useExponentialBackOff=" 1 " '
                                      'maximumRedeliveries=" 12 " collisionAvoidancePercent="15" '

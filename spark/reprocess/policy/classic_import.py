@@ -45,6 +45,7 @@ from reprocess.policy.classic_client import (
     PERCENT,
     SETTINGS,
     ClientPolicy,
+    checked_setting,
     client_policy,
     jndi_policies,
     percent_factor,
@@ -168,9 +169,12 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
                 raise ConfigError(f"gives both {destination[0]} and {name}", **key)
             destination = (name, raw.strip())  # setPhysicalName trims; tempQueue="..." sets a temporary '>'
         elif name in SETTINGS:
-            settings[name] = _value(SETTINGS[name], raw, key)
+            settings[name] = checked_setting(name, _value(SETTINGS[name], raw, key), where, name)
         elif name == PERCENT:
-            settings["collisionAvoidanceFactor"] = percent_factor(_value("short", raw, key))
+            percent = _value("short", raw, key)
+            if percent < 0:  # ActiveMQ's coin makes -p act as p, but a policy's factor is not negative
+                raise ConfigError(f"must be >= 0, got {percent}", **key)
+            settings["collisionAvoidanceFactor"] = percent_factor(percent)
         elif name in CLIENT_ONLY:
             not_carried[name] += 1
         elif name != "id":
