@@ -159,9 +159,9 @@ def wait_healthy(port: int, timeout: float = 240, base_path: str = "",
 
 def location(value: str) -> str:
     """A landing or warehouse as the DAGs take it: a URI (``s3a://bucket/wh``) as given, a local path absolute."""
-    from reprocess.uris import remote_scheme
+    from reprocess.uris import local_path, remote_scheme
 
-    return value if remote_scheme(value) else str(Path(value).resolve())
+    return value if remote_scheme(value) else str(local_path(value).resolve())
 
 
 def options_parser() -> argparse.ArgumentParser:

@@ -139,6 +139,7 @@ def test_make_airflow_takes_the_callers_landing_warehouse_and_target(tmp_path, m
     assert (env["REPROCESS_LANDING"], env["REPROCESS_WAREHOUSE"], env["REPROCESS_TARGET"]) == (
         str(tmp_path / "in"), "s3a://bucket/wh", "python:reprocess.targets.examples:flaky")
     assert airflow_local.location("rel/wh") == str(Path("rel/wh").resolve())  # the DAGs run elsewhere
+    assert airflow_local.location("file:///srv/wh") == "/srv/wh"  # not <cwd>/file:/srv/wh
     assert airflow_local.options_parser().parse_args(["--warehouse", "elsewhere"]).warehouse == "elsewhere"
     for name in ("REPROCESS_LANDING", "REPROCESS_WAREHOUSE", "REPROCESS_TARGET"):
         monkeypatch.delenv(name)

@@ -923,7 +923,8 @@ def test_broker_target_specs_are_checked_before_any_work():
                         ("stomp://svc:Pw?destination=1@broker", "stomp://svc:***@broker"),
                         ("amqp://svc:Pw?k=1@rabbit/", "amqp://svc:***@rabbit/"),
                         ("stomp://[::1]:61613?destination=/queue/a@b", "stomp://[::1]:61613?destination=/queue/a@b"),
-                        ("stomp://h?destination=/queue/a@b", "stomp://h?destination=/queue/a@b")):
+                        ("stomp://h?destination=/queue/a@b", "stomp://h?destination=/queue/a@b"),
+                        ("stomp://h:?destination=/queue/a@b", "stomp://h:?destination=/queue/a@b")):  # default port
         assert redact(spec) == shown, spec
     assert parse_target("stomp://h:61613?destination=/queue/a@b").opts.query["destination"] == "/queue/a@b"
     for spec in ("amqp://svc:a[b@rabbit/", "amqp://svc:1234?abc@rabbit/", "amqp://svc:a@b/c@rabbit/"):

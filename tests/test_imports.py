@@ -31,3 +31,14 @@ def test_schedule_preview_does_not_load_pyspark():
     )
     assert "reprocess.cli" in mods
     assert "pyspark" not in mods
+
+
+def test_parsing_the_cycle_dag_loads_no_pyspark():
+    """The DAG file masks the deployment's target as it is parsed (spark_env.mask_target_password), and the
+    dag-processor parses it again and again: the masking's spec reading is pyspark-free (reprocess.redaction)."""
+    mods = _modules_after(
+        "import os, runpy\n"
+        "os.environ['REPROCESS_TARGET'] = 'amqp://svc:Xk9/q#Tz@rabbit/'\n"
+        "runpy.run_path('dags/reprocess_failed_messages.py')")
+    assert "reprocess.redaction" in mods
+    assert "pyspark" not in mods

@@ -287,7 +287,7 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         .otherwise(F.col("resets")).cast("long"),
         # failures from before the reset that land later carry the count it forgave: the merge does not take it. Not
         # earlier than the failures it forgave and the dead-lettering: a retried DAG run asks at its stored run_after,
-        # which a cycle that dead-lettered the message since can have passed (as due_at above)
+        # which a cycle that dead-lettered the message since can have passed (as _due_times)
         "reset_ms": F.when(sel & F.lit(req.reset_deliveries), F.greatest(
             F.lit(now_ms).cast("long"), F.col("last_failed_ms"), F.col("terminal_ms"))).otherwise(F.col("reset_ms")),
     })

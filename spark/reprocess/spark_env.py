@@ -254,7 +254,7 @@ def mask_target_password(spec: str) -> None:
     environment, and it is in no log either.)"""
     from urllib.parse import unquote
 
-    from reprocess.targets.broker import target_password
+    from reprocess.redaction import target_password
 
     # as redact finds it, so a password holding '/', '?', '#' or '@' (which urlsplit cuts short, and the job refuses
     # after the provider logged its command) is masked whole too; and as the driver decodes it

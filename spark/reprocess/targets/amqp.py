@@ -8,9 +8,9 @@
 * A message the broker returns as unroutable is a failure of that delivery (``pika.exceptions.UnroutableError``), as
   is one that AMQP cannot carry (``pika.exceptions.ShortStringTooLong``: a message id, routing key or header name
   longer than 255 bytes; ``reprocess.AmqpFrameTooLarge``: properties and headers larger than the frame size the
-  connection negotiated, which RabbitMQ would close the connection on); a nack, a refused or lost connection, a
-  closed channel, a timeout or no confirm within ``timeout`` seconds is the broker failing: see
-  :mod:`reprocess.targets.broker`.
+  connection negotiated, which RabbitMQ would close the connection on); a refused or lost connection, a closed
+  channel, a timeout or no confirm within ``timeout`` seconds is the broker failing: see
+  :mod:`reprocess.targets.broker`. A nack is its queue down (full under ``x-overflow: reject-publish``).
 * A routing key the user may not publish with (RabbitMQ's topic permissions: the channel closed with 403
   ``ACCESS_REFUSED - access to topic ...``) is that destination down: its messages stay due, the others go on a new
   channel. Refused access to the exchange itself is the broker failing, for every message.

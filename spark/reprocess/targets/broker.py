@@ -7,14 +7,14 @@ confirmation (AMQP publisher confirm, STOMP receipt) before counting a delivery.
 * refused for this message only (AMQP ``basic.return``: no queue for that address; STOMP: an ERROR frame refusing
   that SEND as written, or the connection closed on it twice while the broker answers other frames): a failure of
   that delivery, scheduled by the message's policy like any other;
-* the broker itself failing (connection refused or lost, timeout, nack): the partition stops at once and reports one
+* the broker itself failing (connection refused or lost, timeout): the partition stops at once and reports one
   ``TARGET_DOWN`` row; the messages it did not get a confirmation for consume no delivery and stay due. The cycle
   commits what was confirmed and fails with ``TargetUnavailableError``;
 * one destination refusing writes while the broker answers (STOMP: any other ERROR frame about a SEND, such as
   ActiveMQ's "User x is not authorized to write to: queue://y"; AMQP: a routing key RabbitMQ's topic permissions
-  refuse, the channel closed with 403 "access to topic ..."): that destination's messages in the partition stay
-  due like the above (one ``DESTINATION_DOWN`` row, the others not tried), the other destinations' go on, and the
-  cycle fails the same way once it has committed.
+  refuse, the channel closed with 403 "access to topic ...", or a nack: a full queue): that destination's messages
+  in the partition stay due like the above (one ``DESTINATION_DOWN`` row, the others not tried), the other
+  destinations' go on, and the cycle fails the same way once it has committed.
 
 Every published message carries the original message id and address, the deliveries so far and a stable
 idempotency key ``<message_id>:<delivery>`` (``<message_id>:r<resets>.<delivery>`` once an operator's re-drive reset
@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from reprocess.errors import ConfigError
+from reprocess.redaction import redact, userinfo_cut_short
 from reprocess.targets.base import DESTINATION_DOWN, OUTCOME_SCHEMA, TARGET_DOWN, deliver_each, idempotency_key
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOpt
         u = urlsplit(spec)
     except ValueError as exc:  # an unclosed '[' of an IPv6 host (or of a password: redact masks it)
         raise ConfigError(f"target {redact(spec)}: {exc}", key="--target") from None
-    if _userinfo_cut_short(u):
+    if userinfo_cut_short(u):
         # 'amqp://svc:Xk9/q#Tz@rabbit/': a password holding '/', '?' or '#' ends the host early, and the '@' lands in
         # the path or the fragment (read as host svc, port 'Xk9'); the password went into the error unmasked
         raise ConfigError(f"target {redact(spec)}: an '@' after the host; a user or password holding '/', '?', '#' "
@@ -106,24 +106,6 @@ def parse_broker_uri(spec: str, default_port: int, known: set[str]) -> BrokerOpt
 
 # A spec's user and password up to its last '@', however they are written: with a '/', '?' or '#' in the password,
 # urlsplit finds none (the host ends early), and the whole spec was shown
-_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\[]*):(?P<secret>.*)@(?P<rest>[^@]*)$", re.DOTALL)
-
-
-def redact(spec: str) -> str:
-    """The spec without its password (for logs, summaries, errors)."""
-    try:
-        u = urlsplit(spec)
-    except ValueError:  # an unclosed '[': of an IPv6 host, or of a password ('a[b'), masked to the last '@'
-        return _masked_to_last_at(spec)
-    if _userinfo_cut_short(u):
-        return _masked_to_last_at(spec)
-    if u.password is None:
-        return spec
-    # from the text, not u.port: a port out of range raises there, and the error naming it must not
-    user, host = u.netloc.rsplit("@", 1)
-    return urlunsplit((u.scheme, f"{user.split(':', 1)[0]}:***@{host}", u.path, u.query, u.fragment))
-
-
 def message_headers(rec: dict[str, Any]) -> dict[str, str]:
     """The original headers plus reprocess's: id, address, deliveries so far, idempotency key."""
     delivery = int(rec["delivery"])
@@ -142,40 +124,6 @@ def filled(template: str, rec: dict[str, Any]) -> str:
     """A target's ``template`` (a STOMP destination, an AMQP routing key) with ``rec``'s ``{address}`` and
     ``{message_id}``."""
     return template.replace("{address}", rec["address"]).replace("{message_id}", rec["message_id"])
-
-
-def _masked_to_last_at(spec: str) -> str:
-    """``spec`` with everything between its user's ':' and its last '@' masked (the spec unchanged without)."""
-    odd = _USERINFO.match(spec)
-    return spec if odd is None else f"{odd['head']}:***@{odd['rest']}"
-
-
-def _userinfo_cut_short(u: Any) -> bool:
-    """Whether urlsplit's reading ``u`` of a spec may have ended its user or host at a '/', '?', '#' or '@' of a
-    password: an '@' in the path or fragment (where none belongs: ``amqp://svc:Xk9/q#Tz@rabbit``,
-    a password 'a@b/c' written bare), or in a query with no '=' before it (a password of digits, a '?', then more),
-    or after a host whose "port" is not digits (``stomp://svc:Pw?k=1@broker``: the user's ':' then the password up
-    to its '?'). A query's own '@' in a value (``?destination=/queue/a@b``, after a host with or without a port)
-    is not one."""
-    if "@" in u.path + u.fragment:
-        return True
-    if "@" not in u.query or "@" in u.netloc:
-        return False
-    host = u.netloc.rsplit("]", 1)[-1]  # past an IPv6 address's colons
-    return "=" not in u.query.split("@", 1)[0] or (":" in host and not host.rsplit(":", 1)[1].isdigit())
-
-
-def target_password(spec: str) -> str | None:
-    """The password a target ``spec`` holds, as :func:`redact` masks it (None without one)."""
-    try:
-        u = urlsplit(spec)
-        cut_short = _userinfo_cut_short(u)
-    except ValueError:
-        cut_short = True
-    if cut_short:
-        odd = _USERINFO.match(spec)
-        return odd["secret"] if odd is not None and odd["secret"] else None
-    return u.password
 
 
 class RateLimiter:
