@@ -1748,7 +1748,7 @@ def test_a_paced_dlq_redrive_makes_the_oldest_dead_letter_due_first_and_takes_an
     audit = redrive_dead_letters(spark, str(tmp_path / "wh"),
                                  RedriveRequest(rate_per_second=1 / 60, max_messages=5_000_000_000),
                                  parse_instant("2026-11-21T10:30:00Z"))
-    assert audit["moved"] == 2
+    assert (audit["moved"], audit["messages"]) == (2, ["z-old", "a-new"])  # the audit lists them as they are due
     rows = ledger(spark, tmp_path)
     assert (rows["z-old"]["next_attempt_ms"], rows["a-new"]["next_attempt_ms"]) == (
         parse_instant("2026-11-21T10:30:00Z"), parse_instant("2026-11-21T10:31:00Z"))
