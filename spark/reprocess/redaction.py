@@ -35,9 +35,9 @@ def userinfo_cut_short(u: Any) -> bool:
     """Whether urlsplit's reading ``u`` of a spec may have ended its user or host at a '/', '?', '#' or '@' of a
     password: an '@' in the path or fragment (where none belongs: ``amqp://svc:Xk9/q#Tz@rabbit``,
     a password 'a@b/c' written bare), or in a query with no '=' before it (a password of digits, a '?', then more),
-    or after a host whose "port" is not digits (``stomp://svc:Pw?k=1@broker``: the user's ':' then the password up
-    to its '?'). A query's own '@' in a value (``?destination=/queue/a@b``, after a host with or without a port)
-    is not one."""
+    or after a host whose "port" is not digits (a password ``Pw?k=1`` after the user's ':', then ``@broker``: the
+    "port" is the password up to its '?'). A query's own '@' in a value (``?destination=/queue/a@b``, after a host
+    with or without a port, or an empty one) is not one."""
     if "@" in u.path + u.fragment:
         return True
     if "@" not in u.query or "@" in u.netloc:
