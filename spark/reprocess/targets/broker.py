@@ -189,7 +189,8 @@ class BrokerTarget:
     def redrive(self, due: DataFrame, run: RunContext) -> DataFrame:
         factory = self.publisher_factory()
         parts = self.opts.partitions
-        per_partition_rate = None if self.opts.rate is None else self.opts.rate / parts
+        rate = self.opts.rate  # the closure takes the numbers, not the target
+        per_partition_rate = None if rate is None else rate / parts
         shown = redact(self.spec)
         destination = self.destination_of()
 
@@ -199,14 +200,14 @@ class BrokerTarget:
             # the partitions' sends interleaved, not together: partition i's first a 1/rate step after i-1's
             task = TaskContext.get()
             slot = (task.partitionId() % parts) if task is not None else 0
-            limiter = RateLimiter(per_partition_rate, slot / self.opts.rate if self.opts.rate else 0.0)
+            limiter = RateLimiter(per_partition_rate, slot / rate if rate else 0.0)
             publisher: Publisher | None = None
 
             def publish(rec: dict[str, Any]) -> None:
                 nonlocal publisher
+                limiter.wait()  # before a first connection too: none is held open while a partition waits its turn
                 if publisher is None:
                     publisher = factory()  # a connection refused here is the broker down too
-                limiter.wait()
                 publisher.publish(rec)
 
             def failure(exc: Exception) -> tuple[str, str] | None:
