@@ -75,20 +75,6 @@ JAVA_RANGES = {"int": (INT_MIN, INT_MAX), "long": (LONG_MIN, LONG_MAX),
                "short": (-(1 << 15), (1 << 15) - 1)}
 
 
-def checked_setting(setting: str, value: Any, where: dict[str, str], name: str) -> Any:
-    """``value`` of the policy file's ``setting``, refused here as the policy file would refuse it, but naming the
-    attribute ``name`` the user wrote (``collisionAvoidancePercent``) and where (``where``: the XML entry), not the
-    generated file's key and policy."""
-    from reprocess.policy.settings import ActiveMQSettings, _Bad
-
-    try:
-        ActiveMQSettings._convert(setting, value)
-    except _Bad as bad:
-        raise ConfigError(f"{bad}" + (f" (as the policy's {setting})" if setting != name else ""),
-                          **{**where, "key": name}) from None
-    return value
-
-
 def percent_factor(percent: int) -> float:
     """``setCollisionAvoidancePercent``: the factor it sets (Java: ``percent * 0.01d``)."""
     return percent * 0.01

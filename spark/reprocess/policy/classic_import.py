@@ -45,7 +45,6 @@ from reprocess.policy.classic_client import (
     PERCENT,
     SETTINGS,
     ClientPolicy,
-    checked_setting,
     client_policy,
     jndi_policies,
     percent_factor,
@@ -153,6 +152,18 @@ class _Entry:
     settings: dict[str, Any]
 
 
+def _checked(name: str, value: Any, key: dict[str, str]) -> Any:
+    """``value`` of the setting ``name`` as the policy file checks it, refused here naming the XML's entry and
+    attribute (``key``), not the generated file's policy and key."""
+    from reprocess.policy.settings import ActiveMQSettings, _Bad
+
+    try:
+        ActiveMQSettings._convert(name, value)
+    except _Bad as bad:
+        raise ConfigError(str(bad), **key) from None
+    return value
+
+
 def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[str]) -> tuple[str | None, _Entry]:
     """One ``<redeliveryPolicy>``: (its destination attribute, the entry)."""
     where = {"file": source, "policy": label}
@@ -169,7 +180,7 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
                 raise ConfigError(f"gives both {destination[0]} and {name}", **key)
             destination = (name, raw.strip())  # setPhysicalName trims; tempQueue="..." sets a temporary '>'
         elif name in SETTINGS:
-            settings[name] = checked_setting(name, _value(SETTINGS[name], raw, key), where, name)
+            settings[name] = _checked(name, _value(SETTINGS[name], raw, key), key)
         elif name == PERCENT:
             percent = _value("short", raw, key)
             if percent < 0:  # ActiveMQ's coin makes -p act as p, but a policy's factor is not negative
