@@ -135,6 +135,10 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # a process SIGKILLed a moment ago may still be exiting: stopped means gone, for the caller that starts again
+    deadline = time.monotonic() + 10
+    while _session_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def wait_healthy(port: int, timeout: float = 240, base_path: str = "",
