@@ -3,18 +3,20 @@ messages, and writes its failures to landing, as the platform's real users' cons
 
 A message fails while ``fails(message_id, delivery)`` says so: the delivery number comes from the
 ``x-reprocess-delivery`` header a re-drive sets (1 for a message no re-drive has touched). Failures are
-written as one JSON-lines file per drain, whole (written, synced, then renamed), at the caller's logical time, and
-only then are the drain's messages acknowledged: a consumer stopped in between, or one whose landing write fails,
-leaves them with the broker, which delivers them again (at least once), never acknowledged and not landed.
+written as one JSON-lines file per drain (per round of a STOMP drain), whole (written, synced, then renamed), at the
+caller's logical time, and only then are those messages acknowledged: a consumer stopped in between, or one whose
+landing write fails, leaves them with the broker, which delivers them again (at least once), never acknowledged
+and not landed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,10 @@ from reprocess.targets.broker import HEADER_PREFIX
 log = logging.getLogger(__name__)
 
 Fails = Callable[[str, int], str | None]  # (message_id, delivery) -> error class, or None to succeed
-Land = Callable[[list[dict[str, Any]]], None]  # writes a drain's failures durably, before its acknowledgements
-DRAIN_PREFETCH = 100_000  # unacknowledged messages a STOMP drain takes: one drain's, acknowledged when it lands
+Land = Callable[[list[dict[str, Any]]], None]  # writes a drain's (or round's) failures durably, before its acks
+DRAIN_PREFETCH = 100_000  # unacknowledged messages a STOMP subscription may hold: more than a round's
+DRAIN_ROUND = 10_000  # messages a STOMP drain lands and acknowledges together, at most
+DRAIN_SETTLE_SECONDS = 0.2  # a pause in the broker's dispatch that ends a STOMP drain's round
 
 
 def transient_and_poison(message_id: str, delivery: int) -> str | None:
@@ -117,11 +121,15 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails, idle_seco
                 land: Land | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
     """The same over STOMP (ActiveMQ): subscribe, take messages until ``idle_seconds`` pass without one.
 
-    Each message taken is acknowledged by the consumer (``ack:client-individual``), once ``land`` (if given) has
-    written the drain's failures: with the broker's own acknowledgement (``ack:auto``) a message dispatched while
-    the connection closed counted as delivered and was never seen. One that arrives once the drain is closing is
-    neither taken nor acknowledged, so the broker delivers it again to the next drain, as it does every message of
-    a drain whose landing write failed."""
+    Messages are taken in rounds: a round ends when the broker pauses (``DRAIN_SETTLE_SECONDS`` without a message)
+    or holds ``DRAIN_ROUND`` messages; ``land`` (if given) writes that round's failures, and only then are the
+    round's messages acknowledged by the consumer (``ack:client-individual``). With the broker's own
+    acknowledgement (``ack:auto``) a message dispatched while the connection closed counted as delivered and was
+    never seen. The rounds are what keeps the messages coming: an ActiveMQ queue pages in ``maxPageSize`` (200)
+    messages at a time and, when nothing wakes it, pages in no more while they are unacknowledged, so a drain that
+    acknowledged only at its end stopped after 200 of its 1,100 on a busy broker. One that arrives once the drain
+    is closing is neither taken nor acknowledged, so the broker delivers it again to the next drain, as it does every
+    message of a round whose landing write failed."""
     import stomp
 
     got: list[tuple[dict[str, str], str]] = []
@@ -136,26 +144,34 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails, idle_seco
                 got.append((dict(frame.headers), frame.body))
                 cond.notify_all()
 
+    drained = _Drained(fails)
+    done = 0  # messages of the rounds landed and acknowledged
     conn = stomp.Connection12([(host, port)], heartbeats=(0, 0))
     conn.set_listener("loop", Listener())
     conn.connect(wait=True)
     try:
         for i, q in enumerate(queues):
-            # acknowledged at the end: ActiveMQ's prefetch (1000 by default) would stop dispatching at that many
+            # ActiveMQ's prefetch (1000 by default) would stop dispatching at that many unacknowledged messages
             conn.subscribe(f"/queue/{q}", id=str(i), ack="client-individual",
                            headers={"activemq.prefetchSize": str(DRAIN_PREFETCH)})
-        with cond:
-            while cond.wait(timeout=idle_seconds):
-                pass
-            closing = True
-        drained = _Drained(fails)
-        for headers, body in got:
-            mid = headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id") or headers["message-id"]
-            drained.take(mid, headers["destination"].removeprefix("/queue/"), body, headers)
-        if land is not None:
-            land(drained.failures)
-        for headers, _body in got:  # sent before the DISCONNECT, on the same connection
-            conn.ack(headers["ack"])
+        while True:
+            with cond:
+                if len(got) == done and not cond.wait(timeout=idle_seconds):  # only a message notifies
+                    closing = True
+                    break
+                while len(got) - done < DRAIN_ROUND and cond.wait(timeout=DRAIN_SETTLE_SECONDS):
+                    pass
+                batch = got[done:]
+            landed = len(drained.failures)
+            for headers, body in batch:
+                mid = (headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id")
+                       or headers["message-id"])
+                drained.take(mid, headers["destination"].removeprefix("/queue/"), body, headers)
+            if land is not None:
+                land(drained.failures[landed:])
+            for headers, _body in batch:  # sent before the DISCONNECT, on the same connection
+                conn.ack(headers["ack"])
+            done += len(batch)
     finally:
         conn.disconnect()  # what is not acknowledged goes back to its queue
     return drained.result()
@@ -186,8 +202,11 @@ def closed_loop(spark: Any, landing: Path, warehouse: Path, policies: Any, targe
     t = start
     summary: dict[str, Any] = {}
     for i in range(max_cycles):
-        def land(failures: list[dict[str, Any]], at: datetime = t, name: str = f"drain-{i}") -> None:
-            write_failures(landing, at, name, as_records(failures, at))
+        rounds = itertools.count()
+
+        def land(failures: list[dict[str, Any]], at: datetime = t, name: str = f"drain-{i}",
+                 rounds: Iterator[int] = rounds) -> None:  # a STOMP drain lands once per round
+            write_failures(landing, at, f"{name}-{next(rounds)}", as_records(failures, at))
 
         failures, ok = drain(land)
         consumed += ok
