@@ -258,12 +258,11 @@ def test_what_the_broker_would_not_start_with_or_the_import_cannot_give_is_refus
 
 @pytest.mark.unit
 @pytest.mark.parametrize(("attribute", "says"), [
-    ('collisionAvoidancePercent="-10"', "must be >= 0, got -10"),
     ('backOffMultiplier="-2"', "must be >= 0.0, got -2.0"),
 ])
 def test_a_value_a_policy_cannot_hold_is_named_as_the_xml_writes_it(tmp_path, attribute, says):
     """It was refused by the generated file's check, naming that file's policy and key
-    (``policy='orders.#' key='settings.collisionAvoidanceFactor'``), which the user never wrote."""
+    (``policy='orders.#' key='settings.backOffMultiplier'``), which the user never wrote."""
     with pytest.raises(ConfigError, match=says) as err:
         import_activemq_xml(_write(tmp_path, _plugin([f'<redeliveryPolicy queue="orders.>" {attribute}/>'])))
     assert (err.value.policy, err.value.key) == ("orders.>", attribute.split("=")[0])
@@ -274,6 +273,7 @@ def test_values_read_as_the_broker_reads_them(tmp_path):
     path = _write(tmp_path, _plugin(['<redeliveryPolicy queue=" pay.> " useExponentialBackOff=" 1 " '
                                      'maximumRedeliveries=" 12 " collisionAvoidancePercent="15" '
                                      'useCollisionAvoidance="true" preDispatchCheck="false"/>',
+                                     '<redeliveryPolicy queue="refund.>" collisionAvoidancePercent="-20"/>',
                                      '<redeliveryPolicy tempQueue="true" redeliveryDelay="10"/>']))
     imported = import_activemq_xml(path)  # a temporary entry's delay is not checked by the plugin
     pay = imported.policies.resolve("pay.card")  # the name trimmed, as setPhysicalName trims it
@@ -282,6 +282,9 @@ def test_values_read_as_the_broker_reads_them(tmp_path):
     assert pay.settings.use_collision_avoidance
     assert pay.settings.maximum_redeliveries == 12
     assert pay.settings.collision_avoidance_factor == 15 * 0.01  # setCollisionAvoidancePercent: percent * 0.01d
+    refund = imported.policies.resolve("refund.card")
+    assert refund is not None
+    assert refund.settings.collision_avoidance_factor == -20 * 0.01  # any short, as ActiveMQ takes it
     assert imported.not_carried == {"preDispatchCheck": 1, "tempQueue entries": 1}
 
 
@@ -441,7 +444,7 @@ def test_the_import_reads_an_activemq_xml_as_the_broker_does(tmp_path):
                    f'backOffMultiplier="{rnd.choice(["2", "1.5e0", ".5"])}" '
                    f'maximumRedeliveryDelay="{rnd.choice([-1, 60000])}" '
                    f'useCollisionAvoidance="{rnd.choice(["true", "0"])}" '
-                   f'collisionAvoidancePercent="{rnd.randint(0, 50)}"/>'
+                   f'collisionAvoidancePercent="{rnd.randint(-50, 50)}"/>'
                    for i, q in enumerate(names)]
         dead = _random_names(rnd, rnd.choice([1, 2, 4]), importable=True) if n % 3 else []
         policies = _random_policy_entries(rnd, dead, n % 4 == 1)

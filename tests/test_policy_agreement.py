@@ -29,7 +29,7 @@ multipliers = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0]), s
 activemq = st.fixed_dictionaries(
     {},
     optional={
-        "collisionAvoidanceFactor": factors,
+        "collisionAvoidanceFactor": st.one_of(factors, st.floats(-1, 0)),  # ActiveMQ takes a negative one too
         "maximumRedeliveries": st.integers(-3, 40),
         "maximumRedeliveryDelay": st.one_of(st.just(-1), longs, st.integers(-(1 << 63), -2)),
         "initialRedeliveryDelay": longs,

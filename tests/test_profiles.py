@@ -103,6 +103,20 @@ def test_activemq_collision_avoidance_stays_within_factor_and_spares_the_initial
         assert d == _delays(p, 50, mid)  # and deterministic
 
 
+def test_activemq_takes_a_negative_collision_avoidance_factor_and_mirrors_each_draw():
+    """``(coin ? f : -f) * unit``: ActiveMQ takes any factor, and a negative one moves each delay as far the other
+    way (Java's truncation toward zero aside). It was refused (``must be >= 0.0``)."""
+    plus = _policy("activemq", {"useCollisionAvoidance": True, "collisionAvoidanceFactor": 0.5,
+                                "maximumRedeliveries": -1})
+    minus = _policy("activemq", {"useCollisionAvoidance": True, "collisionAvoidanceFactor": -0.5,
+                                 "maximumRedeliveries": -1})
+    for mid in ("a", "b", "msg-42"):
+        up, down = _delays(plus, 40, mid), _delays(minus, 40, mid)
+        assert up[0] == down[0] == 1000
+        assert all(abs((u - 1000) + (d - 1000)) <= 1 for u, d in zip(up[1:], down[1:], strict=True)), (up, down)
+        assert any(u != d for u, d in zip(up[1:], down[1:], strict=True))
+
+
 # --- Artemis ---------------------------------------------------------------------------------------
 
 def test_artemis_max_delivery_attempts_three_dead_letters_on_the_third_delivery():

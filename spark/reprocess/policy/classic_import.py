@@ -182,10 +182,7 @@ def _entry(element: ET.Element, label: str, source: str, not_carried: Counter[st
         elif name in SETTINGS:
             settings[name] = _checked(name, _value(SETTINGS[name], raw, key), key)
         elif name == PERCENT:
-            percent = _value("short", raw, key)
-            if percent < 0:  # ActiveMQ's coin makes -p act as p, but a policy's factor is not negative
-                raise ConfigError(f"must be >= 0, got {percent}", **key)
-            settings["collisionAvoidanceFactor"] = percent_factor(percent)
+            settings["collisionAvoidanceFactor"] = percent_factor(_value("short", raw, key))
         elif name in CLIENT_ONLY:
             not_carried[name] += 1
         elif name != "id":

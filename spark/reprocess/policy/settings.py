@@ -156,7 +156,8 @@ class ActiveMQSettings(_Settings):
     @classmethod
     def _convert(cls, key: str, value: Any) -> Any:
         converters: dict[str, Callable[[str, Any], Any]] = {
-            "collisionAvoidanceFactor": lambda k, v: _double(k, v, minimum=0.0),
+            # any finite factor: ActiveMQ's coin picks +f or -f, so a negative one mirrors each draw of its positive
+            "collisionAvoidanceFactor": _double,
             "maximumRedeliveries": _int,
             # -1 is no cap; ActiveMQ takes any long, and one below -1 caps every backed-off delay at the redelivery
             # delay (getNextRedeliveryDelay: next > max, so max(max, redeliveryDelay)): the reference does the same
