@@ -10,6 +10,7 @@ these tests. Every reader must answer from the bucket exactly what it answers fr
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -260,3 +261,39 @@ def test_the_cli_reads_the_bucket_in_a_fresh_process_from_the_aws_environment_wi
     assert f"reprocess: storage: warehouse {uri}: cannot read {BUCKET}/wh" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "total" not in proc.stdout
+
+
+@pytest.mark.unit
+def test_an_azure_warehouse_reads_with_the_account_key_of_the_environment(monkeypatch):
+    """README promises AZURE_STORAGE_ACCOUNT_KEY; pyarrow's URI reading takes no key from the environment, and its
+    default credentials cannot use one, so every reader of an abfss:// warehouse was refused."""
+    from reprocess.storage.remote import arrow_filesystem
+
+    key = base64.b64encode(b"not a real key").decode()
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", key)
+    fs, path = arrow_filesystem("abfss://cont@acct.dfs.core.windows.net/wh/")
+    options = fs.__reduce__()[1][0]
+    assert (path, options["account_name"], options["account_key"]) == ("cont/wh", "acct", key)
+    assert options["dfs_storage_authority"] == ".dfs.core.windows.net"
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_KEY")
+    fs, _ = arrow_filesystem("abfss://cont@acct.dfs.core.windows.net/wh/")
+    assert fs.__reduce__()[1][0]["account_key"] == ""  # the default credential chain, as before
+
+
+@pytest.mark.unit
+def test_an_s3_warehouse_takes_its_region_from_the_environment_and_a_failed_lookup_is_retryable(monkeypatch):
+    """Without region= pyarrow asks AWS for the bucket's region over the network, even with AWS_REGION set; when
+    that failed (no network here) the reader said "configuration error" (exit 3), not "storage unavailable"
+    (exit 11), so the DAG tasks did not retry it."""
+    from reprocess.storage.remote import arrow_filesystem
+
+    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    fs, path = arrow_filesystem("s3a://reprocess-no-such-bucket-5c1f/wh")
+    assert (path, fs.region) == ("reprocess-no-such-bucket-5c1f/wh", "eu-west-3")
+    fs, _ = arrow_filesystem("s3a://reprocess-no-such-bucket-5c1f/wh?region=us-east-2")
+    assert fs.region == "us-east-2"  # the URI's own region wins
+    monkeypatch.delenv("AWS_REGION")  # pyarrow looks the region up: no network here (no such bucket where there is)
+    with pytest.raises(StorageUnavailableError, match="could not reach it"):
+        arrow_filesystem("s3a://reprocess-no-such-bucket-5c1f/wh")

@@ -47,13 +47,52 @@ def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             f"warehouse {uri}: a warehouse on {scheme}:// can only be read through Spark; the readers without "
             f"Spark (dlq, ledger stats, report, the UI and the DAG tasks) take {', '.join(sorted(ARROW_SCHEMES))} "
             "(docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
+    arrow = ARROW_SCHEMES[scheme]
+    target = arrow + uri[len(scheme):]
+    if arrow == "s3":
+        target = _with_region(target)
     try:
-        fs, path = pafs.FileSystem.from_uri(ARROW_SCHEMES[scheme] + uri[len(scheme):])
-    except (OSError, ValueError) as exc:
+        fs, path = pafs.FileSystem.from_uri(target)
+    except ValueError as exc:  # pyarrow's ArrowInvalid: a URI it cannot take
         raise ConfigError(f"warehouse {uri}: pyarrow cannot open it: {exc}", key="--warehouse") from exc
+    except OSError as exc:  # S3's region lookup of the bucket failed (a network error, say): a retry may succeed
+        raise StorageUnavailableError(f"warehouse {uri}: pyarrow could not reach it: {exc}") from exc
+    if arrow in ("abfs", "abfss"):
+        fs = _azure_with_key(fs)
     if not path.strip("/"):  # s3a:// or gs:// alone: pyarrow's paths then began with '/' (a traceback), or it hung
         raise ConfigError(f"warehouse {uri} names no bucket: give {scheme}://BUCKET/PATH", key="--warehouse")
     return fs, path.rstrip("/")
+
+
+def _with_region(target: str) -> str:
+    """An ``s3://`` URI with ``region=`` from ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``) where it gives none: without
+    it pyarrow asks AWS for the bucket's region over the network, even with the variable set."""
+    import os
+    from urllib.parse import parse_qs, urlsplit
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region or "region" in parse_qs(urlsplit(target).query):
+        return target
+    return f"{target}{'&' if '?' in target else '?'}region={region}"
+
+
+def _azure_with_key(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """Azure's filesystem with ``AZURE_STORAGE_ACCOUNT_KEY`` where it is set: pyarrow's URI reading takes no key from
+    the environment, and its default credentials cannot use one, so every reader was refused."""
+    import os
+
+    import pyarrow.fs as pafs
+
+    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
+    if not key:
+        return fs
+    options: dict[str, str] = fs.__reduce__()[1][0]  # the options pyarrow read from the URI
+    if any(options.get(k) for k in ("account_key", "sas_token", "client_id", "client_secret")):  # the URI's: kept
+        return fs
+    kept = {k: v for k, v in options.items()
+            if k in ("blob_storage_authority", "blob_storage_scheme", "dfs_storage_authority", "dfs_storage_scheme")
+            and v}
+    return pafs.AzureFileSystem(options["account_name"], account_key=key, **kept)
 
 
 class ArrowWarehouse:
