@@ -266,3 +266,24 @@ def test_the_same_redrive_asked_with_its_reasons_in_another_order_is_the_same_re
         ("NON_RETRYABLE", "NO_POLICY"), ("NO_POLICY", "NON_RETRYABLE"), ["NO_POLICY", "NON_RETRYABLE", "NO_POLICY"])}
     assert len(ids) == 1
     assert RedriveRequest(reason_codes=("NO_POLICY",), now_ms=1).request_id not in ids
+
+
+def test_the_new_landing_of_symlinked_folders_and_files_is_listed_by_its_partitions(tmp_path):
+    """The listing follows links and names files by their resolved path: a day folder, an hour folder or a file
+    linked from outside the landing raised ValueError in this task (relative_to), so every scheduled run stopped
+    there while `reprocess run` read the same landing."""
+    from reprocess.orchestration import find_new_landing
+
+    landing, elsewhere = tmp_path / "landing", tmp_path / "elsewhere"
+    for folder in (landing / "dt=2026-11-21" / "hour=08", elsewhere / "day" / "hour=09", elsewhere / "hour"):
+        folder.mkdir(parents=True)
+    (landing / "dt=2026-11-21" / "hour=08" / "a.jsonl").write_text("{}\n", encoding="utf-8")
+    (elsewhere / "day" / "hour=09" / "b.jsonl").write_text("{}\n", encoding="utf-8")
+    (elsewhere / "hour" / "c.jsonl").write_text("{}\n", encoding="utf-8")
+    (elsewhere / "d.jsonl").write_text("{}\n", encoding="utf-8")
+    (landing / "dt=2026-11-20").symlink_to(elsewhere / "day")  # a linked day folder: its hour=09 inside
+    (landing / "dt=2026-11-21" / "hour=10").symlink_to(elsewhere / "hour")  # a linked hour folder
+    (landing / "dt=2026-11-21" / "hour=08" / "d.jsonl").symlink_to(elsewhere / "d.jsonl")  # a linked file
+    found = find_new_landing(str(landing), str(tmp_path / "wh"), "2026-11-21T12:00:00Z")
+    assert found["files"] == 4
+    assert found["partitions"] == ["dt=2026-11-20/hour=09", "dt=2026-11-21/hour=08", "dt=2026-11-21/hour=10"]

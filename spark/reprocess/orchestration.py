@@ -167,8 +167,19 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
     manifest = read_manifest(wh.live_files("manifest"), wh.read_source)
     files, changed = pending(list_landing(landing, as_of_ms(as_of)), manifest, as_of_ms(as_of))
     return {"as_of": as_of, "files": len(files), "bytes": sum(f.size for f in files),
-            "partitions": sorted({str(Path(f.path).parent.relative_to(root.resolve())) for f in files}),
+            "partitions": sorted({_partition(f.path, f.hour_start_ms, root.resolve()) for f in files}),
             "changed_files_ignored": changed}
+
+
+def _partition(path: str, hour_start_ms: int, root: Path) -> str:
+    """``dt=.../hour=...`` of a listed local file: its folder below the root, or, where a symlinked folder or file
+    resolves outside the root (the listing follows links), its hour's partition (raising there failed every run)."""
+    parent = Path(path).parent
+    if parent.is_relative_to(root):
+        return str(parent.relative_to(root))
+    if hour_start_ms:
+        return datetime.fromtimestamp(hour_start_ms / 1000, UTC).strftime("dt=%Y-%m-%d/hour=%H")
+    return "/".join(parent.parts[-2:])  # no real date or hour: the run quarantines its files, naming the folder
 
 
 def lock_wait_seconds() -> str:
