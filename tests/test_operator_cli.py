@@ -164,6 +164,22 @@ def test_dlq_show_of_an_unknown_or_waiting_message_fails_with_the_not_found_exit
     assert "ledger state DELIVERED, deliveries 2" in capsys.readouterr().err
 
 
+def test_dlq_show_of_a_dead_lettered_row_without_a_dlq_record_says_the_ledger_and_the_dlq_disagree(capsys, wh,
+                                                                                                     tmp_path):
+    """A re-drive sets the ledger row waiting in the commit that moves its record, so a dead-lettered row without a
+    DLQ record is a damaged warehouse: `dlq show` said it "was moved back by a re-drive or is missing"."""
+    copy = tmp_path / "wh"
+    shutil.copytree(wh, copy)
+    w = Warehouse(copy)
+    base = w.latest()
+    w.commit(base, Snapshot(files={**base.files, "dlq": []}, runs=base.runs, as_of_ms=base.as_of_ms))
+    assert main(["dlq", "show", "--warehouse", str(copy), "b-dead"]) == NotFoundError.exit_code
+    err = capsys.readouterr().err
+    assert "ledger state DEAD_LETTERED, deliveries 3; but it has no DLQ record: the ledger and the DLQ disagree" in err
+    assert "no re-drive can select it" in err
+    assert "moved back by a re-drive" not in err
+
+
 def test_dlq_stats_counts_by_reason_by_address_and_by_day(capsys, wh):
     doc = _json(capsys, "dlq", "stats", "--warehouse", wh)
     assert doc["total"] == 8
