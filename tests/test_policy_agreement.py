@@ -294,3 +294,40 @@ def test_huge_delivery_counts_never_overflow_in_spark(spark):
         assert ex == exhausted(ps.effective[idx], k)
         assert 0 <= delay <= LONG_MAX
         assert delay == max(0, ref_delay(ps.effective[idx], k, mid))
+
+
+# (rule field, pattern, text): where Java's regex and Python's differed. Java's `.`, `^` and `$` knew \r, \u0085,
+# \u2028 and \u2029 as line ends, and its \s, \w, \d, \b and (?i) were ASCII-only; Python's are Unicode and know
+# only \n. The cycle's rlike now runs the rules with (?dU), Java's UNIX_LINES and UNICODE_CHARACTER_CLASS.
+REGEX_CASES = [
+    ("message", r"quota\sexceeded", "quota\u00a0exceeded"),
+    ("message", r"refused.at", "refused\rat"),
+    ("message", r"a.b", "a\u0085b"),
+    ("message", r"a.b", "a\u2029b"),
+    ("message", r"^timeout$", "timeout\u2028"),
+    ("message", r"^timeout$", "timeout\n"),
+    ("message", r"(?i)échec", "ÉCHEC"),
+    ("message", r"\d+ rows", "\u0663 rows"),
+    ("message", r"^\w+Error", "ÄrgerError"),
+    ("message", r"x\b", "xé"),
+    ("error_class", r"(?i)café\.Timeout", "CAFÉ.timeout"),
+    ("error_class", r"com\.\w+\.Poison", "com.açme.Poison"),
+]
+
+
+def test_a_rules_regex_matches_in_the_cycle_as_in_the_reference(spark):
+    """The rules' patterns run as rlike (Java) in the cycle and with re (Python) in the reference and the simulation:
+    on these texts they disagreed, so the cycle retried a message the reference dead-letters, or the other way."""
+    from reprocess.ledger.merge import _rule_column
+    from reprocess.policy.config import NonRetryableRule
+
+    rows = [(i, text) for i, (_field, _pattern, text) in enumerate(REGEX_CASES)]
+    df = spark.createDataFrame(rows, "i int, text string")
+    rules = [NonRetryableRule(**{field: pattern}) for field, pattern, _text in REGEX_CASES]
+    got = df.select("i", *[_rule_column(r, F.col("text"), F.col("text")).alias(f"r{n}")
+                           for n, r in enumerate(rules)]).collect()
+    for row in got:
+        text = REGEX_CASES[row.i][2]
+        for n, rule in enumerate(rules):
+            assert row[f"r{n}"] == rule.matches(text, text), (rule, text)
+    assert sum(rule.matches(t, t) for rule, (_f, _p, t) in zip(rules, REGEX_CASES, strict=True)) >= 9

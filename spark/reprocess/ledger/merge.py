@@ -46,12 +46,18 @@ def sat_add(a: Column, b: Column) -> Column:
     return F.when(b > F.lit(LONG_MAX) - a, F.lit(LONG_MAX).cast("long")).otherwise(a + b)
 
 
+# Java's regex read as Python's re reads a str pattern (the reference's): UNIX_LINES, so '.', '^' and '$' know only
+# '\n' as a line end (not '\r', U+0085, U+2028, U+2029), and UNICODE_CHARACTER_CLASS, so \s, \w, \d, \b and (?i)
+# are Unicode's (it implies UNICODE_CASE), not ASCII's.
+AS_PYTHON = "(?dU)"
+
+
 def _rule_column(rule: NonRetryableRule, error_class: Column, error_message: Column) -> Column:
     cond = F.lit(True)
     if rule.error_class is not None:
-        cond = cond & F.coalesce(error_class.rlike("^(?:" + rule.error_class + r")\z"), F.lit(False))
+        cond = cond & F.coalesce(error_class.rlike(AS_PYTHON + "^(?:" + rule.error_class + r")\z"), F.lit(False))
     if rule.message is not None:
-        cond = cond & F.coalesce(error_message.rlike(rule.message), F.lit(False))
+        cond = cond & F.coalesce(error_message.rlike(AS_PYTHON + rule.message), F.lit(False))
     return cond
 
 

@@ -86,7 +86,8 @@ class NonRetryableRule:
     """Fails straight to the DLQ when the error class matches (whole) and the message matches (anywhere).
 
     Patterns are regular expressions in the subset Python and Java agree on: the Spark cycle
-    evaluates them with ``rlike`` (Java), the reference with ``re`` (Python).
+    evaluates them with ``rlike`` (Java, with the flags that read them as Python does:
+    :data:`reprocess.ledger.merge.AS_PYTHON`), the reference with ``re`` (Python).
     """
 
     error_class: str | None = None
