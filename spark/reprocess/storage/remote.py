@@ -48,32 +48,21 @@ def arrow_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             f"Spark (dlq, ledger stats, report, the UI and the DAG tasks) take {', '.join(sorted(ARROW_SCHEMES))} "
             "(docs/adr/0005-warehouse-on-object-storage.md)", key="--warehouse")
     arrow = ARROW_SCHEMES[scheme]
-    target = arrow + uri[len(scheme):]
-    if arrow == "s3":
-        target = _with_region(target)
     try:
-        fs, path = pafs.FileSystem.from_uri(target)
+        fs, path = pafs.FileSystem.from_uri(arrow + uri[len(scheme):])
     except ValueError as exc:  # pyarrow's ArrowInvalid: a URI it cannot take
         raise ConfigError(f"warehouse {uri}: pyarrow cannot open it: {exc}", key="--warehouse") from exc
-    except OSError as exc:  # S3's region lookup of the bucket failed (a network error, say): a retry may succeed
+    except OSError as exc:
+        # S3 asks AWS for the bucket's region (without an endpoint or region= in the URI): a bucket AWS says does
+        # not exist is the configuration's; a network error or a refusal may pass, as for every other read
+        if "not found" in str(exc):
+            raise ConfigError(f"warehouse {uri}: pyarrow cannot open it: {exc}", key="--warehouse") from exc
         raise StorageUnavailableError(f"warehouse {uri}: pyarrow could not reach it: {exc}") from exc
     if arrow in ("abfs", "abfss"):
         fs = _azure_with_key(fs)
     if not path.strip("/"):  # s3a:// or gs:// alone: pyarrow's paths then began with '/' (a traceback), or it hung
         raise ConfigError(f"warehouse {uri} names no bucket: give {scheme}://BUCKET/PATH", key="--warehouse")
     return fs, path.rstrip("/")
-
-
-def _with_region(target: str) -> str:
-    """An ``s3://`` URI with ``region=`` from ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``) where it gives none: without
-    it pyarrow asks AWS for the bucket's region over the network, even with the variable set."""
-    import os
-    from urllib.parse import parse_qs, urlsplit
-
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if not region or "region" in parse_qs(urlsplit(target).query):
-        return target
-    return f"{target}{'&' if '?' in target else '?'}region={region}"
 
 
 def _azure_with_key(fs: pafs.FileSystem) -> pafs.FileSystem:
