@@ -571,3 +571,23 @@ def test_a_duplicate_keys_policy_is_its_match_only_where_that_is_a_string(match,
     with pytest.raises(ConfigError) as info:
         parse_policies(f"policies:\n  - match: {match}\n    profile: stepped\n    profile: stepped\n")
     assert (info.value.policy, info.value.key) == (policy, "profile")
+
+
+@pytest.mark.parametrize(("pattern", "python_only"), [
+    (r"(?a)\w+ invalid", True),  # ASCII-only classes: Java has no flag a, and its Pattern refuses the cycle's rlike
+    (r"(?ia)timeout", True),
+    (r"(<)?a(?(1)>)", True),  # a conditional group
+    (r"(?P<f>amount) invalid", True),
+    (r"(?i)timeout", False),
+    (r"(?iu)échec", False),
+    (r"(?x) time out", False),
+    (r"(?i:time)out", False),
+])
+def test_a_rule_in_regex_syntax_java_refuses_is_refused_as_the_file_is_read(pattern, python_only):
+    """Python compiles (?a), (?L) and (?(1)..); Java's Pattern refuses them, so the cycle failed at its rlike."""
+    doc = {"non_retryable": [{"message": pattern}], "policies": [{"match": "#", "profile": "stepped"}]}
+    if python_only:
+        with pytest.raises(ConfigError, match="Python-only"):
+            policies_from_mapping(doc)
+    else:
+        assert policies_from_mapping(doc).non_retryable[0].message == pattern

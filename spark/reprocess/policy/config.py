@@ -41,7 +41,9 @@ _TOP_KEYS = {"policies", "non_retryable", "default_dead_letter_address"}
 _POLICY_KEYS = {"match", "profile", "settings", "ordered", "non_retryable", "dead_letter_address", "target", "broker",
                 "consumer_group"}
 _RULE_KEYS = {"error_class", "message"}
-_PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z")
+# Python's syntax Java's Pattern refuses (the cycle would fail): named groups (?P, comments (?#, \Z, the flag a (alone
+# or among others), conditionals (?(1)..)
+_PYTHON_ONLY_REGEX = re.compile(r"\(\?P|\(\?#|\\Z|\(\?[imsux-]*a|\(\?\(")
 # a policy's dead_letter_address may name each message's own: "%DLQ%{consumer_group}" (RocketMQ's dead-letter topic),
 # "ActiveMQ.DLQ.Queue.{address}" (ActiveMQ's individual strategy); a message without a consumer group goes to the
 # file's default_dead_letter_address where its address needs one
@@ -652,7 +654,8 @@ def _rules(raw: Any, source: str, policy: str | None) -> tuple[NonRetryableRule,
                 raise ConfigError(f"bad regular expression: {exc}", file=source, policy=policy,
                                   key=f"{key}.{field_name}") from exc
             if _PYTHON_ONLY_REGEX.search(pattern):
-                raise ConfigError("use only regex syntax Java and Python share ((?P<..>), (?#..), \\Z are Python-only)",
+                raise ConfigError("use only regex syntax Java and Python share ((?P<..>), (?#..), \\Z, the flag a, "
+                                  "(?(..)..) are Python-only)",
                                   file=source, policy=policy, key=f"{key}.{field_name}")
         rules.append(NonRetryableRule(rule.get("error_class"), rule.get("message")))
     return tuple(rules)
