@@ -155,7 +155,8 @@ def ledger_stats(warehouse: str, oldest: int = 5, snapshot: Snapshot | None = No
     for r in keys.group_by(["policy", "state"]).aggregate([([], "count_all")]).to_pylist():
         policies[r["policy"]][r["state"]] = r["count_all"]
     profiles = {r["policy"]: r["profile_first"] or "" for r in  # the first row's, in the ledger's order
-                keys.group_by("policy", use_threads=False).aggregate([("profile", "first")]).to_pylist()}
+                keys.group_by("policy", use_threads=False).aggregate(
+                    [("profile", "first", pc.ScalarAggregateOptions(skip_nulls=False))]).to_pylist()}
     deliveries: dict[int, Counter[str]] = defaultdict(Counter)
     for r in keys.group_by(["deliveries", "state"]).aggregate([([], "count_all")]).to_pylist():
         deliveries[r["deliveries"]][r["state"]] = r["count_all"]
