@@ -284,6 +284,9 @@ def test_the_new_landing_of_symlinked_folders_and_files_is_listed_by_its_partiti
     (landing / "dt=2026-11-20").symlink_to(elsewhere / "day")  # a linked day folder: its hour=09 inside
     (landing / "dt=2026-11-21" / "hour=10").symlink_to(elsewhere / "hour")  # a linked hour folder
     (landing / "dt=2026-11-21" / "hour=08" / "d.jsonl").symlink_to(elsewhere / "d.jsonl")  # a linked file
+    (landing / "dt=2026-11-31" / "hour=01").mkdir(parents=True)  # no real date: quarantined by the run, named
+    (landing / "dt=2026-11-31" / "hour=01" / "e.jsonl").write_text("{}\n", encoding="utf-8")
     found = find_new_landing(str(landing), str(tmp_path / "wh"), "2026-11-21T12:00:00Z")
-    assert found["files"] == 4
-    assert found["partitions"] == ["dt=2026-11-20/hour=09", "dt=2026-11-21/hour=08", "dt=2026-11-21/hour=10"]
+    assert found["files"] == 5
+    assert found["partitions"] == ["dt=2026-11-20/hour=09", "dt=2026-11-21/hour=08", "dt=2026-11-21/hour=10",
+                                   "dt=2026-11-31/hour=01"]

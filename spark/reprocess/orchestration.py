@@ -172,14 +172,14 @@ def find_new_landing(landing: str, warehouse: str, as_of: str) -> dict[str, Any]
 
 
 def _partition(path: str, hour_start_ms: int, root: Path) -> str:
-    """``dt=.../hour=...`` of a listed local file: its folder below the root, or, where a symlinked folder or file
-    resolves outside the root (the listing follows links), its hour's partition (raising there failed every run)."""
-    parent = Path(path).parent
-    if parent.is_relative_to(root):
-        return str(parent.relative_to(root))
+    """``dt=.../hour=...`` of a listed local file: the hour the listing placed it in (by the names of the folders it
+    was found under, ``dt=YYYY-MM-DD/hour=HH``, which a symlinked folder or file keeps while its resolved path may lie
+    elsewhere: taking that path relative to the root raised there, and failed every run). A folder that is no real
+    date or hour (start 0) is named by its path below the root."""
     if hour_start_ms:
         return datetime.fromtimestamp(hour_start_ms / 1000, UTC).strftime("dt=%Y-%m-%d/hour=%H")
-    return "/".join(parent.parts[-2:])  # no real date or hour: the run quarantines its files, naming the folder
+    parent = Path(path).parent
+    return str(parent.relative_to(root)) if parent.is_relative_to(root) else "/".join(parent.parts[-2:])
 
 
 def lock_wait_seconds() -> str:
