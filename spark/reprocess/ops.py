@@ -149,11 +149,11 @@ def ledger_stats(warehouse: str, oldest: int = 5, snapshot: Snapshot | None = No
     as_of = snap.as_of_ms
     keys = pa.table({"state": table["state"], "policy": pc.fill_null(table["policy"], "(none)"),
                      "profile": table["profile"], "deliveries": pc.fill_null(table["deliveries"], 0)})
-    states: Counter[str] = Counter({r["state"]: r["count_all"]
-                                    for r in keys.group_by("state").aggregate([([], "count_all")]).to_pylist()})
+    states: Counter[str] = Counter()  # the sum of the policies' counts: no pass of its own
     policies: dict[str, Counter[str]] = defaultdict(Counter)
     for r in keys.group_by(["policy", "state"]).aggregate([([], "count_all")]).to_pylist():
         policies[r["policy"]][r["state"]] = r["count_all"]
+        states[r["state"]] += r["count_all"]
     profiles = {r["policy"]: r["profile_first"] or "" for r in  # the first row's, in the ledger's order
                 keys.group_by("policy", use_threads=False).aggregate(
                     [("profile", "first", pc.ScalarAggregateOptions(skip_nulls=False))]).to_pylist()}
