@@ -133,11 +133,14 @@ def _kind(entry: os.DirEntry[str]) -> str:
 def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
           describe: Callable[[Any], tuple[str, int]], as_of_ms: int) -> list[LandingFile]:
     """The landing files under ``root``; ``entries`` lists a folder as (name, handle, "d"/"f"/other), sorted by
-    name, and ``describe`` gives a file handle's path and size. Entries outside the layout (``hour=5``, ``a.json``)
-    are not read and are logged as a warning, but for the names writers leave on purpose (``.*``, ``_*``, ``*.tmp``,
-    ``*.crc``)."""
+    name, and ``describe`` gives a file handle's path and size (a local file's resolved path: one reached again
+    through a link, in a later hour, is listed once, in its first place, or the run read each of its records twice).
+    Entries outside the layout (``hour=5``, ``a.json``) are not read and are logged as a warning, but for the names
+    writers leave on purpose (``.*``, ``_*``, ``*.tmp``, ``*.crc``)."""
     out: list[LandingFile] = []
     stray: list[str] = []
+    seen: dict[str, str] = {}  # a file's path -> where it was first found
+    again: list[str] = []
     for day_name, day, day_kind in entries(root):
         m = _PARTITION.match(day_name)
         if not m or day_kind != "d":
@@ -158,9 +161,17 @@ def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
             for name, f, kind in entries(hour):
                 if kind == "f" and name.endswith(SUFFIXES) and not name.startswith((".", "_")):
                     path, size = describe(f)
+                    where = f"{day_name}/{hour_name}/{name}"
+                    if path in seen:  # linked into a second place (an hour folder or file symlinked to another's):
+                        again.append(f"{where} (is {seen[path]})")  # read once, in the first place's hour
+                        continue
+                    seen[path] = where
                     out.append(LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text"))
                 else:
                     _note_stray(stray, f"{day_name}/{hour_name}/{name}")
+    if again:
+        log.warning("landing files found in two places (linked) are read once, in the first place listed count=%s "
+                    "entries=%s", len(again), again[:10])
     if stray:
         log.warning("landing entries outside the layout dt=YYYY-MM-DD/hour=HH/<name>%s are not read count=%s "
                     "entries=%s", "|".join(SUFFIXES), len(stray), stray[:10])
