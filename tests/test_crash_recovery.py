@@ -90,6 +90,22 @@ def test_kill_at_each_step_then_rerun_ends_in_the_uninterrupted_state(spark, lan
     assert_committed_cleanly(wh)
 
 
+def test_a_run_killed_between_its_commit_and_clearing_its_folder_has_it_cleared_by_the_next_call(spark, landing,
+                                                                                                 tmp_path, after_t1):
+    """A committed run is never resumed, so its folder in _runs/ (its prepared record, inflight list and re-drive
+    outcomes) stayed for good when the run stopped before clearing it."""
+    wh = tmp_path / "wh"
+    shutil.copytree(after_t1[FLAKY], wh)
+    proc = cli_run(landing, wh, T2, "--target", FLAKY, env={"REPROCESS_CRASH_AT": "after_commit"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert Warehouse(wh).latest().run("run-20261121T023000Z") is not None
+    assert Warehouse(wh).run_ids("run-") == ["run-20261121T023000Z"]
+    assert Warehouse(wh).prepared_runs() == []  # committed: not resumed
+    summary = cycle_at(spark, landing, wh, T2, FLAKY)
+    assert summary["already_committed"]
+    assert_committed_cleanly(wh)
+
+
 def test_a_removed_policy_target_with_a_password_no_delivery_went_to_does_not_block_the_resume(spark, tmp_path):
     """A run killed after its prepare recorded a policy's own target whose password is not stored. The target was
     then removed from the policy file: the resume stopped (exit 3) on every run, though none of its deliveries was

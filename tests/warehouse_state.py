@@ -98,6 +98,7 @@ def assert_committed_cleanly(wh: Path) -> None:
     """No run left half-done: no prepared run, contiguous snapshots, every committed run balanced."""
     w = Warehouse(wh)
     assert w.prepared_runs() == [], "a prepared run was left behind"
+    assert w.run_ids("run-") == [], "a run's folder was left behind"
     versions = sorted(int(p.stem) for p in (wh / "_snapshots").glob("*.json") if p.stem.isdigit())
     assert versions == list(range(versions[0], versions[-1] + 1)), f"snapshot versions not contiguous: {versions}"
     for run in w.latest().runs:

@@ -85,6 +85,7 @@ from reprocess.storage.commit import (
     AnyWarehouse,
     Snapshot,
     check_data_docs_days,
+    clear_committed_runs,
     done_parts,
     expire_data_docs,
     not_applied,
@@ -192,6 +193,7 @@ def _run_cycle(spark: SparkSession, wh: AnyWarehouse, opts: CycleOptions) -> dic
                             prep["run_id"], run_id, exc)
         snap = wh.latest()
         settle_redrives(wh, snap)  # commits nothing: the snapshot stands
+        clear_committed_runs(wh, snap)
         done = snap.runs_at(opts.as_of_ms)
         if done:
             last = done[-1]
@@ -552,6 +554,7 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
     new.runs.append({"run_id": run_id, "as_of_ms": as_of, "summary": summary, **docs})
     expire_data_docs(wh, new, as_of, opts.data_docs_days)
     wh.commit(snap, new)
+    crash_point("after_commit")  # (not in CRASH_POINTS, whose runs commit nothing: the next call clears its folder)
     pins.free()
     wh.vacuum(new, keep_previous=snap)
     wh.clear_run(run_id)

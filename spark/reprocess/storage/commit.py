@@ -184,6 +184,19 @@ def abandon_prepared(wh: AnyWarehouse, run_id: str) -> dict[str, Any] | None:
     return doc
 
 
+def clear_committed_runs(wh: Any, snapshot: Snapshot) -> list[str]:
+    """Remove the ``_runs/`` folders of cycles ``snapshot`` has committed (the caller holds the writer's lock or
+    lease): a run stopped between its commit and clearing its folder left its prepared record, its inflight list and
+    its re-drive's outcomes there for good, since a committed run is never resumed. Returns their run ids."""
+    left = [r for r in wh.run_ids("run-") if snapshot.run(r) is not None]
+    for run_id in left:
+        wh.check_lease()
+        wh.clear_run(run_id)
+    if left:
+        log.info("removed the folders of runs committed before they were cleared runs=%s", left[:10])
+    return left
+
+
 def prepared_record(data: bytes | str, where: str) -> dict[str, Any]:
     """The prepared-run record ``data`` read from ``where`` (``_runs/<run_id>/prepared.json``); a
     :class:`WarehouseDamagedError` naming it, and the way out, when it is not one (cut short or overwritten outside
