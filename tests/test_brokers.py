@@ -274,6 +274,37 @@ def test_a_stomp_drain_takes_every_message_in_one_pass_past_activemqs_prefetch_a
         assert drain_stomp(STOMP_HOST, STOMP_PORT, [queue], fails, idle_seconds=0.5) == ([], [])  # all acknowledged
 
 
+def test_a_stomp_drain_round_lands_at_most_its_size_when_messages_pile_up_during_a_landing(monkeypatch):
+    """A round took every message taken so far: those that arrived while the round before it was landed, past
+    ``DRAIN_ROUND``, so a slow landing made one large file and one large set of unacknowledged messages."""
+    import stomp
+
+    from reprocess import loop
+
+    queue = "loop.rounds"
+    drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=2.0)  # start empty
+    sender = stomp.Connection12([(STOMP_HOST, STOMP_PORT)], heartbeats=(0, 0))
+    sender.connect(wait=True)
+    for i in range(600):
+        sender.send(f"/queue/{queue}", "p", headers={"app-message-id": f"m-{i:04d}"})
+    sender.disconnect()
+    monkeypatch.setattr(loop, "DRAIN_ROUND", 50)
+    rounds: list[list] = []
+
+    def land(failures: list) -> None:
+        if not rounds:
+            time.sleep(1.0)  # the broker dispatches the rest meanwhile
+        rounds.append(list(failures))
+
+    failures, consumed = drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: "Failed", idle_seconds=2.0,
+                                     land=land)
+    assert max(len(r) for r in rounds) <= 50
+    assert sorted(f["_"][0] for r in rounds for f in r) == [f"m-{i:04d}" for i in range(600)]
+    assert consumed == []
+    assert len(failures) == 600
+    assert drain_stomp(STOMP_HOST, STOMP_PORT, [queue], lambda m, d: None, idle_seconds=0.5) == ([], [])
+
+
 def _stomp_headers_of(queue: str, count: int) -> list[dict[str, str]]:
     """The headers of the next ``count`` messages on ``queue``, as a STOMP consumer reads them."""
     import stomp

@@ -161,7 +161,7 @@ def drain_stomp(host: str, port: int, queues: list[str], fails: Fails, idle_seco
                     break
                 while len(got) - done < DRAIN_ROUND and cond.wait(timeout=DRAIN_SETTLE_SECONDS):
                     pass
-                batch = got[done:]
+                batch = got[done:done + DRAIN_ROUND]  # more came while the round before was landed: the rest next
             landed = len(drained.failures)
             for headers, body in batch:
                 mid = (headers.get(f"{HEADER_PREFIX}message-id") or headers.get("app-message-id")
