@@ -30,7 +30,7 @@ activemq = st.fixed_dictionaries(
     {},
     optional={
         "collisionAvoidanceFactor": st.one_of(factors, st.floats(-1, 0)),  # ActiveMQ takes a negative one too
-        "maximumRedeliveries": st.integers(-3, 40),
+        "maximumRedeliveries": st.one_of(st.integers(-3, 40), st.just(2**31 - 1)),  # the int counter wraps
         "maximumRedeliveryDelay": st.one_of(st.just(-1), longs, st.integers(-(1 << 63), -2)),
         "initialRedeliveryDelay": longs,
         "redeliveryDelay": longs,
@@ -58,7 +58,7 @@ rocketmq = st.fixed_dictionaries(
         "maxReconsumeTimes": st.integers(-1, 40),
         "messageDelayLevel": levels.map(" ".join),
         "consumeMessageOrderly": st.booleans(),
-        "suspendCurrentQueueTimeMillis": st.integers(0, 100_000),
+        "suspendCurrentQueueTimeMillis": st.one_of(st.integers(-100, 100_000), st.integers(-(1 << 63), 0)),
     },
 ).map(lambda s: {"profile": "rocketmq", "settings": s})
 

@@ -85,6 +85,12 @@ def test_activemq_minus_one_redelivers_forever_and_zero_never_redelivers():
     never = _policy("activemq", {"maximumRedeliveries": 0})
     assert max_deliveries(never) == 1
     assert decide(never, 1).action is Action.DEAD_LETTER
+    # Message.redeliveryCounter is a Java int: it wraps before it can exceed Integer.MAX_VALUE, so ActiveMQ never
+    # dead-letters with that maximum (this dead-lettered delivery 2**31); one less dead-letters there
+    int_max = _policy("activemq", {"maximumRedeliveries": 2**31 - 1})
+    assert max_deliveries(int_max) is None
+    assert decide(int_max, 2**31).action is Action.RETRY
+    assert max_deliveries(_policy("activemq", {"maximumRedeliveries": 2**31 - 2})) == 2**31 - 1
 
 
 def test_activemq_unbounded_backoff_saturates_at_long_max_and_never_goes_negative():
@@ -203,6 +209,9 @@ def test_rocketmq_custom_levels_and_orderly_interval_clamped_like_the_client():
     slow = _policy("rocketmq", {"consumeMessageOrderly": True, "suspendCurrentQueueTimeMillis": 10**6})
     assert _delays(fast, 2) == [10, 10]
     assert _delays(slow, 2) == [30000, 30000]
+    for taken in (0, -1, -(1 << 63)):  # the client's setter takes any long (it was refused below 0 here)
+        assert _delays(_policy("rocketmq", {"consumeMessageOrderly": True, "suspendCurrentQueueTimeMillis": taken}),
+                       2) == [10, 10]
 
 
 # --- our own profiles ------------------------------------------------------------------------------

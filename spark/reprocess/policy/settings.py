@@ -270,8 +270,8 @@ class RocketMQSettings(_Settings):
             return parse_delay_levels(key, value)
         if key == "consumeMessageOrderly":
             return _bool(key, value)
-        if key == "suspendCurrentQueueTimeMillis":
-            return _long(key, value)
+        if key == "suspendCurrentQueueTimeMillis":  # any long, as the client's setter takes it: clamped to [10, 30000]
+            return _long(key, value, minimum=LONG_MIN)
         return _int(key, value)
 
     @property
