@@ -690,6 +690,36 @@ def test_a_landing_file_linked_into_a_second_hour_is_listed_once_in_its_first(tm
     assert "dt=2026-11-21/hour=10/b.jsonl (is dt=2026-11-21/hour=08/a.jsonl)" in caplog.text
 
 
+@pytest.mark.spark
+def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_goes_on(spark, tmp_path):
+    """A name written on a Latin-1 system (bytes 0xe9): Python lists it with lone surrogates, which py4j, Spark
+    Connect and pyarrow refuse to encode, so every run failed until someone renamed the file."""
+    import os
+
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.storage.read import read_dataset
+
+    hour = tmp_path / "landing" / HOUR
+    hour.mkdir(parents=True)
+    latin = os.fsdecode(bytes(hour) + b"/fail-\xe9t\xe9.jsonl")
+    Path(latin).write_text(json.dumps(_ok("latin")) + "\n", encoding="utf-8")
+    (hour / "good.jsonl").write_text(json.dumps(_ok("good")) + "\n", encoding="utf-8")
+    listed = [f.path for f in list_landing(tmp_path / "landing", _ms(AS_OF))]
+    shown = f"{hour.resolve()}/fail-\\xe9t\\xe9.jsonl"
+    assert listed == [shown, str((hour / "good.jsonl").resolve())]
+    opts = CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
+                        policies=load_policies(CORPUS / "policies.yaml"), as_of_ms=_ms(AS_OF),
+                        target="python:reprocess.targets.examples:always_fail")
+    summary = run_cycle(spark, opts)
+    assert all(summary["conservation"].values())
+    [row] = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert row.source_file == shown
+    assert "not UTF-8" in row.reason
+    assert {r.message_id for r in read_dataset(spark, str(tmp_path / "wh"), "ledger").collect()} == {"ok-good"}
+    again = run_cycle(spark, CycleOptions(**{**opts.__dict__, "as_of_ms": _ms(AS_OF) + 3_600_000}))
+    assert again["landing_files"] == 0  # done: not quarantined twice
+
+
 # -- policy files ------------------------------------------------------------------------------------------------
 # file -> (policy, key, a fragment of the message)
 CONFIGS = {

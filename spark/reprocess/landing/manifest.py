@@ -79,7 +79,7 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         problem = local_root_problem(root)
         if problem:  # a typo must fail the run, not make green runs that read nothing (as for a URI)
             raise ConfigError(f"landing root {landing} {problem}", key="--landing")
-        return _walk(root, _local_entries, lambda f: (str(f.resolve()), f.stat().st_size), as_of_ms)
+        return _walk(root, _local_entries, lambda f: (printable(str(f.resolve())), f.stat().st_size), as_of_ms)
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
                           "FileSystem, can list it", key="--landing")
@@ -98,6 +98,18 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         return [(name, (path, size), kinds.get(kind, "o")) for name, kind, path, size in fs.entries(folder[0])]
 
     return _walk((fs.qualify(str(landing)), 0), entries, lambda handle: handle, as_of_ms)
+
+
+def printable(path: str) -> str:
+    """A local path as the run names it: its bytes that are not UTF-8 (a name written on a Latin-1 system, which Python
+    lists with lone surrogates) shown as ``\\xNN``. Spark (through py4j or Spark Connect), pyarrow and the manifest
+    take only UTF-8 text, so such a name failed every run, and the pipeline stopped until it was renamed; now
+    :func:`name_problem` quarantines the file whole, naming it so."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
 
 
 def local_root_problem(root: Path) -> str | None:
@@ -194,16 +206,23 @@ def _hour_start_ms(day: str, hour: str) -> int | None:
     return int(start.timestamp() * 1000)
 
 
+NOT_UTF8 = re.compile(r"\\x[89a-f][0-9a-f]")  # a byte printable() escaped: never ASCII, so 0x80 and above
+
 # what Spark's readers take a path's glob for (SparkHadoopUtil.isGlobPath): a name holding one is read as a pattern
 GLOB_CHARACTERS = "{}[]*?\\"
 
 
 def name_problem(path: str) -> str | None:
-    """Why Spark cannot read a landing file by its path: a glob character in its name, which its readers expand (so
-    ``batch[1].jsonl`` read ``batch1.jsonl``, twice, and not itself), or None."""
+    """Why Spark cannot read a landing file by its path: a path that is not UTF-8 (as :func:`printable` shows it), or
+    a glob character in its name, which its readers expand (so ``batch[1].jsonl`` read ``batch1.jsonl``, twice, and
+    not itself), or None."""
     # the file's name: the dt=/hour= folders cannot hold one, and one in the landing root fails the run loudly (a
     # configuration to fix), where quarantining every file would not be
-    found = sorted({c for c in path.rsplit("/", 1)[-1] if c in GLOB_CHARACTERS})
+    name = path.rsplit("/", 1)[-1]
+    if NOT_UTF8.search(path) and not remote_scheme(path) and not os.path.lexists(path):  # as printable() shows it
+        return ("the path is not UTF-8 text (its other bytes are shown as \\xNN), which Spark and Parquet cannot "
+                "name: rename it in UTF-8")
+    found = sorted({c for c in name if c in GLOB_CHARACTERS})
     if not found:
         return None
     return (f"the name holds {' '.join(repr(c) for c in found)}, which Spark's reader takes for a glob pattern (it "
