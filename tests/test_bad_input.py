@@ -672,8 +672,8 @@ def test_a_local_landing_lists_the_same_through_any_file_uri_and_skips_symlink_l
 
 @pytest.mark.unit
 def test_a_landing_file_linked_into_a_second_hour_is_listed_once_in_its_first(tmp_path, caplog):
-    """An hour folder or a file linked to another's: the listing names files by their resolved path, and listed it
-    twice, so a run read each of its records twice (records_read 6 and duplicates 3 for a file of 3)."""
+    """An hour folder or a file linked to another's (a symlink or a hard link): the listing names files by their
+    resolved path, and listed it twice, so a run read each of its records twice (records_read 6 and duplicates 3 for a file of 3)."""
     landing = tmp_path / "landing"
     day = landing / "dt=2026-11-21"
     (day / "hour=08").mkdir(parents=True)
@@ -682,12 +682,15 @@ def test_a_landing_file_linked_into_a_second_hour_is_listed_once_in_its_first(tm
     (day / "hour=10").mkdir()
     (day / "hour=10" / "b.jsonl").symlink_to(day / "hour=08" / "a.jsonl")  # one file again
     (day / "hour=10" / "c.jsonl").write_text("{}\n")
+    (day / "hour=11").mkdir()
+    (day / "hour=11" / "d.jsonl").hardlink_to(day / "hour=10" / "c.jsonl")  # two paths, one file
     with caplog.at_level("WARNING", logger="reprocess.landing.manifest"):
         listed = list_landing(landing, _ms("2026-11-21T12:00:00Z"))
     assert [(Path(f.path).name, f.hour_start_ms) for f in listed] == [
         ("a.jsonl", _ms("2026-11-21T08:00:00Z")), ("c.jsonl", _ms("2026-11-21T10:00:00Z"))]
     assert "dt=2026-11-21/hour=09/a.jsonl (is dt=2026-11-21/hour=08/a.jsonl)" in caplog.text
     assert "dt=2026-11-21/hour=10/b.jsonl (is dt=2026-11-21/hour=08/a.jsonl)" in caplog.text
+    assert "dt=2026-11-21/hour=11/d.jsonl (is dt=2026-11-21/hour=10/c.jsonl)" in caplog.text
 
 
 @pytest.mark.spark

@@ -79,7 +79,7 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         problem = local_root_problem(root)
         if problem:  # a typo must fail the run, not make green runs that read nothing (as for a URI)
             raise ConfigError(f"landing root {landing} {problem}", key="--landing")
-        return _walk(root, _local_entries, lambda f: (printable(str(f.resolve())), f.stat().st_size), as_of_ms)
+        return _walk(root, _local_entries, _local_file, as_of_ms)
     if spark is None:
         raise ConfigError(f"landing {landing} is a {scheme}:// URI: only the Spark job, through its Hadoop "
                           "FileSystem, can list it", key="--landing")
@@ -97,7 +97,14 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
         kinds = {"dir": "d", "file": "f"}
         return [(name, (path, size), kinds.get(kind, "o")) for name, kind, path, size in fs.entries(folder[0])]
 
-    return _walk((fs.qualify(str(landing)), 0), entries, lambda handle: handle, as_of_ms)
+    return _walk((fs.qualify(str(landing)), 0), entries, lambda handle: (*handle, handle[0]), as_of_ms)
+
+
+def _local_file(f: Path) -> tuple[str, int, Any]:
+    """A local landing file's resolved path (printable), size, and identity: its device and inode, the same through
+    a symlink or a hard link."""
+    st = f.stat()
+    return printable(str(f.resolve())), st.st_size, (st.st_dev, st.st_ino)
 
 
 def printable(path: str) -> str:
@@ -143,15 +150,16 @@ def _kind(entry: os.DirEntry[str]) -> str:
 
 
 def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
-          describe: Callable[[Any], tuple[str, int]], as_of_ms: int) -> list[LandingFile]:
+          describe: Callable[[Any], tuple[str, int, Any]], as_of_ms: int) -> list[LandingFile]:
     """The landing files under ``root``; ``entries`` lists a folder as (name, handle, "d"/"f"/other), sorted by
-    name, and ``describe`` gives a file handle's path and size (a local file's resolved path: one reached again
+    name, and ``describe`` gives a file handle's path, size and identity (a local file's resolved path and inode: one
+    reached again
     through a link, in a later hour, is listed once, in its first place, or the run read each of its records twice).
     Entries outside the layout (``hour=5``, ``a.json``) are not read and are logged as a warning, but for the names
     writers leave on purpose (``.*``, ``_*``, ``*.tmp``, ``*.crc``)."""
     out: list[LandingFile] = []
     stray: list[str] = []
-    seen: dict[str, str] = {}  # a file's path -> where it was first found
+    seen: dict[Any, str] = {}  # a file's identity -> where it was first found
     again: list[str] = []
     for day_name, day, day_kind in entries(root):
         m = _PARTITION.match(day_name)
@@ -172,12 +180,12 @@ def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
                 continue
             for name, f, kind in entries(hour):
                 if kind == "f" and name.endswith(SUFFIXES) and not name.startswith((".", "_")):
-                    path, size = describe(f)
+                    path, size, identity = describe(f)
                     where = f"{day_name}/{hour_name}/{name}"
-                    if path in seen:  # linked into a second place (an hour folder or file symlinked to another's):
-                        again.append(f"{where} (is {seen[path]})")  # read once, in the first place's hour
+                    if identity in seen:  # linked into a second place (an hour folder or file linked to another's):
+                        again.append(f"{where} (is {seen[identity]})")  # read once, in the first place's hour
                         continue
-                    seen[path] = where
+                    seen[identity] = where
                     out.append(LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text"))
                 else:
                     _note_stray(stray, f"{day_name}/{hour_name}/{name}")
