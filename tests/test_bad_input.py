@@ -673,7 +673,8 @@ def test_a_local_landing_lists_the_same_through_any_file_uri_and_skips_symlink_l
 @pytest.mark.unit
 def test_a_landing_file_linked_into_a_second_hour_is_listed_once_in_its_first(tmp_path, caplog):
     """An hour folder or a file linked to another's (a symlink or a hard link): the listing names files by their
-    resolved path, and listed it twice, so a run read each of its records twice (records_read 6 and duplicates 3 for a file of 3)."""
+    resolved path, and listed it twice, so a run read each of its records twice (records_read 6 and duplicates 3
+    for a file of 3)."""
     landing = tmp_path / "landing"
     day = landing / "dt=2026-11-21"
     (day / "hour=08").mkdir(parents=True)
