@@ -694,6 +694,33 @@ def test_a_landing_file_linked_into_a_second_hour_is_listed_once_in_its_first(tm
     assert "dt=2026-11-21/hour=11/d.jsonl (is dt=2026-11-21/hour=10/c.jsonl)" in caplog.text
 
 
+@pytest.mark.unit
+def test_a_file_linked_from_no_real_hour_into_a_real_one_is_read_in_the_real_one(tmp_path):
+    """A file kept in a folder that is no real date (quarantined whole) and hard-linked into the right one: the
+    folder sorts first, and keeping the first place hid the right one, whose records were then never read."""
+    landing = tmp_path / "landing"
+    (landing / "dt=2026-02-30" / "hour=10").mkdir(parents=True)
+    (landing / "dt=2026-03-01" / "hour=10").mkdir(parents=True)
+    (landing / "dt=2026-02-30" / "hour=10" / "x.jsonl").write_text("{}\n")
+    (landing / "dt=2026-03-01" / "hour=10" / "x.jsonl").hardlink_to(landing / "dt=2026-02-30" / "hour=10" / "x.jsonl")
+    listed = list_landing(landing, _ms("2026-03-01T12:00:00Z"))
+    assert [(f.path, f.hour_start_ms) for f in listed] == [
+        (str((landing / "dt=2026-03-01" / "hour=10" / "x.jsonl").resolve()), _ms("2026-03-01T10:00:00Z"))]
+
+
+@pytest.mark.unit
+def test_a_landing_root_that_resolves_to_a_path_that_is_not_utf8_fails_the_run(tmp_path):
+    """Every file below it would be named with \\xNN and quarantined: green runs that read nothing."""
+    import os
+
+    latin = Path(os.fsdecode(bytes(tmp_path) + b"/donn\xe9es"))
+    (latin / HOUR).mkdir(parents=True)
+    (latin / HOUR / "a.jsonl").write_text("{}\n")
+    (tmp_path / "landing").symlink_to(latin)
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        list_landing(tmp_path / "landing", _ms(AS_OF))
+
+
 @pytest.mark.spark
 def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_goes_on(spark, tmp_path):
     """A name written on a Latin-1 system (bytes 0xe9): Python lists it with lone surrogates, which py4j, Spark

@@ -101,10 +101,12 @@ def list_landing(landing: str | Path, as_of_ms: int, spark: SparkSession | None 
 
 
 def _local_file(f: Path) -> tuple[str, int, Any]:
-    """A local landing file's resolved path (printable), size, and identity: its device and inode, the same through
-    a symlink or a hard link."""
+    """A local landing file's resolved path (printable), size, and identity: the resolved path, the same through a
+    symlink, or for a file with more than one hard link its device and inode (only then: some mounts make inode
+    numbers up on the client, ADR 0007, and two files must not be taken for one)."""
     st = f.stat()
-    return printable(str(f.resolve())), st.st_size, (st.st_dev, st.st_ino)
+    resolved = str(f.resolve())
+    return printable(resolved), st.st_size, (st.st_dev, st.st_ino) if st.st_nlink > 1 else resolved
 
 
 def printable(path: str) -> str:
@@ -131,6 +133,9 @@ def local_root_problem(root: Path) -> str | None:
         return "does not exist"
     except PermissionError as exc:
         return f"cannot be read by this user ({exc.strerror})"
+    resolved = str(root.resolve())
+    if printable(resolved) != resolved:  # every file would be named with \xNN and quarantined: a green run, no reads
+        return f"resolves to {printable(resolved)}, a path that is not UTF-8 text, which Spark and Parquet cannot name"
     return None
 
 
@@ -159,7 +164,7 @@ def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
     writers leave on purpose (``.*``, ``_*``, ``*.tmp``, ``*.crc``)."""
     out: list[LandingFile] = []
     stray: list[str] = []
-    seen: dict[Any, str] = {}  # a file's identity -> where it was first found
+    seen: dict[Any, tuple[str, int]] = {}  # a file's identity -> where it was first found, its index in ``out``
     again: list[str] = []
     for day_name, day, day_kind in entries(root):
         m = _PARTITION.match(day_name)
@@ -182,16 +187,22 @@ def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
                 if kind == "f" and name.endswith(SUFFIXES) and not name.startswith((".", "_")):
                     path, size, identity = describe(f)
                     where = f"{day_name}/{hour_name}/{name}"
+                    found = LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text")
                     if identity in seen:  # linked into a second place (an hour folder or file linked to another's):
-                        again.append(f"{where} (is {seen[identity]})")  # read once, in the first place's hour
+                        first, i = seen[identity]  # read once, in the first place's hour, unless that is no real
+                        if out[i].hour_start_ms == 0 and start_ms:  # hour (quarantined whole) and this one is
+                            again.append(f"{first} (is {where})")
+                            out[i], seen[identity] = found, (where, i)
+                        else:
+                            again.append(f"{where} (is {first})")
                         continue
-                    seen[identity] = where
-                    out.append(LandingFile(path, size, start_ms, "parquet" if name.endswith(".parquet") else "text"))
+                    seen[identity] = (where, len(out))
+                    out.append(found)
                 else:
                     _note_stray(stray, f"{day_name}/{hour_name}/{name}")
     if again:
-        log.warning("landing files found in two places (linked) are read once, in the first place listed count=%s "
-                    "entries=%s", len(again), again[:10])
+        log.warning("landing files found in two places (linked) are read once, in the first place listed that is a "
+                    "real hour count=%s entries=%s", len(again), again[:10])
     if stray:
         log.warning("landing entries outside the layout dt=YYYY-MM-DD/hour=HH/<name>%s are not read count=%s "
                     "entries=%s", "|".join(SUFFIXES), len(stray), stray[:10])
@@ -227,8 +238,8 @@ def name_problem(path: str) -> str | None:
     # the file's name: the dt=/hour= folders cannot hold one, and one in the landing root fails the run loudly (a
     # configuration to fix), where quarantining every file would not be
     name = path.rsplit("/", 1)[-1]
-    if NOT_UTF8.search(path) and not remote_scheme(path) and not os.path.lexists(path):  # as printable() shows it
-        return ("the path is not UTF-8 text (its other bytes are shown as \\xNN), which Spark and Parquet cannot "
+    if NOT_UTF8.search(name) and not remote_scheme(path) and not os.path.lexists(path):  # as printable() shows it
+        return ("the name is not UTF-8 text (its other bytes are shown as \\xNN), which Spark and Parquet cannot "
                 "name: rename it in UTF-8")
     found = sorted({c for c in name if c in GLOB_CHARACTERS})
     if not found:
