@@ -30,7 +30,7 @@ activemq = st.fixed_dictionaries(
     {},
     optional={
         "collisionAvoidanceFactor": st.one_of(factors, st.floats(-1, 0)),  # ActiveMQ takes a negative one too
-        "maximumRedeliveries": st.one_of(st.integers(-3, 40), st.just(2**31 - 1)),  # the int counter wraps
+        "maximumRedeliveries": st.one_of(st.integers(-3, 40), st.just(2**31 - 1)),
         "maximumRedeliveryDelay": st.one_of(st.just(-1), longs, st.integers(-(1 << 63), -2)),
         "initialRedeliveryDelay": longs,
         "redeliveryDelay": longs,

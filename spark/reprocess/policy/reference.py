@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from reprocess.policy.durations import INT_MAX, LONG_MAX, java_d2l, java_pow, sat_add
+from reprocess.policy.durations import LONG_MAX, java_d2l, java_pow, sat_add
 from reprocess.policy.jitter import draw
 from reprocess.policy.settings import (
     ActiveMQSettings,
@@ -46,10 +46,10 @@ def max_deliveries(policy: Policy) -> int | None:
     """Total deliveries (the first included) after which a failure dead-letters; ``None`` = never."""
     s = policy.settings
     if isinstance(s, ActiveMQSettings):
-        # rollback(): poison when redeliveryCounter (incremented) > maximumRedeliveries, unless -1. The counter is a
-        # Java int: past Integer.MAX_VALUE it wraps to MIN_VALUE, so that maximum is never exceeded: unlimited too.
-        unlimited = s.maximum_redeliveries in (-1, INT_MAX)
-        return None if unlimited else max(s.maximum_redeliveries + 1, 1)
+        # rollback(): poison when redeliveryCounter (incremented) > maximumRedeliveries, unless -1. (With
+        # Integer.MAX_VALUE the client's int counter wraps and never exceeds it, while the broker's RedeliveryPlugin,
+        # whose bound an imported activemq.xml policy follows, stops at it: delivery 2**31 dead-letters, as here.)
+        return None if s.maximum_redeliveries == -1 else max(s.maximum_redeliveries + 1, 1)
     if isinstance(s, ArtemisSettings):
         # checkRedelivery(): maxDeliveries > 0 && deliveryCount >= maxDeliveries.
         return s.max_delivery_attempts if s.max_delivery_attempts > 0 else None
