@@ -157,9 +157,9 @@ def _kind(entry: os.DirEntry[str]) -> str:
 def _walk(root: Any, entries: Callable[[Any], list[tuple[str, Any, str]]],
           describe: Callable[[Any], tuple[str, int, Any]], as_of_ms: int) -> list[LandingFile]:
     """The landing files under ``root``; ``entries`` lists a folder as (name, handle, "d"/"f"/other), sorted by
-    name, and ``describe`` gives a file handle's path, size and identity (a local file's resolved path and inode: one
-    reached again
-    through a link, in a later hour, is listed once, in its first place, or the run read each of its records twice).
+    name, and ``describe`` gives a file handle's path, size and identity (:func:`_local_file`). A file reached again
+    through a link, in a later hour, is listed once, in its first place that is a real hour (the run read each of its
+    records twice).
     Entries outside the layout (``hour=5``, ``a.json``) are not read and are logged as a warning, but for the names
     writers leave on purpose (``.*``, ``_*``, ``*.tmp``, ``*.crc``)."""
     out: list[LandingFile] = []
