@@ -322,10 +322,13 @@ def _error(text: str, tmp_path) -> ConfigError:
          "settings.maximumRedeliverys"),
         ("policies: [{match: 'a.#', profile: activemq, settings: {maximumRedeliveries: 'six'}}]", "a.#",
          "settings.maximumRedeliveries"),
-        ("policies: [{match: 'a.#', profile: activemq, settings: {initialRedeliveryDelay: -5}}]", "a.#",
+        # any long is taken (a negative delay redelivers at once), but not a duration: the brokers' keys are in ms
+        ("policies: [{match: 'a.#', profile: activemq, settings: {initialRedeliveryDelay: 5s}}]", "a.#",
          "settings.initialRedeliveryDelay"),
-        ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-delay: -1}}]", "a.#",
+        ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-delay: 1.5}}]", "a.#",
          "settings.redelivery-delay"),
+        ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-delay-multiplier: .nan}}]", "a.#",
+         "settings.redelivery-delay-multiplier"),
         # Artemis refuses to start with a factor outside [0, 1] (FileConfigurationParser)
         ("policies: [{match: 'a.#', profile: artemis, settings: {redelivery-collision-avoidance-factor: 1.5}}]",
          "a.#", "settings.redelivery-collision-avoidance-factor"),

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.spark
 longs = st.one_of(st.integers(0, 5000), st.integers(0, 10**7), st.integers(0, LONG_MAX), st.sampled_from([0, 1]))
 factors = st.one_of(st.floats(0, 1), st.sampled_from([0.0, 0.15, 1.0]))
 multipliers = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0]), st.floats(1.01, 20), st.floats(0, 1))
+# the brokers take a negative delay or multiplier too (at once where the delay reached is not above 0)
+signed_longs = st.one_of(longs, st.integers(-10**7, 0), st.integers(-(1 << 63), 0))
+signed_multipliers = st.one_of(multipliers, st.sampled_from([-0.5, -1.0, -2.0, -1e300]), st.floats(-20, 0))
 
 activemq = st.fixed_dictionaries(
     {},
@@ -32,20 +35,20 @@ activemq = st.fixed_dictionaries(
         "collisionAvoidanceFactor": st.one_of(factors, st.floats(-1, 0)),  # ActiveMQ takes a negative one too
         "maximumRedeliveries": st.one_of(st.integers(-3, 40), st.just(2**31 - 1)),
         "maximumRedeliveryDelay": st.one_of(st.just(-1), longs, st.integers(-(1 << 63), -2)),
-        "initialRedeliveryDelay": longs,
-        "redeliveryDelay": longs,
+        "initialRedeliveryDelay": signed_longs,
+        "redeliveryDelay": signed_longs,
         "useCollisionAvoidance": st.booleans(),
         "useExponentialBackOff": st.booleans(),
-        "backOffMultiplier": multipliers,
+        "backOffMultiplier": signed_multipliers,
     },
 ).map(lambda s: {"profile": "activemq", "settings": s})
 
 artemis = st.fixed_dictionaries(
     {},
     optional={
-        "redelivery-delay": longs,
-        "redelivery-delay-multiplier": multipliers,
-        "max-redelivery-delay": longs,
+        "redelivery-delay": signed_longs,
+        "redelivery-delay-multiplier": signed_multipliers,
+        "max-redelivery-delay": signed_longs,
         "redelivery-collision-avoidance-factor": factors,
         "max-delivery-attempts": st.integers(-2, 40),
     },

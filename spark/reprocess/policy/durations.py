@@ -47,11 +47,13 @@ def java_d2l(x: float) -> int:
 
 
 def java_pow(base: float, exponent: float) -> float:
-    """Java's ``Math.pow`` for a non-negative base: overflow gives infinity instead of raising."""
+    """Java's ``Math.pow`` for a base of any sign and an integral exponent: overflow gives infinity instead of
+    raising, negative for a negative base raised to an odd power (the exponent's parity as a double, as Java sees it:
+    ``2**60 + 1`` is ``2**60``, even)."""
     try:
         return math.pow(base, exponent)
     except OverflowError:
-        return math.inf
+        return -math.inf if base < 0 and float(exponent) % 2.0 == 1.0 else math.inf
 
 
 def sat_add(a: int, b: int) -> int:

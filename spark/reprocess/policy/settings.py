@@ -162,11 +162,14 @@ class ActiveMQSettings(_Settings):
             # -1 is no cap; ActiveMQ takes any long, and one below -1 caps every backed-off delay at the redelivery
             # delay (getNextRedeliveryDelay: next > max, so max(max, redeliveryDelay)): the reference does the same
             "maximumRedeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
-            "initialRedeliveryDelay": _long,
-            "redeliveryDelay": _long,
+            # any long, as the client's setters take them: the consumer redelivers at once when the delay it reaches
+            # is not above 0 (ActiveMQMessageConsumer.rollback: redeliveryDelay > 0, else at once)
+            "initialRedeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "redeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
             "useCollisionAvoidance": _bool,
             "useExponentialBackOff": _bool,
-            "backOffMultiplier": lambda k, v: _double(k, v, minimum=0.0),
+            # any finite one: getNextRedeliveryDelay backs off only when it is above 1
+            "backOffMultiplier": _double,
         }
         return converters[key](key, value)
 
@@ -206,9 +209,12 @@ class ArtemisSettings(_Settings):
                 raise _Bad(key, f"must be an address, or \"\" for none, got {value!r}")
             return value
         converters: dict[str, Callable[[str, Any], Any]] = {
-            "redelivery-delay": _long,
-            "redelivery-delay-multiplier": lambda k, v: _double(k, v, minimum=0.0),
-            "max-redelivery-delay": _long,
+            # any long and any finite multiplier, as Artemis parses them (XMLUtil.parseLong, parseDouble, no check):
+            # checkRedelivery schedules only when redelivery-delay is above 0, and a delay it reaches below 0 (a
+            # negative multiplier's odd powers, a negative max-redelivery-delay) is a time already past, so at once
+            "redelivery-delay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "redelivery-delay-multiplier": _double,
+            "max-redelivery-delay": lambda k, v: _long(k, v, minimum=LONG_MIN),
             # Artemis refuses to start outside [0, 1] (FileConfigurationParser: GE_ZERO, LE_ONE)
             "redelivery-collision-avoidance-factor": lambda k, v: _double(k, v, minimum=0.0, maximum=1.0),
             "max-delivery-attempts": _int,
@@ -220,7 +226,7 @@ class ArtemisSettings(_Settings):
         """Artemis: ``maxRedeliveryDelay`` if set, else ``redeliveryDelay * 10`` (saturated, not wrapped)."""
         if self.max_redelivery_delay is not None:
             return self.max_redelivery_delay
-        return min(self.redelivery_delay * 10, LONG_MAX)
+        return max(LONG_MIN, min(self.redelivery_delay * 10, LONG_MAX))
 
 
 ROCKETMQ_DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
