@@ -721,6 +721,23 @@ def test_a_landing_root_that_resolves_to_a_path_that_is_not_utf8_fails_the_run(t
         list_landing(tmp_path / "landing", _ms(AS_OF))
 
 
+def _the_only_quarantined(spark, tmp_path):
+    """A cycle of ``tmp_path / "landing"``, whose one good file holds the message ``ok-good`` and one other file is
+    quarantined whole: the cycle's options and that file's quarantine row, once the run balanced and the good
+    file's message reached the ledger."""
+    from reprocess.cycle.run import CycleOptions, run_cycle
+    from reprocess.storage.read import read_dataset
+
+    opts = CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
+                        policies=load_policies(CORPUS / "policies.yaml"), as_of_ms=_ms(AS_OF),
+                        target="python:reprocess.targets.examples:always_fail")
+    summary = run_cycle(spark, opts)
+    assert all(summary["conservation"].values())
+    [row] = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    assert {r.message_id for r in read_dataset(spark, str(tmp_path / "wh"), "ledger").collect()} == {"ok-good"}
+    return opts, row
+
+
 @pytest.mark.spark
 def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_goes_on(spark, tmp_path):
     """A name written on a Latin-1 system (bytes 0xe9): Python lists it with lone surrogates, which py4j, Spark
@@ -728,7 +745,6 @@ def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_
     import os
 
     from reprocess.cycle.run import CycleOptions, run_cycle
-    from reprocess.storage.read import read_dataset
 
     hour = tmp_path / "landing" / HOUR
     hour.mkdir(parents=True)
@@ -738,17 +754,119 @@ def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_
     listed = [f.path for f in list_landing(tmp_path / "landing", _ms(AS_OF))]
     shown = f"{hour.resolve()}/fail-\\xe9t\\xe9.jsonl"
     assert listed == [shown, str((hour / "good.jsonl").resolve())]
-    opts = CycleOptions(landing=str(tmp_path / "landing"), warehouse=str(tmp_path / "wh"),
-                        policies=load_policies(CORPUS / "policies.yaml"), as_of_ms=_ms(AS_OF),
-                        target="python:reprocess.targets.examples:always_fail")
-    summary = run_cycle(spark, opts)
-    assert all(summary["conservation"].values())
-    [row] = read_dataset(spark, str(tmp_path / "wh"), "quarantine").collect()
+    opts, row = _the_only_quarantined(spark, tmp_path)
     assert row.source_file == shown
     assert "not UTF-8" in row.reason
-    assert {r.message_id for r in read_dataset(spark, str(tmp_path / "wh"), "ledger").collect()} == {"ok-good"}
     again = run_cycle(spark, CycleOptions(**{**opts.__dict__, "as_of_ms": _ms(AS_OF) + 3_600_000}))
     assert again["landing_files"] == 0  # done: not quarantined twice
+
+
+def _hadoop_write(spark, path: Path, data: bytes, bytes_per_checksum: int = 512) -> None:
+    """``data`` written to ``path`` through Hadoop's own checksummed local filesystem, which leaves ``.<name>.crc``
+    beside it (as Spark, Flink or `hadoop fs -put` writing to ``file:`` do)."""
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    conf.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
+    conf.set("file.bytes-per-checksum", str(bytes_per_checksum))
+    fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI("file:///"), conf)
+    try:
+        out = fs.create(jvm.org.apache.hadoop.fs.Path(f"file://{path}"), True)
+        out.write(bytearray(data))
+        out.close()
+    finally:
+        fs.close()
+
+
+def _hadoop_reads(spark, path: Path) -> bool:
+    """Whether Hadoop's checksummed local filesystem reads the whole file without an error (a Java one, which
+    py4j raises as Py4JJavaError or PySpark as its own: a chunk size of 0 divides by zero)."""
+    jvm = spark._jvm
+    fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
+    try:
+        stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"file://{path}"))
+        try:
+            stream.transferTo(jvm.java.io.OutputStream.nullOutputStream())
+        finally:
+            stream.close()
+    except Exception:  # noqa: BLE001 - any error of the read is a failed read
+        return False
+    return True
+
+
+@pytest.mark.spark
+def test_a_landing_file_is_checked_against_its_hadoop_checksums_as_hadoops_read_checks_it(spark, tmp_path):
+    """A file and its ``.crc`` sidecar, changed in every way a writer or a disk can change them: the landing's check
+    finds a problem exactly where Hadoop's checksummed read throws (and Spark's read of the file with it)."""
+    import random
+
+    from reprocess.cycle.landing_batch import _checksum_problem
+
+    rng = random.Random(88)
+    data = b"".join(json.dumps(_ok(f"crc-{i}")).encode() + b"\n" for i in range(3))
+    data += b"\n" * (-len(data) % 16)  # whole chunks of 16 bytes: an append is all beyond the checksums
+    sidecar = lambda f: f.parent / f".{f.name}.crc"  # noqa: E731
+
+    def flip(f, at):
+        b = bytearray(f.read_bytes())
+        b[at] ^= 0x20
+        f.write_bytes(bytes(b))
+
+    changes = {
+        "unchanged": lambda f: None,
+        "a byte changed": lambda f: flip(f, 40),
+        "the last byte changed": lambda f: flip(f, len(data) - 1),
+        "appended": lambda f: f.write_bytes(data + b"{}\n"),
+        "cut at a chunk's end": lambda f: f.write_bytes(data[:64]),
+        "cut inside a chunk": lambda f: f.write_bytes(data[:70]),
+        "rewritten, same length": lambda f: f.write_bytes(data.replace(b"crc-", b"CRC-")),
+        "emptied": lambda f: f.write_bytes(b""),
+        "no sidecar": lambda f: sidecar(f).unlink(),
+        "a sidecar that is no checksum file": lambda f: sidecar(f).write_bytes(b"not a checksum file"),
+        "a sidecar of 6 bytes": lambda f: sidecar(f).write_bytes(sidecar(f).read_bytes()[:6]),
+        "a sidecar cut inside a checksum": lambda f: sidecar(f).write_bytes(sidecar(f).read_bytes()[:-2]),
+        "a sidecar one checksum short": lambda f: sidecar(f).write_bytes(sidecar(f).read_bytes()[:-4]),
+        "a sidecar with a checksum more": lambda f: sidecar(f).write_bytes(sidecar(f).read_bytes() + b"\0" * 4),
+        "a sidecar's checksum changed": lambda f: flip(sidecar(f), 9),
+        "a sidecar's chunk size 0": lambda f: sidecar(f).write_bytes(b"crc\0\0\0\0\0" + b"\0" * 40),
+    }
+    cases = [(name, change, 16) for name, change in changes.items()]
+    for n in range(60):  # random cuts, appends and changed bytes, by random chunk sizes
+        at = rng.randrange(len(data))
+        change = rng.choice([lambda f, at=at: flip(f, at), lambda f, at=at: f.write_bytes(data[:at]),
+                             lambda f, at=at: f.write_bytes(data + bytes(at % 7))])
+        cases.append((f"random {n}", change, rng.choice([1, 3, 16, 100, 512])))
+    verdicts = {}
+    for i, (name, change, per_sum) in enumerate(cases):
+        f = tmp_path / f"f{i}.jsonl"
+        _hadoop_write(spark, f, data, per_sum)
+        change(f)
+        problem = _checksum_problem(str(f))
+        assert (problem is None) == _hadoop_reads(spark, f), (name, per_sum, problem)
+        verdicts[name] = problem
+    assert [n for n in changes if verdicts[n] is None] == [
+        "unchanged", "cut at a chunk's end", "emptied", "no sidecar", "a sidecar that is no checksum file",
+        "a sidecar of 6 bytes", "a sidecar with a checksum more"]
+    assert "bytes 32 to 48 do not match the checksums Hadoop keeps beside it" in verdicts["a byte changed"]
+    assert "the file is longer than the checksums" in verdicts["appended"]
+
+
+@pytest.mark.spark
+def test_a_landing_file_whose_hadoop_checksums_went_stale_is_quarantined_and_the_run_goes_on(spark, tmp_path):
+    """A file Hadoop wrote, changed since by a writer that does not keep its ``.crc`` sidecar: Spark's read threw a
+    ``ChecksumException``, and every run failed (rc 1) until someone removed the sidecar. It is quarantined whole,
+    naming the sidecar; the file beside it, whose checksums match, is read."""
+
+    hour = tmp_path / "landing" / HOUR
+    hour.mkdir(parents=True)
+    _hadoop_write(spark, hour / "good.jsonl", json.dumps(_ok("good")).encode() + b"\n")
+    stale = hour / "stale.jsonl"
+    _hadoop_write(spark, stale, json.dumps(_ok("stale")).encode() + b"\n")
+    stale.write_bytes(stale.read_bytes() + json.dumps(_ok("appended")).encode() + b"\n")  # by a plain writer
+    _opts, row = _the_only_quarantined(spark, tmp_path)
+    assert (row.source_file, row.reason_code) == (str(stale.resolve()), "CORRUPT_FILE")
+    assert f"do not match the checksums Hadoop keeps beside it in {hour.resolve()}/.stale.jsonl.crc" in row.reason
+    assert stale.exists()  # quarantined where it is, never moved or dropped
+    assert (hour / ".stale.jsonl.crc").exists()
 
 
 # -- policy files ------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +41,8 @@ from reprocess.storage.hadoop_fs import does_not_decode, session_fs
 from reprocess.uris import local_file_uri, local_path, remote_scheme
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from reprocess.landing.manifest import LandingFile, ManifestEntry
@@ -189,11 +191,75 @@ def _pages_problem(spark: SparkSession, frame: DataFrame) -> str | None:
     return None
 
 
+_CHECKSUM_HEADER = b"crc\x00"  # ChecksumFileSystem.CHECKSUM_VERSION
+
+
+def _checksum_problem(path: str) -> str | None:
+    """Why the local file ``path`` does not match the checksums Hadoop's local filesystem keeps beside it, in
+    ``.<name>.crc`` (None when it does, or has none). Spark's read verifies them (``ChecksumFileSystem``'s
+    ``ChecksumFSInputChecker``, a ``ChecksumException``): a sidecar left stale by a writer that changed the file
+    without Hadoop failed every run's read, naming no landing file, until someone removed it. The check is the
+    checker's: a header ``crc\0`` and the chunk size (a sidecar without them is ignored, as Hadoop ignores it),
+    then a big-endian CRC-32 per chunk of the file; a file longer than its checksums cover fails, a shorter one is
+    checked as far as it goes. A sidecar cut inside a checksum fails here wherever the cut is (Hadoop fails once its
+    read reaches it)."""
+    folder, name = os.path.split(str(local_path(path)))
+    sidecar = os.path.join(folder, f".{name}.crc")
+    try:
+        sums = open(sidecar, "rb")  # noqa: SIM115 - closed below, the header read apart from the rest
+    except OSError:  # none (the usual case), or one Hadoop cannot open: it reads the file unchecked
+        return None
+    with sums:
+        try:
+            header = sums.read(8)
+            tail = (os.fstat(sums.fileno()).st_size - 8) % 4
+        except OSError:
+            return None
+        if len(header) < 8 or header[:4] != _CHECKSUM_HEADER:
+            return None
+        per_sum = int.from_bytes(header[4:], "big", signed=True)
+        where = f"the checksums Hadoop keeps beside it in {sidecar}"
+        if per_sum <= 0:
+            return f"{where} give a chunk size of {per_sum} bytes, which Hadoop cannot read the file by"
+        if tail:
+            return f"{where} end {tail} bytes into a checksum: the checksum file is cut or damaged"
+        position = 0
+        for chunk in _chunks(local_path(path), per_sum):
+            stored = sums.read(4)
+            if len(stored) < 4:
+                return (f"the file is longer than {where} cover: bytes from {position} on were written without "
+                        "them (appended by a writer that does not keep Hadoop's checksums?)")
+            if zlib.crc32(chunk).to_bytes(4, "big") != stored:
+                return (f"bytes {position} to {position + len(chunk)} do not match {where}: the file was changed by "
+                        "a writer that does not keep them, or is damaged. If its content is right, remove the "
+                        ".crc file and land the file again under a new name")
+            position += len(chunk)
+    return None
+
+
+def _chunks(path: Path, size: int) -> Iterator[bytes]:
+    """The file's bytes ``size`` at a time (the last chunk shorter), read 1 MiB at most per call."""
+    with open(path, "rb") as fh:
+        while True:
+            parts = []
+            left = size
+            while left and (part := fh.read(min(left, 1 << 20))):
+                parts.append(part)
+                left -= len(part)
+            if not parts:
+                return
+            yield b"".join(parts)
+
+
 def _decode_problem(spark: SparkSession, f: LandingFile) -> tuple[str | None, int | None]:
-    """Why a ``.gz`` or Parquet landing file cannot be read at all (None when it can, and for plain text), and a
-    readable ``.gz`` file's decoded length (None for others)."""
+    """Why a landing file cannot be read at all (None when it can): bytes that do not match their Hadoop checksums
+    (a local file), or a ``.gz`` or Parquet file that does not decode; and a readable ``.gz`` file's decoded length
+    (None for others)."""
     if remote_scheme(f.path):  # Python cannot open it: the JVM that has its connector checks it (for a Spark
         return session_fs(spark).decode_problem(f.path, f.fmt)  # Connect client, the server's)
+    problem = _checksum_problem(f.path)
+    if problem is not None:
+        return problem, None
     if f.path.endswith(".gz"):
         return _gzip_problem(f.path)
     return (_parquet_problem(f.path) if f.fmt == "parquet" else None), None
