@@ -211,17 +211,26 @@ def test_a_server_without_the_parsers_class_checks_the_landing_with_the_expressi
 
 def test_a_long_line_in_a_landing_file_at_a_uri_is_named_to_a_connect_client(server, tmp_path):
     """A client cannot stream a file at a URI to find a line too long to read: the run stops before it commits
-    anything and names the file (a driver of its own quarantines the line: tests/test_long_lines.py)."""
+    anything and names the file (a driver of its own quarantines the line: tests/test_long_lines.py). A file of
+    whitespace-only lines, whose bytes no record holds, is no such file: it stopped every run the same way."""
     landing, wh = tmp_path / "landing", tmp_path / "wh"
     write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))
+    blank_file = landing / "dt=2026-11-21" / "hour=00" / "blank.jsonl"
+    blank_file.write_text(" \t \r\n" * 300 + "   ")
+    run = ["run", "--landing", f"cfile://{landing}", "--warehouse", str(wh), "--max-line-bytes", "2048",
+           "--format", "json"]
+    done = subprocess.run(_cli(server, *run, "--as-of", "2026-11-21T02:00:00Z"), env=server.client_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"landing file's lines counted again with its blank lines file=cfile:{blank_file}" in done.stderr
+    assert "adds_up=True" in done.stderr
     long_file = landing / "dt=2026-11-21" / "hour=00" / "long.jsonl"
     long_file.write_text("x" * 5000 + "\n")
-    cmd = _cli(server, "run", "--landing", f"cfile://{landing}", "--warehouse", str(wh), "--as-of",
-               "2026-11-21T03:00:00Z", "--max-line-bytes", "2048")
-    done = subprocess.run(cmd, env=server.client_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(_cli(server, *run, "--as-of", "2026-11-21T03:00:00Z"), env=server.client_env(),
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 4, done.stderr[-3000:]  # ContractError
     assert f"landing file cfile:{long_file} may hold a line of more than --max-line-bytes" in done.stderr
-    assert Warehouse(wh).latest().version == 0  # nothing committed
+    assert Warehouse(wh).latest().version == 1  # nothing more committed
 
 
 def test_a_server_without_the_store_plugin_is_named_for_a_warehouse_at_a_uri(tmp_path):

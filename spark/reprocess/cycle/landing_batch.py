@@ -439,6 +439,8 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         if scanned is not None and path in scanned:  # scanned before this read, by the run's read in splits, whose
             found = scanned[path]  # call logged its long lines
             log.info("landing file scanned before its read again file=%s long_lines=%s", path, len(found))
+        elif _adds_up_with_blank_lines(spark, path, size, limit):
+            found = []
         else:
             log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
                      "file=%s bytes=%s read_bytes=%s lines_read=%s", limit, path, size, got_bytes, lines)
@@ -469,6 +471,23 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
                                             "bad boolean, in_window boolean, deferred boolean, earlier boolean, "
                                             "expectations array<string>")
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows), payload_bytes
+
+
+def _adds_up_with_blank_lines(spark: SparkSession, path: str, size: int, limit: int) -> bool:
+    """For a Spark Connect client and a text file at a URI, which it cannot stream to scan (``read_chunks``):
+    whether the file's lines add up to its ``size`` bytes once its blank lines are counted too. The run's records
+    hold no blank line, so a file of whitespace-only lines looked like one hiding a line too long to read, and
+    stopped every run (exit 4) until someone moved it. One more read of that file alone, by the server, only where
+    the records did not add up; a line the reader skipped still does not (the run stops, naming the file)."""
+    if size < 0 or remote_scheme(path) is None or not is_remote(spark):
+        return False
+    row = (read_text_records(spark, [path], limit, False)
+           .agg(F.sum("line_bytes").alias("bytes"), F.max("record_no").alias("lines")).first())
+    read_bytes, lines = (int(row.bytes or 0), int(row.lines or 0)) if row is not None else (0, 0)
+    adds_up = not may_hold_long_lines(size, read_bytes, lines, limit)
+    log.info("landing file's lines counted again with its blank lines file=%s bytes=%s read_bytes=%s lines=%s "
+             "adds_up=%s", path, size, read_bytes, lines, adds_up)
+    return adds_up
 
 
 def _check_split_stamps(spark: SparkSession, batch: Batch) -> None:
