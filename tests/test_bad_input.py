@@ -739,6 +739,25 @@ def _the_only_quarantined(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_a_linked_hour_folder_that_resolves_to_a_folder_whose_name_is_not_utf8_is_quarantined(spark, tmp_path):
+    """Only the file's name and the root were checked: an hour folder linked into a folder written on a Latin-1
+    system gave Spark a path with lone surrogates (or its \\xNN form, which names no file), and every run failed."""
+    import os
+
+    latin = Path(os.fsdecode(bytes(tmp_path) + b"/donn\xe9es"))
+    latin.mkdir()
+    (latin / "a.jsonl").write_text(json.dumps(_ok("latin")) + "\n", encoding="utf-8")
+    hour = tmp_path / "landing" / HOUR
+    hour.parent.mkdir(parents=True)
+    hour.symlink_to(latin)
+    (tmp_path / "landing" / "dt=2026-11-21" / "hour=09").mkdir()
+    (tmp_path / "landing" / "dt=2026-11-21" / "hour=09" / "good.jsonl").write_text(json.dumps(_ok("good")) + "\n")
+    _opts, row = _the_only_quarantined(spark, tmp_path)
+    assert row.source_file == f"{tmp_path}/donn\\xe9es/a.jsonl"
+    assert "the folder it is in, through a link, is not UTF-8" in row.reason
+
+
+@pytest.mark.spark
 def test_a_landing_file_whose_name_is_not_utf8_is_quarantined_whole_and_the_run_goes_on(spark, tmp_path):
     """A name written on a Latin-1 system (bytes 0xe9): Python lists it with lone surrogates, which py4j, Spark
     Connect and pyarrow refuse to encode, so every run failed until someone renamed the file."""

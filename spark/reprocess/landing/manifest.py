@@ -134,8 +134,9 @@ def local_root_problem(root: Path) -> str | None:
     except PermissionError as exc:
         return f"cannot be read by this user ({exc.strerror})"
     resolved = str(root.resolve())
-    if printable(resolved) != resolved:  # every file would be named with \xNN and quarantined: a green run, no reads
-        return f"resolves to {printable(resolved)}, a path that is not UTF-8 text, which Spark and Parquet cannot name"
+    shown = printable(resolved)
+    if shown != resolved:  # every file would be named with \xNN and quarantined: a green run, no reads
+        return f"resolves to {shown}, a path that is not UTF-8 text, which Spark and Parquet cannot name"
     return None
 
 
@@ -235,12 +236,13 @@ def name_problem(path: str) -> str | None:
     """Why Spark cannot read a landing file by its path: a path that is not UTF-8 (as :func:`printable` shows it), or
     a glob character in its name, which its readers expand (so ``batch[1].jsonl`` read ``batch1.jsonl``, twice, and
     not itself), or None."""
-    # the file's name: the dt=/hour= folders cannot hold one, and one in the landing root fails the run loudly (a
-    # configuration to fix), where quarantining every file would not be
+    # the file's name, or a folder a linked hour folder resolves to: the dt=/hour= folders cannot hold one, and one
+    # in the landing root fails the run loudly (a configuration to fix), where quarantining every file would not be
     name = path.rsplit("/", 1)[-1]
-    if NOT_UTF8.search(name) and not remote_scheme(path) and not os.path.lexists(path):  # as printable() shows it
-        return ("the name is not UTF-8 text (its other bytes are shown as \\xNN), which Spark and Parquet cannot "
-                "name: rename it in UTF-8")
+    if NOT_UTF8.search(path) and not remote_scheme(path) and not os.path.lexists(path):  # as printable() shows it
+        what = "name" if NOT_UTF8.search(name) else "folder it is in, through a link,"
+        return (f"the {what} is not UTF-8 text (its other bytes are shown as \\xNN), which Spark and Parquet "
+                "cannot name: rename it in UTF-8")
     found = sorted({c for c in name if c in GLOB_CHARACTERS})
     if not found:
         return None
