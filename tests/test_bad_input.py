@@ -909,7 +909,7 @@ CONFIGS = {
     "unknown_profile.yaml": ("orders.#", "profile", "got 'kafka'"),
     "settings_not_a_mapping.yaml": ("orders.#", "settings", "must be a mapping"),
     "unknown_settings_key.yaml": ("orders.#", "settings.maximumRedeliverys", "unknown key"),
-    "negative_delay.yaml": ("orders.#", "settings.initialRedeliveryDelay", "must be >= 0, got -1000"),
+    "negative_delay.yaml": ("orders.#", "settings.initial_delay", "a duration cannot be negative, got -1000"),
     "negative_duration.yaml": ("orders.#", "settings.delays[1]", "got '-5m'"),
     "wrong_type_setting.yaml": ("orders.#", "settings.maximumRedeliveries", "must be an integer"),
     "zero_max_deliveries.yaml": ("orders.#", "settings.max_deliveries", "got 0"),
