@@ -478,15 +478,21 @@ def _adds_up_with_blank_lines(spark: SparkSession, path: str, size: int, limit: 
     whether the file's lines add up to its ``size`` bytes once its blank lines are counted too. The run's records
     hold no blank line, so a file of whitespace-only lines looked like one hiding a line too long to read, and
     stopped every run (exit 4) until someone moved it. One more read of that file alone, by the server, only where
-    the records did not add up; a line the reader skipped still does not (the run stops, naming the file)."""
+    the records did not add up; a line the reader skipped still does not (the run stops, naming the file).
+
+    The lines are counted, not numbered: the session may still cut files in splits (a read in splits before), and
+    a split's rows are numbered from 1. The file must still be the one listed (its length), or a file rewritten
+    longer could add up and a skipped line of the one read be taken for none."""
     if size < 0 or remote_scheme(path) is None or not is_remote(spark):
         return False
     row = (read_text_records(spark, [path], limit, False)
-           .agg(F.sum("line_bytes").alias("bytes"), F.max("record_no").alias("lines")).first())
+           .agg(F.sum("line_bytes").alias("bytes"), F.count(F.lit(1)).alias("lines")).first())
     read_bytes, lines = (int(row.bytes or 0), int(row.lines or 0)) if row is not None else (0, 0)
-    adds_up = not may_hold_long_lines(size, read_bytes, lines, limit)
+    stamp = file_stamps(spark, [path]).get(path)
+    same = stamp is not None and stamp[0] == size
+    adds_up = same and not may_hold_long_lines(size, read_bytes, lines, limit)
     log.info("landing file's lines counted again with its blank lines file=%s bytes=%s read_bytes=%s lines=%s "
-             "adds_up=%s", path, size, read_bytes, lines, adds_up)
+             "unchanged=%s adds_up=%s", path, size, read_bytes, lines, same, adds_up)
     return adds_up
 
 
