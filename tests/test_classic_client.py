@@ -362,3 +362,22 @@ def test_jndi_properties_read_as_activemqs_initial_context_reads_them(tmp_path):
             assert {**DEFAULTS, **policy.settings} == _java_policy(java[name]), (path.read_bytes(), name)
             compared += 1
     assert compared >= 300
+
+
+@pytest.mark.unit
+def test_a_negative_delay_with_non_blocking_redelivery_is_warned_of(tmp_path):
+    """The policy redelivers at once where a delay is below 0, as the client's blocking rollback does; with
+    ``nonBlockingRedelivery`` the client hands the delay to a ``java.util.Timer``, which throws on a negative one, and
+    the messages are not redelivered. Taken since negative delays are (they were refused before)."""
+    base = "tcp://127.0.0.1:1?jms.redeliveryPolicy.initialRedeliveryDelay=-5"
+    warned = client_policy(base + "&jms.nonBlockingRedelivery=true")
+    assert warned.settings == {"initialRedeliveryDelay": -5}
+    assert any("java.util.Timer, which refuses one below 0" in w for w in warned.warnings)
+    assert client_policy(base).warnings == []  # blocking: at once, as the policy
+    assert client_policy(base + "&jms.nonBlockingRedelivery=true&jms.redeliveryPolicy.maximumRedeliveries=0"
+                         ).warnings == []  # no redelivery: no delay handed to the timer
+    assert client_policy("tcp://127.0.0.1:1?jms.nonBlockingRedelivery=true&jms.redeliveryPolicy.useCollisionAvoidance"
+                         "=true&jms.redeliveryPolicy.collisionAvoidancePercent=-150").warnings != []
+    jndi = tmp_path / "jndi.properties"
+    jndi.write_text(f"java.naming.provider.url={base}\nnonBlockingRedelivery=true\n")
+    assert all(any("java.util.Timer" in w for w in p.warnings) for p in jndi_policies(str(jndi)).values())

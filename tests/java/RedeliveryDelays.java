@@ -14,7 +14,9 @@
 // License 2.0, without its collision avoidance), a scheduled time already past (a delay below 0) being at once (0).
 // Artemis's jars are not on this machine: this checks the JVM's Math.pow and (long) casts, which the copy keeps.
 //
-// Output: one line per input line, the n delays tab-separated.
+// Output: one line per input line, the n delays tab-separated. These are the delays the brokers compute, not the times
+// they schedule: a delay that takes the time past Long.MAX_VALUE is a past time to Artemis and a refusal to
+// ActiveMQ's timer, which reprocess does not follow (docs/adr/0001-counting.md).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;

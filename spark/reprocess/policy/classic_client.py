@@ -213,7 +213,23 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
     if multiplier is not None and (multiplier != multiplier or multiplier in (float("inf"), float("-inf"))):
         raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
                           key="redeliveryPolicy.backOffMultiplier")
+    non_blocking = [n for n in not_carried if _setter(n.rsplit(".", 1)[-1]) == "NonBlockingRedelivery"]
+    if non_blocking and _may_wait_below_zero(settings):
+        warnings.append(f"{non_blocking[0]}: where it is true, ActiveMQ's client hands each delay to a "
+                        "java.util.Timer, which refuses one below 0 ('Negative delay.'): its rollback throws and the "
+                        "messages are not redelivered, where this policy redelivers them at once")
     return ClientPolicy(settings, sorted(not_carried), warnings)
+
+
+def _may_wait_below_zero(settings: dict[str, Any]) -> bool:
+    """Whether a client with these policy settings (ActiveMQ's defaults for the others) may reach a redelivery delay
+    below 0: a negative initial or redelivery delay, or collision avoidance by a factor beyond 1 either way (a
+    backed-off delay saturates, never below 0), where it redelivers at all."""
+    redeliveries = settings.get("maximumRedeliveries", 6)
+    factor = settings.get("collisionAvoidanceFactor", 0.15)
+    return (redeliveries == -1 or redeliveries >= 1) and (
+        settings.get("initialRedeliveryDelay", 1000) < 0 or settings.get("redeliveryDelay", 1000) < 0
+        or (settings.get("useCollisionAvoidance", False) is True and abs(factor) > 1))
 
 
 def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None]:
