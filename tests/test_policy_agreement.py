@@ -334,3 +334,23 @@ def test_a_rules_regex_matches_in_the_cycle_as_in_the_reference(spark):
         for n, rule in enumerate(rules):
             assert row[f"r{n}"] == rule.matches(text, text), (rule, text)
     assert sum(rule.matches(t, t) for rule, (_f, _p, t) in zip(rules, REGEX_CASES, strict=True)) >= 9
+
+
+def test_a_long_activemq_table_is_one_literal_and_agrees_with_the_reference(spark):
+    """A slowly backed-off ActiveMQ delay settles only at Long.MAX_VALUE: 3,701 table entries for x1.01 from 1 s.
+    Each entry was a literal of its own, a py4j call each when the expression was built (140 s in a driver for the
+    longest table, 65,536 entries): the table is one string literal now, split and cast, folded by the optimizer."""
+    from reprocess.policy.columns import activemq_table, delay_column
+
+    ps = _policy_set([{"profile": "activemq", "settings": {"useExponentialBackOff": True, "backOffMultiplier": 1.01,
+                                                          "maximumRedeliveries": -1}}])
+    policy = ps.effective[0]
+    table = activemq_table(policy.settings)
+    assert len(table) > 3000
+    assert table[-1] == LONG_MAX
+    casts = str(delay_column(policy, F.lit(1), F.lit("m"))).count(" AS BIGINT)")
+    assert casts < 20, casts  # not a literal, cast, per entry
+    picked = [(0, k, "m") for k in (1, 2, 100, len(table) - 1, len(table), len(table) + 1, 10**9)]
+    got = _spark_decisions(spark, ps, picked)
+    assert [got[row][1] for row in picked] == [max(0, ref_delay(policy, k, "m")) for _, k, _ in picked]
+    assert [got[row][1] for row in picked][:2] == [1000, 1010]
