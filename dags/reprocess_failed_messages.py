@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from airflow.sdk import Asset, DeltaDataIntervalTimetable, Param, dag, task
 
 from reprocess.limits import MATCH_PATTERN
-from reprocess.spark_env import mask_target_password, on_spark_connect, spark_submit_conf, spark_submit_env
+from reprocess.spark_env import (
+    cycle_schedule,
+    mask_target_password,
+    on_spark_connect,
+    spark_submit_conf,
+    spark_submit_env,
+)
 from reprocess.submit import ReprocessSubmitOperator, fail_fast
 from reprocess.uris import asset_uri
 
@@ -35,9 +41,7 @@ LANDING = os.environ.get("REPROCESS_LANDING", str(ROOT / "demo-out" / "landing")
 WAREHOUSE = os.environ.get("REPROCESS_WAREHOUSE", str(ROOT / "demo-out" / "warehouse"))
 CONFIG = os.environ.get("REPROCESS_CONFIG") or None
 TARGET = os.environ.get("REPROCESS_TARGET") or "outbox"  # set but empty too: Spark Connect's path passed --target ""
-INTERVAL = timedelta(minutes=int(os.environ.get("REPROCESS_INTERVAL_MINUTES", "15")))
-START = datetime.fromisoformat(os.environ.get("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"))
-END = datetime.fromisoformat(os.environ["REPROCESS_END_DATE"]) if os.environ.get("REPROCESS_END_DATE") else None
+INTERVAL, START, END = cycle_schedule()  # on the interval's grid from the epoch, as Airflow's skips are
 LANDING_ASSET = Asset(name="reprocess_landing", uri=asset_uri(LANDING))
 LEDGER_ASSET = Asset(name="reprocess_ledger", uri=asset_uri(WAREHOUSE, "ledger"))
 DLQ_ASSET = Asset(name="reprocess_dlq", uri=asset_uri(WAREHOUSE, "dlq"))

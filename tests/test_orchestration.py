@@ -290,3 +290,44 @@ def test_the_new_landing_of_symlinked_folders_and_files_is_listed_by_its_partiti
     assert found["files"] == 5
     assert found["partitions"] == ["dt=2026-11-20/hour=09", "dt=2026-11-21/hour=08", "dt=2026-11-21/hour=10",
                                    "dt=2026-11-31/hour=01"]
+
+
+def test_the_cycle_schedule_starts_on_the_grid_airflow_rounds_live_runs_onto(monkeypatch):
+    """The cycle DAG does not catch up: after a pause Airflow's scheduler skips to the latest interval rounded on
+    the interval's grid from the epoch (DeltaDataIntervalTimetable._round), while a backfill counts from the start.
+    A start off that grid gave live runs and backfills different as-ofs; it fails the DAG's import now."""
+    from datetime import timedelta
+
+    from airflow.timetables.interval import DeltaDataIntervalTimetable  # the scheduler's, which skips
+
+    from reprocess.spark_env import cycle_schedule
+
+    for name in ("REPROCESS_INTERVAL_MINUTES", "REPROCESS_START_DATE", "REPROCESS_END_DATE"):
+        monkeypatch.delenv(name, raising=False)
+    assert cycle_schedule() == (timedelta(minutes=15), datetime(2026, 11, 21, tzinfo=UTC), None)
+    monkeypatch.setenv("REPROCESS_START_DATE", "2026-11-21T05:00:00")  # no offset: UTC
+    monkeypatch.setenv("REPROCESS_INTERVAL_MINUTES", "60")
+    interval, start, _ = cycle_schedule()
+    # on the grid, Airflow's rounding of any instant past the start is a boundary of the start's own grid
+    later = datetime(2026, 12, 3, 17, 42, 9, tzinfo=UTC)
+    rounded = DeltaDataIntervalTimetable(interval)._round(later, start).timestamp()
+    assert (datetime.fromtimestamp(rounded, UTC) - start) % interval == timedelta(0)
+    for env, says in [({"REPROCESS_INTERVAL_MINUTES": "7", "REPROCESS_START_DATE": "2026-11-21T00:00:00Z"},
+                       "is 0:03:00 past the 0:07:00 grid"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "15", "REPROCESS_START_DATE": "2026-11-21T00:07:00Z"},
+                       "is 0:07:00 past the 0:15:00 grid"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "60", "REPROCESS_START_DATE": "2026-11-21T00:00:00+05:30"},
+                       "is 0:30:00 past the 1:00:00 grid"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "0"}, "not a whole number of minutes, at least 1"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "1.5"}, "not a whole number of minutes"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "15", "REPROCESS_END_DATE": "tomorrow"},
+                       "REPROCESS_END_DATE='tomorrow' \\(not ISO 8601\\) must be an ISO 8601 instant")]:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=says):
+            cycle_schedule()
+        monkeypatch.delenv("REPROCESS_END_DATE", raising=False)
+        monkeypatch.setenv("REPROCESS_START_DATE", "2026-11-21T00:00:00Z")
+    off = datetime(2026, 11, 21, 0, 7, tzinfo=UTC)  # what the rounding does off the grid: another grid
+    rounded = DeltaDataIntervalTimetable(timedelta(minutes=15))._round(later, off).timestamp()
+    assert (datetime.fromtimestamp(rounded, UTC) - off) % timedelta(minutes=15) == timedelta(minutes=8)

@@ -8,6 +8,7 @@ import re
 import shlex
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reprocess.errors import ConfigError
@@ -123,6 +124,45 @@ def on_spark_connect() -> bool:
     """
     return _env_choice("REPROCESS_SPARK", SPARK_MODES, "'submit' (the default) runs each Spark job as a fresh "
                        "spark-submit driver, 'connect' as a client of the Spark Connect server") == "connect"
+
+
+def cycle_schedule() -> tuple[timedelta, datetime, datetime | None]:
+    """The cycle DAG's interval, first start and last end: ``$REPROCESS_INTERVAL_MINUTES`` (default 15),
+    ``$REPROCESS_START_DATE`` (default 2026-11-21T00:00:00+00:00), ``$REPROCESS_END_DATE`` (none), ISO 8601 (UTC
+    without an offset).
+
+    The start must be on the interval's grid counted from the Unix epoch. The DAG does not catch up: after a pause
+    or an outage Airflow's scheduler skips to the latest interval, rounded on that grid whatever the start, while a
+    backfill counts its intervals from the start. Off the grid (15 minutes from 00:07, or 7 minutes, which does not
+    divide a day, from midnight) live runs and backfills took different as-ofs, and a backfill did not compute what
+    the live runs had. Any such value is a :class:`~reprocess.errors.ConfigError`: the DAG fails to import with it.
+    """
+    raw = os.environ.get("REPROCESS_INTERVAL_MINUTES", "").strip() or "15"
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"REPROCESS_INTERVAL_MINUTES={raw!r} is not a whole number of minutes, at least 1",
+                          key="REPROCESS_INTERVAL_MINUTES")
+    interval = timedelta(minutes=int(raw))
+    bounds: list[datetime | None] = []
+    for name, default in (("REPROCESS_START_DATE", "2026-11-21T00:00:00+00:00"), ("REPROCESS_END_DATE", None)):
+        text = os.environ.get(name, "").strip() or default
+        try:
+            value = None if text is None else datetime.fromisoformat(text)
+        except ValueError:
+            value = None
+            text = f"{text!r} (not ISO 8601)"
+        if text is not None and value is None:
+            raise ConfigError(f"{name}={text} must be an ISO 8601 instant, e.g. 2026-11-21T00:00:00+00:00", key=name)
+        bounds.append(value if value is None or value.tzinfo is not None else value.replace(tzinfo=UTC))
+    start, end = bounds
+    assert start is not None
+    off_grid = (start - datetime(1970, 1, 1, tzinfo=UTC)) % interval
+    if off_grid:
+        raise ConfigError(
+            f"REPROCESS_START_DATE={start.isoformat()} is {off_grid} past the {interval} grid counted from the Unix "
+            "epoch: Airflow rounds live runs after a pause onto that grid and a backfill counts from the start, so "
+            "the two would take different as-ofs. Start on the grid (a whole number of intervals after midnight, "
+            "for an interval that divides a day)", key="REPROCESS_START_DATE")
+    return interval, start, end
 
 
 def _env_choice(name: str, choices: Sequence[str], meaning: str) -> str:
