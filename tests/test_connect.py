@@ -217,13 +217,17 @@ def test_a_long_line_in_a_landing_file_at_a_uri_is_named_to_a_connect_client(ser
     write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3))
     blank_file = landing / "dt=2026-11-21" / "hour=00" / "blank.jsonl"
     blank_file.write_text(" \t \r\n" * 300 + "   ")
+    blank_gz = blank_file.with_name("blank.jsonl.gz")  # its decoded length against its lines, its stored one listed
+    blank_gz.write_bytes(gzip.compress((" \t \r\n" * 300).encode()))
     run = ["run", "--landing", f"cfile://{landing}", "--warehouse", str(wh), "--max-line-bytes", "2048",
            "--format", "json"]
     done = subprocess.run(_cli(server, *run, "--as-of", "2026-11-21T02:00:00Z"), env=server.client_env(),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"landing file's lines counted again with its blank lines file=cfile:{blank_file}" in done.stderr
-    assert "adds_up=True" in done.stderr
+    for path in (blank_file, blank_gz):
+        assert f"landing file's lines counted again with its blank lines file=cfile:{path}" in done.stderr
+    assert done.stderr.count("unchanged=True adds_up=True") == 2
     long_file = landing / "dt=2026-11-21" / "hour=00" / "long.jsonl"
     long_file.write_text("x" * 5000 + "\n")
     done = subprocess.run(_cli(server, *run, "--as-of", "2026-11-21T03:00:00Z"), env=server.client_env(),

@@ -68,6 +68,7 @@ class Batch:
     # the files of a read in splits as they were before its first pass, which numbers their lines (file_stamps):
     # every text file of the read; with_long_lines checks them again once the read is over
     split_stamps: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    listed_bytes: dict[str, int] = field(default_factory=dict)  # each text file read: its length as listed (stored)
 
 
 def line_limit(path: str, manifest: dict[str, ManifestEntry], max_line_bytes: int) -> int:
@@ -288,6 +289,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     decode_checks: dict[str, tuple[str | None, int | None]] = {}
     readable = []
     text_bytes: dict[str, int] = {}
+    listed_bytes: dict[str, int] = {}
     frames: dict[str, DataFrame] = {}  # the Parquet files', read once: their schema check is their read
     for f in files:
         problem = name_problem(f.path) or partition_problem(f.path)
@@ -313,6 +315,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
             readable.append(f)
             if f.fmt == "text":  # a .gz file whose decoded size did not come back is scanned (-1: unknown)
                 text_bytes[f.path] = decoded if decoded is not None else -1 if f.path.endswith(".gz") else f.size
+                listed_bytes[f.path] = f.size
     parquets = [f.path for f in readable if f.fmt == "parquet" and f.size > 0]
     file_keys = dict(zip(spark_file_uris(spark, [f.path for f in readable]), [f.path for f in readable], strict=True))
     parts, limits, split_paths, read_again, stamps = _read_texts(spark, readable, manifest, max_line_bytes, file_keys,
@@ -335,7 +338,7 @@ def read_batch(spark: SparkSession, files: list[LandingFile], manifest: dict[str
     records = (parsed.join(F.broadcast(window), parsed["source_file"] == window["uri"], "left")
                .drop("uri", "source_file").withColumnRenamed("path", "source_file"))
     return Batch(records, corrupt, file_keys, as_of, jvm, text_bytes, limits, frozenset(split_paths), read_again,
-                 decode_checks, stamps)
+                 decode_checks, stamps, listed_bytes)
 
 
 def _read_texts(spark: SparkSession, readable: list[LandingFile], manifest: dict[str, ManifestEntry],
@@ -439,7 +442,7 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
         if scanned is not None and path in scanned:  # scanned before this read, by the run's read in splits, whose
             found = scanned[path]  # call logged its long lines
             log.info("landing file scanned before its read again file=%s long_lines=%s", path, len(found))
-        elif _adds_up_with_blank_lines(spark, path, size, limit):
+        elif _adds_up_with_blank_lines(spark, path, size, batch.listed_bytes.get(path), limit):
             found = []
         else:
             log.info("landing file's lines do not add up to its bytes, scanning it for lines of %s bytes or more "
@@ -473,23 +476,24 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
     return renumbered.unionByName(long_rows, allowMissingColumns=True), records + len(rows), payload_bytes
 
 
-def _adds_up_with_blank_lines(spark: SparkSession, path: str, size: int, limit: int) -> bool:
+def _adds_up_with_blank_lines(spark: SparkSession, path: str, size: int, listed: int | None, limit: int) -> bool:
     """For a Spark Connect client and a text file at a URI, which it cannot stream to scan (``read_chunks``):
-    whether the file's lines add up to its ``size`` bytes once its blank lines are counted too. The run's records
+    whether the file's lines add up to its ``size`` bytes (decoded, for a ``.gz`` file) once its blank lines are
+    counted too. The run's records
     hold no blank line, so a file of whitespace-only lines looked like one hiding a line too long to read, and
     stopped every run (exit 4) until someone moved it. One more read of that file alone, by the server, only where
     the records did not add up; a line the reader skipped still does not (the run stops, naming the file).
 
     The lines are counted, not numbered: the session may still cut files in splits (a read in splits before), and
-    a split's rows are numbered from 1. The file must still be the one listed (its length), or a file rewritten
-    longer could add up and a skipped line of the one read be taken for none."""
+    a split's rows are numbered from 1. The file must still be the one listed (its stored length, ``listed``), or a
+    file rewritten longer could add up and a skipped line of the one read be taken for none."""
     if size < 0 or remote_scheme(path) is None or not is_remote(spark):
         return False
     row = (read_text_records(spark, [path], limit, False)
            .agg(F.sum("line_bytes").alias("bytes"), F.count(F.lit(1)).alias("lines")).first())
     read_bytes, lines = (int(row.bytes or 0), int(row.lines or 0)) if row is not None else (0, 0)
     stamp = file_stamps(spark, [path]).get(path)
-    same = stamp is not None and stamp[0] == size
+    same = stamp is not None and stamp[0] == listed
     adds_up = same and not may_hold_long_lines(size, read_bytes, lines, limit)
     log.info("landing file's lines counted again with its blank lines file=%s bytes=%s read_bytes=%s lines=%s "
              "unchanged=%s adds_up=%s", path, size, read_bytes, lines, same, adds_up)
