@@ -82,7 +82,8 @@ def reprocess_failed_messages():
     def resolve_as_of(params=None, data_interval_end=None, dag_run=None) -> str:
         from reprocess.orchestration import resolve_as_of as resolve
 
-        return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after)
+        backfill = INTERVAL if dag_run.run_type == "backfill" else None  # counted from its --from-date
+        return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after, backfill)
 
     @task(inlets=[LANDING_ASSET])
     def find_new_landing(as_of: str) -> dict:

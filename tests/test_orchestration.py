@@ -315,10 +315,11 @@ def test_the_cycle_schedule_starts_on_the_grid_airflow_rounds_live_runs_onto(mon
     for env, says in [({"REPROCESS_INTERVAL_MINUTES": "7", "REPROCESS_START_DATE": "2026-11-21T00:00:00Z"},
                        "is 0:03:00 past the 0:07:00 grid"),
                       ({"REPROCESS_INTERVAL_MINUTES": "15", "REPROCESS_START_DATE": "2026-11-21T00:07:00Z"},
-                       "is 0:07:00 past the 0:15:00 grid"),
+                       "is 0:07:00 past the 0:15:00 grid .* e.g. at 2026-11-21T00:00:00"),
                       ({"REPROCESS_INTERVAL_MINUTES": "60", "REPROCESS_START_DATE": "2026-11-21T00:00:00+05:30"},
                        "is 0:30:00 past the 1:00:00 grid"),
-                      ({"REPROCESS_INTERVAL_MINUTES": "0"}, "not a whole number of minutes, at least 1"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "0"}, "not a whole number of minutes from 1 to"),
+                      ({"REPROCESS_INTERVAL_MINUTES": "99999999999"}, "not a whole number of minutes from 1 to"),
                       ({"REPROCESS_INTERVAL_MINUTES": "1.5"}, "not a whole number of minutes"),
                       ({"REPROCESS_INTERVAL_MINUTES": "15", "REPROCESS_END_DATE": "tomorrow"},
                        "REPROCESS_END_DATE='tomorrow' \\(not ISO 8601\\) must be an ISO 8601 instant")]:
@@ -331,3 +332,41 @@ def test_the_cycle_schedule_starts_on_the_grid_airflow_rounds_live_runs_onto(mon
     off = datetime(2026, 11, 21, 0, 7, tzinfo=UTC)  # what the rounding does off the grid: another grid
     rounded = DeltaDataIntervalTimetable(timedelta(minutes=15))._round(later, off).timestamp()
     assert (datetime.fromtimestamp(rounded, UTC) - off) % timedelta(minutes=15) == timedelta(minutes=8)
+
+
+def test_a_backfill_off_the_interval_grid_is_refused_and_a_naive_start_is_in_airflows_timezone(monkeypatch):
+    """A backfill counts its intervals from its own --from-date (TimeRestriction with catchup, _align_to_next of a
+    delta returns it as is): one from 00:07 committed as-ofs 00:22, 00:37... which the live runs never take. Its
+    first task refuses it, naming a from-date on the grid; scheduled and manual runs are not judged by the grid."""
+    from datetime import timedelta
+
+    from airflow.timetables.base import TimeRestriction
+    from airflow.timetables.interval import DeltaDataIntervalTimetable
+
+    grid = timedelta(minutes=15)
+    off = datetime(2026, 11, 21, 0, 7, tzinfo=UTC)
+    first = DeltaDataIntervalTimetable(grid).next_dagrun_info(
+        last_automated_data_interval=None, restriction=TimeRestriction(off, None, True))
+    assert first.data_interval.end.timestamp() == (off + grid).timestamp()  # what Airflow's backfill runs first
+    end = off + grid
+    with pytest.raises(ConfigError, match="0:07:00 past the 0:15:00 grid .* --from-date on the grid, e.g. "
+                                          "2026-11-21T00:15:00Z"):
+        resolve_as_of(None, end, TRIGGERED, grid)
+    assert resolve_as_of(None, end, TRIGGERED) == "2026-11-21T00:22:00Z"  # not a backfill: as it is
+    on = datetime(2026, 11, 21, 0, 30, tzinfo=UTC)
+    assert resolve_as_of(None, on, TRIGGERED, grid) == "2026-11-21T00:30:00Z"
+    assert resolve_as_of("2026-11-21T00:22:00Z", end, TRIGGERED, grid) == "2026-11-21T00:22:00Z"  # an override
+
+    from reprocess.spark_env import cycle_schedule
+
+    monkeypatch.setenv("AIRFLOW__CORE__DEFAULT_TIMEZONE", "Asia/Kolkata")
+    monkeypatch.setenv("REPROCESS_START_DATE", "2026-11-21T05:30:00")  # 00:00 UTC, as Airflow takes it
+    monkeypatch.delenv("REPROCESS_INTERVAL_MINUTES", raising=False)
+    code = ("from reprocess.spark_env import cycle_schedule; print(cycle_schedule()[1].isoformat())")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "2026-11-21T00:00:00+00:00"
+    monkeypatch.delenv("AIRFLOW__CORE__DEFAULT_TIMEZONE")
+    assert cycle_schedule()[1] == datetime(2026, 11, 21, 5, 30, tzinfo=UTC)  # this process's Airflow: UTC

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +48,35 @@ def to_iso(value: Any) -> str:
     return utc.isoformat(timespec="milliseconds").replace(".000", "").replace("+00:00", "Z")
 
 
-def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any) -> str:
+def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
+                  backfill_grid: timedelta | None = None) -> str:
     """The run's "now": the form's override, else the data interval end, else the run's run_after.
 
     An override, or a data interval end, later than the run's ``run_after`` (when it was triggered; stored, so a
     retry decides alike) is refused: a mistyped year would re-drive and dead-letter messages before their time, and
     every scheduled run after it would be refused as out of order until that instant. A scheduled or backfill run's
     interval ends at its ``run_after``; a later end is one typed into the form's "Data interval" or the REST API's
-    ``data_interval_end``."""
+    ``data_interval_end``.
+
+    ``backfill_grid``, the interval of a backfill run: its interval must end on the interval's grid from the epoch,
+    where the live runs end (:func:`reprocess.spark_env.cycle_schedule`). A backfill counts its intervals from its
+    ``--from-date``, and one off the grid committed as-ofs the live runs never take."""
     if override:
         return _not_after_trigger(to_iso(override), run_after, "as-of", "as_of")
     if data_interval_end is not None:
-        return _not_after_trigger(to_iso(data_interval_end), run_after, "the data interval's end (the as-of)",
-                                  "data_interval_end")
+        chosen = _not_after_trigger(to_iso(data_interval_end), run_after, "the data interval's end (the as-of)",
+                                    "data_interval_end")
+        if backfill_grid is not None:
+            from reprocess.spark_env import off_grid
+
+            end = datetime.fromisoformat(chosen.replace("Z", "+00:00"))
+            off = off_grid(end, backfill_grid)
+            if off:
+                raise ConfigError(
+                    f"this backfill's interval ends at {chosen}, {off} past the {backfill_grid} grid counted from the "
+                    "Unix epoch, where the live runs end: it would commit as-ofs the live runs never take. Create "
+                    f"the backfill with a --from-date on the grid, e.g. {to_iso(end - off)}", key="data_interval_end")
+        return chosen
     return to_iso(run_after)
 
 

@@ -128,18 +128,20 @@ def on_spark_connect() -> bool:
 
 def cycle_schedule() -> tuple[timedelta, datetime, datetime | None]:
     """The cycle DAG's interval, first start and last end: ``$REPROCESS_INTERVAL_MINUTES`` (default 15),
-    ``$REPROCESS_START_DATE`` (default 2026-11-21T00:00:00+00:00), ``$REPROCESS_END_DATE`` (none), ISO 8601 (UTC
-    without an offset).
+    ``$REPROCESS_START_DATE`` (default 2026-11-21T00:00:00+00:00), ``$REPROCESS_END_DATE`` (none), ISO 8601 (one
+    without an offset in Airflow's default timezone, as Airflow takes a DAG's start date).
 
-    The start must be on the interval's grid counted from the Unix epoch. The DAG does not catch up: after a pause
-    or an outage Airflow's scheduler skips to the latest interval, rounded on that grid whatever the start, while a
-    backfill counts its intervals from the start. Off the grid (15 minutes from 00:07, or 7 minutes, which does not
-    divide a day, from midnight) live runs and backfills took different as-ofs, and a backfill did not compute what
-    the live runs had. Any such value is a :class:`~reprocess.errors.ConfigError`: the DAG fails to import with it.
+    The start must be on the interval's grid counted from the Unix epoch (:func:`off_grid`). The DAG does not catch
+    up: after a pause or an outage Airflow's scheduler skips to the latest interval, rounded onto that grid whatever
+    the start, while the intervals before are counted from the start. Off the grid (15 minutes from 00:07, or 7
+    minutes, which does not divide a day, from midnight) the live runs took different as-ofs after a pause than
+    before it, and than a backfill of the same hours. Any such value is a :class:`~reprocess.errors.ConfigError`: the
+    DAG fails to import with it. (A backfill counts from its own ``--from-date``: the cycle's first task refuses a
+    backfill run off the grid, :func:`reprocess.orchestration.resolve_as_of`.)
     """
     raw = os.environ.get("REPROCESS_INTERVAL_MINUTES", "").strip() or "15"
-    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"REPROCESS_INTERVAL_MINUTES={raw!r} is not a whole number of minutes, at least 1",
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 10**8:  # a timedelta holds 10**9 days
+        raise ConfigError(f"REPROCESS_INTERVAL_MINUTES={raw!r} is not a whole number of minutes from 1 to 10**8",
                           key="REPROCESS_INTERVAL_MINUTES")
     interval = timedelta(minutes=int(raw))
     bounds: list[datetime | None] = []
@@ -152,17 +154,33 @@ def cycle_schedule() -> tuple[timedelta, datetime, datetime | None]:
             text = f"{text!r} (not ISO 8601)"
         if text is not None and value is None:
             raise ConfigError(f"{name}={text} must be an ISO 8601 instant, e.g. 2026-11-21T00:00:00+00:00", key=name)
-        bounds.append(value if value is None or value.tzinfo is not None else value.replace(tzinfo=UTC))
+        bounds.append(value if value is None or value.tzinfo is not None else _in_default_timezone(value))
     start, end = bounds
     assert start is not None
-    off_grid = (start - datetime(1970, 1, 1, tzinfo=UTC)) % interval
-    if off_grid:
+    off = off_grid(start, interval)
+    if off:
         raise ConfigError(
-            f"REPROCESS_START_DATE={start.isoformat()} is {off_grid} past the {interval} grid counted from the Unix "
-            "epoch: Airflow rounds live runs after a pause onto that grid and a backfill counts from the start, so "
-            "the two would take different as-ofs. Start on the grid (a whole number of intervals after midnight, "
-            "for an interval that divides a day)", key="REPROCESS_START_DATE")
+            f"REPROCESS_START_DATE={start.isoformat()} is {off} past the {interval} grid counted from the Unix epoch, "
+            "onto which Airflow rounds the live runs after a pause: the runs before a pause, after it, and a "
+            f"backfill would take different as-ofs. Start on the grid, e.g. at {(start - off).isoformat()} (for an "
+            "interval that divides a day, any midnight UTC)", key="REPROCESS_START_DATE")
     return interval, start, end
+
+
+def off_grid(instant: datetime, interval: timedelta) -> timedelta:
+    """How far ``instant`` (aware) is past the latest multiple of ``interval`` after the Unix epoch."""
+    return (instant - datetime(1970, 1, 1, tzinfo=UTC)) % interval
+
+
+def _in_default_timezone(naive: datetime) -> datetime:
+    """A naive date and time as Airflow takes a DAG's naive start date: in its default timezone (UTC without
+    Airflow)."""
+    try:
+        from airflow.sdk import timezone
+    except ImportError:
+        return naive.replace(tzinfo=UTC)
+    local = timezone.parse(naive.isoformat())
+    return datetime.fromtimestamp(local.timestamp(), UTC).replace(microsecond=naive.microsecond)
 
 
 def _env_choice(name: str, choices: Sequence[str], meaning: str) -> str:
