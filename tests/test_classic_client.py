@@ -374,6 +374,7 @@ def test_a_negative_delay_with_non_blocking_redelivery_is_warned_of(tmp_path):
     assert warned.settings == {"initialRedeliveryDelay": -5}
     assert any("java.util.Timer, which refuses one below 0" in w for w in warned.warnings)
     assert client_policy(base).warnings == []  # blocking: at once, as the policy
+    assert client_policy(base + "&jms.nonBlockingRedelivery=false").warnings == []
     assert client_policy(base + "&jms.nonBlockingRedelivery=true&jms.redeliveryPolicy.maximumRedeliveries=0"
                          ).warnings == []  # no redelivery: no delay handed to the timer
     assert client_policy("tcp://127.0.0.1:1?jms.nonBlockingRedelivery=true&jms.redeliveryPolicy.useCollisionAvoidance"
@@ -381,3 +382,5 @@ def test_a_negative_delay_with_non_blocking_redelivery_is_warned_of(tmp_path):
     jndi = tmp_path / "jndi.properties"
     jndi.write_text(f"java.naming.provider.url={base}\nnonBlockingRedelivery=true\n")
     assert all(any("java.util.Timer" in w for w in p.warnings) for p in jndi_policies(str(jndi)).values())
+    jndi.write_text(f"java.naming.provider.url={base}&jms.nonBlockingRedelivery=true\nnonBlockingRedelivery=false\n")
+    assert all(p.warnings == [] for p in jndi_policies(str(jndi)).values())  # its own property, set after the URL

@@ -121,7 +121,7 @@ def client_policy(url: str) -> ClientPolicy:
     read = _read_url(url, {"file": "--client " + redact(url)})
     if read.error is not None:
         raise read.error
-    return _policy(read.given or {}, read.not_carried, read.warnings, read.where)
+    return _policy(read.given or {}, read.not_carried, read.warnings, read.where, read.non_blocking)
 
 
 Given = dict[str, tuple[str, str | None, Any]]  # RedeliveryPolicy property: (the option, its value, the value set)
@@ -150,6 +150,7 @@ class _UrlRead:
     error: ConfigError | None
     where: dict[str, str]
     thrown: bool = False  # setBrokerURL threw (else the error is the URL it kept, which the transport refuses)
+    non_blocking: bool | None = None  # what jms.nonBlockingRedelivery set (None: it is not given)
 
 
 def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
@@ -164,7 +165,7 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
     if any(_setter(name) == "BrokerURL" for name in jms):
         raise ConfigError("jms.brokerURL in a broker URL makes ActiveMQ read another URL inside this one: not "
                           "followed; give the inner URL", **where)
-    given, not_carried, left = _apply(jms, where)
+    given, not_carried, left, non_blocking = _apply(jms, where)
     if any(_setter(name) == "RedeliveryPolicyMap" and value is None for name, value in jms.items()):
         raise ConfigError("jms.redeliveryPolicyMap without a value sets the client's policy map to null, and its "
                           "consumers fail", **where)
@@ -191,11 +192,13 @@ def _read_url(url: str, where: dict[str, str]) -> _UrlRead:
     elif _scheme_end(url) < 0:
         error = ConfigError("a broker URL without a scheme (tcp://, failover:...): the client's transport refuses it "
                             "when it connects ('Transport not scheme specified')", **where)
-    return _UrlRead(given if given or nulled else None, not_carried, warnings, error, where, thrown)
+    return _UrlRead(given if given or nulled else None, not_carried, warnings, error, where, thrown, non_blocking)
 
 
-def _policy(given: Given, not_carried: list[str], warnings: list[str], where: dict[str, str]) -> ClientPolicy:
-    """The policy settings of the properties ``given`` (:func:`_apply`)."""
+def _policy(given: Given, not_carried: list[str], warnings: list[str], where: dict[str, str],
+            non_blocking: bool | None = None) -> ClientPolicy:
+    """The policy settings of the properties ``given`` (:func:`_apply`); ``non_blocking``, the client's
+    ``nonBlockingRedelivery``."""
     settings: dict[str, Any] = {}
     not_carried = list(not_carried)
     warnings = list(warnings)
@@ -213,11 +216,10 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
     if multiplier is not None and (multiplier != multiplier or multiplier in (float("inf"), float("-inf"))):
         raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
                           key="redeliveryPolicy.backOffMultiplier")
-    non_blocking = [n for n in not_carried if _setter(n.rsplit(".", 1)[-1]) == "NonBlockingRedelivery"]
-    if non_blocking and _may_wait_below_zero(settings):
-        warnings.append(f"{non_blocking[0]}: where it is true, ActiveMQ's client hands each delay to a "
-                        "java.util.Timer, which refuses one below 0 ('Negative delay.'): its rollback throws and the "
-                        "messages are not redelivered, where this policy redelivers them at once")
+    if non_blocking is True and _may_wait_below_zero(settings):
+        warnings.append("nonBlockingRedelivery is true: ActiveMQ's client hands each delay to a java.util.Timer, "
+                        "which refuses one below 0 ('Negative delay.'): its rollback throws and the messages are "
+                        "not redelivered, where this policy redelivers them at once")
     return ClientPolicy(settings, sorted(not_carried), warnings)
 
 
@@ -254,11 +256,12 @@ def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, 
 
 
 def _apply(options: dict[str, str | None], where: dict[str, str], prefix: str = "jms.") -> tuple[
-        Given, list[str], dict[str, str | None]]:
+        Given, list[str], dict[str, str | None], bool | None]:
     """``buildFromMap(options)``: the RedeliveryPolicy properties the options set, the other options set (named with
-    ``prefix``, as given), and those nothing took."""
+    ``prefix``, as given), those nothing took, and what ``nonBlockingRedelivery`` was set to (None: not set)."""
     given: Given = {}
     not_carried: list[str] = []
+    non_blocking: bool | None = None
     left = dict(options)
     for policy, setters in (("prefetchPolicy.", PREFETCH_SETTERS), ("redeliveryPolicy.", REDELIVERY_SETTERS),
                             ("blobTransferPolicy.", BLOB_SETTERS)):
@@ -280,10 +283,13 @@ def _apply(options: dict[str, str | None], where: dict[str, str], prefix: str = 
             else:
                 not_carried.append(prefix + name)
     for name, value in list(left.items()):
-        if _set(FACTORY_SETTERS, name, value) is not _UNSET:
+        converted = _set(FACTORY_SETTERS, name, value)
+        if converted is not _UNSET:
             del left[name]
             not_carried.append(prefix + name)
-    return given, not_carried, left
+            if _setter(name) == "NonBlockingRedelivery":
+                non_blocking = converted
+    return given, not_carried, left, non_blocking
 
 
 _UNSET = object()
@@ -725,6 +731,7 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
     not_carried: list[str] = []
     warnings: list[str] = []
     kept: ConfigError | None = None  # what the transport refuses of the URL the factory keeps
+    non_blocking: bool | None = None  # nonBlockingRedelivery, set as the policy is: the URL's, its own, the URL's
     url = env.get(PROVIDER_URL) or env.get("brokerURL")
     if url:
         read = _read_url(url, {**where, "key": PROVIDER_URL if env.get(PROVIDER_URL) else "brokerURL"})
@@ -732,10 +739,12 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
             raise read.error
         kept = read.error
         given = read.given if read.given is not None else given
+        non_blocking = read.non_blocking
         not_carried += read.not_carried
         warnings += read.warnings
-    own, others, _ = _apply({k: v for k, v in env.items() if k != PROVIDER_URL}, where, prefix="")
+    own, others, _, own_non_blocking = _apply({k: v for k, v in env.items() if k != PROVIDER_URL}, where, prefix="")
     given = own or given
+    non_blocking = own_non_blocking if own_non_blocking is not None else non_blocking
     setters = [k for k in env if _setter(k) == "BrokerURL"]  # the factory's own setter, set last
     not_carried += [n for n in others if n not in setters]
     if len(setters) > 1:
@@ -756,6 +765,7 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
                                    **_kept_where(kept))
             not_carried += again.not_carried
             warnings += again.warnings
+            non_blocking = again.non_blocking if again.non_blocking is not None else non_blocking
             if again.given is not None:
                 if (env.get(PROVIDER_URL) or own) and again.given != given:
                     warnings.append(f"{key}'s jms.redeliveryPolicy options replace the policy set before it "
@@ -764,7 +774,7 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
     if kept is not None:
         raise kept
     # without a provider URL, brokerURL is read twice, as ActiveMQ reads it: its warnings once
-    return _policy(given or {}, sorted(set(not_carried)), list(dict.fromkeys(warnings)), where)
+    return _policy(given or {}, sorted(set(not_carried)), list(dict.fromkeys(warnings)), where, non_blocking)
 
 
 __all__ = ["ClientPolicy", "client_policy", "jndi_policies", "load_properties", "redact"]
