@@ -384,3 +384,6 @@ def test_a_negative_delay_with_non_blocking_redelivery_is_warned_of(tmp_path):
     assert all(any("java.util.Timer" in w for w in p.warnings) for p in jndi_policies(str(jndi)).values())
     jndi.write_text(f"java.naming.provider.url={base}&jms.nonBlockingRedelivery=true\nnonBlockingRedelivery=false\n")
     assert all(p.warnings == [] for p in jndi_policies(str(jndi)).values())  # its own property, set after the URL
+    # a brokerURL's and the factory's own, set in one loop in a HashMap's order: either may be last
+    jndi.write_text(f"brokerURL={base}&jms.nonBlockingRedelivery=false\nnonBlockingRedelivery=true\n")
+    assert all(any("may be" in w for w in p.warnings) for p in jndi_policies(str(jndi)).values())

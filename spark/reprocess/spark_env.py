@@ -179,7 +179,8 @@ def _in_default_timezone(naive: datetime) -> datetime:
         from airflow.sdk import timezone
     except ImportError:
         return naive.replace(tzinfo=UTC)
-    local = timezone.parse(naive.isoformat())
+    local = timezone.convert_to_utc(naive)  # as the Task SDK's DAG localises its start date
+    assert local is not None
     return datetime.fromtimestamp(local.timestamp(), UTC).replace(microsecond=naive.microsecond)
 
 

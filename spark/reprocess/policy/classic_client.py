@@ -217,7 +217,8 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
         raise ConfigError(f"backOffMultiplier {multiplier}: a policy holds finite multipliers only", **where,
                           key="redeliveryPolicy.backOffMultiplier")
     if non_blocking is True and _may_wait_below_zero(settings):
-        warnings.append("nonBlockingRedelivery is true: ActiveMQ's client hands each delay to a java.util.Timer, "
+        warnings.append("nonBlockingRedelivery is (or may be) true: ActiveMQ's client hands each delay to a "
+                        "java.util.Timer, "
                         "which refuses one below 0 ('Negative delay.'): its rollback throws and the messages are "
                         "not redelivered, where this policy redelivers them at once")
     return ClientPolicy(settings, sorted(not_carried), warnings)
@@ -765,7 +766,11 @@ def _factory_policy(properties: dict[str, str], name: str, path: str) -> ClientP
                                    **_kept_where(kept))
             not_carried += again.not_carried
             warnings += again.warnings
-            non_blocking = again.non_blocking if again.non_blocking is not None else non_blocking
+            if again.non_blocking is not None:
+                # the factory's own nonBlockingRedelivery and brokerURL's are set in one loop, in a HashMap's order:
+                # either may be the last, so where they differ it may be true
+                differ = own_non_blocking is not None and own_non_blocking != again.non_blocking
+                non_blocking = True if differ else again.non_blocking
             if again.given is not None:
                 if (env.get(PROVIDER_URL) or own) and again.given != given:
                     warnings.append(f"{key}'s jms.redeliveryPolicy options replace the policy set before it "
