@@ -79,10 +79,14 @@ mask_target_password(TARGET)  # parsed in every task's process before it runs
 )
 def reprocess_failed_messages():
     @task
-    def resolve_as_of(params=None, data_interval_end=None, dag_run=None) -> str:
+    def resolve_as_of(params=None, data_interval_start=None, data_interval_end=None, dag_run=None) -> str:
         from reprocess.orchestration import resolve_as_of as resolve
 
-        backfill = INTERVAL if dag_run.run_type == "backfill" else None  # counted from its --from-date
+        # a backfill counts from its --from-date: on the grid of its own interval (a scheduled run cleared into a
+        # backfill keeps the interval it had, which REPROCESS_INTERVAL_MINUTES may have changed since)
+        backfill = None
+        if dag_run.run_type == "backfill" and data_interval_start is not None and data_interval_end is not None:
+            backfill = data_interval_end - data_interval_start
         return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after, backfill)
 
     @task(inlets=[LANDING_ASSET])

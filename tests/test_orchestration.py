@@ -356,6 +356,10 @@ def test_a_backfill_off_the_interval_grid_is_refused_and_a_naive_start_is_in_air
     on = datetime(2026, 11, 21, 0, 30, tzinfo=UTC)
     assert resolve_as_of(None, on, TRIGGERED, grid) == "2026-11-21T00:30:00Z"
     assert resolve_as_of("2026-11-21T00:22:00Z", end, TRIGGERED, grid) == "2026-11-21T00:22:00Z"  # an override
+    import pendulum  # the DAG's grid: the run's own interval, end - start of the context's pendulum DateTimes
+
+    with pytest.raises(ConfigError, match="0:07:00 past the 0:15:00 grid"):
+        resolve_as_of(None, end, TRIGGERED, pendulum.instance(end) - pendulum.instance(off))
 
     from reprocess.spark_env import cycle_schedule
 

@@ -58,7 +58,7 @@ def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
     interval ends at its ``run_after``; a later end is one typed into the form's "Data interval" or the REST API's
     ``data_interval_end``.
 
-    ``backfill_grid``, the interval of a backfill run: its interval must end on the interval's grid from the epoch,
+    ``backfill_grid``, the length of a backfill run's interval: it must end on that length's grid from the epoch,
     where the live runs end (:func:`reprocess.spark_env.cycle_schedule`). A backfill counts its intervals from its
     ``--from-date``, and one off the grid committed as-ofs the live runs never take."""
     if override:
@@ -69,6 +69,7 @@ def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
         if backfill_grid is not None:
             from reprocess.spark_env import off_grid
 
+            backfill_grid = timedelta(seconds=backfill_grid.total_seconds())  # not pendulum's Interval of the two
             end = datetime.fromisoformat(chosen.replace("Z", "+00:00"))
             off = off_grid(end, backfill_grid)
             if off:

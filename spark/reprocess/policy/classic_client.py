@@ -228,11 +228,15 @@ def _may_wait_below_zero(settings: dict[str, Any]) -> bool:
     """Whether a client with these policy settings (ActiveMQ's defaults for the others) may reach a redelivery delay
     below 0: a negative initial or redelivery delay, or collision avoidance by a factor beyond 1 either way (a
     backed-off delay saturates, never below 0), where it redelivers at all."""
-    redeliveries = settings.get("maximumRedeliveries", 6)
-    factor = settings.get("collisionAvoidanceFactor", 0.15)
+    from reprocess.policy.settings import ActiveMQSettings
+
+    default = ActiveMQSettings()
+    redeliveries = settings.get("maximumRedeliveries", default.maximum_redeliveries)
+    factor = settings.get("collisionAvoidanceFactor", default.collision_avoidance_factor)
     return (redeliveries == -1 or redeliveries >= 1) and (
-        settings.get("initialRedeliveryDelay", 1000) < 0 or settings.get("redeliveryDelay", 1000) < 0
-        or (settings.get("useCollisionAvoidance", False) is True and abs(factor) > 1))
+        settings.get("initialRedeliveryDelay", default.initial_redelivery_delay) < 0
+        or settings.get("redeliveryDelay", default.redelivery_delay) < 0
+        or (settings.get("useCollisionAvoidance", default.use_collision_avoidance) is True and abs(factor) > 1))
 
 
 def _options(url: str, warnings: list[str], where: dict[str, str]) -> dict[str, str | None]:
