@@ -479,10 +479,10 @@ def with_long_lines(spark: SparkSession, rec: DataFrame, batch: Batch, manifest:
 def _adds_up_with_blank_lines(spark: SparkSession, path: str, size: int, listed: int | None, limit: int) -> bool:
     """For a Spark Connect client and a text file at a URI, which it cannot stream to scan (``read_chunks``):
     whether the file's lines add up to its ``size`` bytes (decoded, for a ``.gz`` file) once its blank lines are
-    counted too. The run's records
-    hold no blank line, so a file of whitespace-only lines looked like one hiding a line too long to read, and
-    stopped every run (exit 4) until someone moved it. One more read of that file alone, by the server, only where
-    the records did not add up; a line the reader skipped still does not (the run stops, naming the file).
+    counted too. The run's records hold no blank line, so a file of whitespace-only lines looked like one hiding a
+    line too long to read, and stopped every run (exit 4) until someone moved it. One more read of that file alone,
+    by the server, only where the records did not add up; a line the reader skipped still does not (the run stops,
+    naming the file).
 
     The lines are counted, not numbered: the session may still cut files in splits (a read in splits before), and
     a split's rows are numbered from 1. The file must still be the one listed (its stored length, ``listed``), or a

@@ -218,9 +218,8 @@ def _policy(given: Given, not_carried: list[str], warnings: list[str], where: di
                           key="redeliveryPolicy.backOffMultiplier")
     if non_blocking is True and _may_wait_below_zero(settings):
         warnings.append("nonBlockingRedelivery is (or may be) true: ActiveMQ's client hands each delay to a "
-                        "java.util.Timer, "
-                        "which refuses one below 0 ('Negative delay.'): its rollback throws and the messages are "
-                        "not redelivered, where this policy redelivers them at once")
+                        "java.util.Timer, which refuses one below 0 ('Negative delay.'): its rollback throws and the "
+                        "messages are not redelivered, where this policy redelivers them at once")
     return ClientPolicy(settings, sorted(not_carried), warnings)
 
 

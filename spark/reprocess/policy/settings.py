@@ -43,14 +43,11 @@ class _Bad(ValueError):
         self.key = key
 
 
-def _long(key: str, v: Any, *, minimum: int | None = 0, allow: tuple[int, ...] = ()) -> int:
+def _long(key: str, v: Any) -> int:
+    """Any Java long of milliseconds, as the brokers' setters and parsers take one (what a negative one means is the
+    reference's: docs/adr/0001-counting.md)."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise _Bad(key, f"must be an integer number of milliseconds, got {v!r}")
-    if v in allow:
-        return v
-    if minimum is not None and v < minimum:
-        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
-        raise _Bad(key, f"must be >= {minimum}{extra}, got {v}")
     if not LONG_MIN <= v <= LONG_MAX:
         raise _Bad(key, f"must fit a Java long, got {v}")
     return v
@@ -161,11 +158,11 @@ class ActiveMQSettings(_Settings):
             "maximumRedeliveries": _int,
             # -1 is no cap; ActiveMQ takes any long, and one below -1 caps every backed-off delay at the redelivery
             # delay (getNextRedeliveryDelay: next > max, so max(max, redeliveryDelay)): the reference does the same
-            "maximumRedeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "maximumRedeliveryDelay": _long,
             # any long, as the client's setters take them: the consumer redelivers at once when the delay it reaches
             # is not above 0 (ActiveMQMessageConsumer.rollback: redeliveryDelay > 0, else at once)
-            "initialRedeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
-            "redeliveryDelay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "initialRedeliveryDelay": _long,
+            "redeliveryDelay": _long,
             "useCollisionAvoidance": _bool,
             "useExponentialBackOff": _bool,
             # any finite one: getNextRedeliveryDelay backs off only when it is above 1
@@ -212,9 +209,9 @@ class ArtemisSettings(_Settings):
             # any long and any finite multiplier, as Artemis parses them (XMLUtil.parseLong, parseDouble, no check):
             # checkRedelivery schedules only when redelivery-delay is above 0, and a delay it reaches below 0 (a
             # negative multiplier's odd powers, a negative max-redelivery-delay) is a time already past, so at once
-            "redelivery-delay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "redelivery-delay": _long,
             "redelivery-delay-multiplier": _double,
-            "max-redelivery-delay": lambda k, v: _long(k, v, minimum=LONG_MIN),
+            "max-redelivery-delay": _long,
             # Artemis refuses to start outside [0, 1] (FileConfigurationParser: GE_ZERO, LE_ONE)
             "redelivery-collision-avoidance-factor": lambda k, v: _double(k, v, minimum=0.0, maximum=1.0),
             "max-delivery-attempts": _int,
@@ -277,7 +274,7 @@ class RocketMQSettings(_Settings):
         if key == "consumeMessageOrderly":
             return _bool(key, value)
         if key == "suspendCurrentQueueTimeMillis":  # any long, as the client's setter takes it: clamped to [10, 30000]
-            return _long(key, value, minimum=LONG_MIN)
+            return _long(key, value)
         return _int(key, value)
 
     @property
