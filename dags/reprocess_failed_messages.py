@@ -87,7 +87,8 @@ def reprocess_failed_messages():
         backfill = None
         if dag_run.run_type == "backfill" and data_interval_start is not None and data_interval_end is not None:
             backfill = data_interval_end - data_interval_start
-        return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after, backfill)
+        return fail_fast(resolve, params["as_of"], data_interval_end, dag_run.run_after, backfill,
+                         dag_run.run_type == "manual")
 
     @task(inlets=[LANDING_ASSET])
     def find_new_landing(as_of: str) -> dict:

@@ -237,6 +237,26 @@ def test_a_long_line_in_a_landing_file_at_a_uri_is_named_to_a_connect_client(ser
     assert Warehouse(wh).latest().version == 1  # nothing more committed
 
 
+def test_a_file_of_blank_lines_read_in_splits_adds_up_for_a_connect_client(server, tmp_path):
+    """The recount of a blank-line file runs while the session still cuts files in splits (a landing with a file
+    above the split size): its lines are counted, not numbered, since a split's rows are numbered from 1 (a
+    review found the recount numbered them, and such a file stopped every run)."""
+    landing, wh = tmp_path / "landing", tmp_path / "wh"
+    write_landing(GenerateOptions(out=landing, messages=20, hours=1, seed=3, malformed=0))
+    blank_file = landing / "dt=2026-11-21" / "hour=00" / "blank.jsonl"
+    blank_file.write_text(" \t \r\n" * 2000)  # 10,000 bytes: ten splits of 1,024
+    # a limit above the line ends' bytes (2 a line: below it, the bytes cannot tell, long_lines.may_hold_long_lines)
+    cmd = _cli(server, "run", "--landing", f"cfile://{landing}", "--warehouse", str(wh), "--max-line-bytes", "65536",
+               "--format", "json", "--as-of", "2026-11-21T02:00:00Z")
+    done = subprocess.run(cmd, env={**server.client_env(), "REPROCESS_LANDING_SPLIT_BYTES": "1024"},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "landing text files read in splits split_bytes=1024" in done.stderr
+    assert (f"landing file's lines counted again with its blank lines file=cfile:{blank_file} bytes=10000 "
+            "read_bytes=6000 lines=2000 unchanged=True adds_up=True") in done.stderr
+    assert json.loads(done.stdout)["quarantined"] == 0  # a blank line is no record
+
+
 def test_a_server_without_the_store_plugin_is_named_for_a_warehouse_at_a_uri(tmp_path):
     """A Connect server started without reprocess's jar cannot make a client's Hadoop calls: exit 3, and what to do."""
     env = {**os.environ, "REPROCESS_LOCAL_FS_JAR": ""}

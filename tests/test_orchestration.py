@@ -47,6 +47,25 @@ def test_a_data_interval_that_ends_after_the_trigger_is_refused_as_the_override_
     assert resolve_as_of(None, TRIGGERED, TRIGGERED) == "2026-11-21T10:20:00Z"  # a scheduled run's: at its run_after
 
 
+def test_a_manual_run_ending_after_its_trigger_names_the_browser_clock():
+    """Airflow's trigger form fills the logical date from the browser's clock as it opens, and a manual run's data
+    interval ends at it: a browser clock ahead of the server's was refused with nothing to say why, to a user who
+    typed nothing."""
+    ahead = datetime(2026, 11, 21, 10, 20, 30, tzinfo=UTC)
+    with pytest.raises(ConfigError, match=r"later than the run was triggered \(2026-11-21T10:20:00Z\).*browser's "
+                                          r"clock.*with it cleared") as info:
+        resolve_as_of(None, ahead, TRIGGERED, None, True)
+    assert info.value.key == "data_interval_end"
+    with pytest.raises(ConfigError) as info:  # a scheduled or backfill run's interval is the server's
+        resolve_as_of(None, ahead, TRIGGERED)
+    assert "browser" not in str(info.value)
+    with pytest.raises(ConfigError) as info:  # an override is typed: no browser clock in it
+        resolve_as_of("2026-11-21T10:20:30Z", None, TRIGGERED, None, True)
+    assert "browser" not in str(info.value)
+    assert resolve_as_of(None, datetime(2026, 11, 21, 10, 19, 58, tzinfo=UTC), TRIGGERED, None, True) == (
+        "2026-11-21T10:19:58Z")  # the form's logical date, opened two seconds before the trigger
+
+
 def test_an_address_or_requester_beginning_with_a_dash_reaches_the_job_as_a_value():
     """``-orders.created`` is a landing address and a valid pattern; passed as ``--address -orders.created`` argparse
     took it for an option, and the job (or the re-drive DAG's plan task) exited 2 on every try."""

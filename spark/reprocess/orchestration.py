@@ -49,7 +49,7 @@ def to_iso(value: Any) -> str:
 
 
 def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
-                  backfill_grid: timedelta | None = None) -> str:
+                  backfill_grid: timedelta | None = None, manual: bool = False) -> str:
     """The run's "now": the form's override, else the data interval end, else the run's run_after.
 
     An override, or a data interval end, later than the run's ``run_after`` (when it was triggered; stored, so a
@@ -58,6 +58,10 @@ def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
     interval ends at its ``run_after``; a later end is one typed into the form's "Data interval" or the REST API's
     ``data_interval_end``.
 
+    ``manual``, a run triggered by hand: Airflow's trigger form fills its logical date, whose instant ends the run's
+    data interval, from the browser's clock when the form opens, and a browser clock ahead of the server's gives a
+    data interval end later than the trigger; the refusal says so.
+
     ``backfill_grid``, the length of a backfill run's interval: it must end on that length's grid from the epoch,
     where the live runs end (:func:`reprocess.spark_env.cycle_schedule`). A backfill counts its intervals from its
     ``--from-date``, and one off the grid committed as-ofs the live runs never take."""
@@ -65,7 +69,7 @@ def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
         return _not_after_trigger(to_iso(override), run_after, "as-of", "as_of")
     if data_interval_end is not None:
         chosen = _not_after_trigger(to_iso(data_interval_end), run_after, "the data interval's end (the as-of)",
-                                    "data_interval_end")
+                                    "data_interval_end", _BROWSER_CLOCK if manual else "")
         if backfill_grid is not None:
             from reprocess.spark_env import off_grid
 
@@ -81,10 +85,16 @@ def resolve_as_of(override: str | None, data_interval_end: Any, run_after: Any,
     return to_iso(run_after)
 
 
-def _not_after_trigger(chosen: str, run_after: Any, what: str, key: str) -> str:
+_BROWSER_CLOCK = (". Airflow's trigger form fills the logical date (where the data interval ends) from the browser's "
+                  "clock as the form opens: if nobody typed it, that clock is ahead of the server's. Trigger again "
+                  "with an earlier logical date, or with it cleared (the REST API's logical_date null): the as-of is "
+                  "then the trigger's time")
+
+
+def _not_after_trigger(chosen: str, run_after: Any, what: str, key: str, hint: str = "") -> str:
     if run_after is not None and as_of_ms(chosen) > as_of_ms(to_iso(run_after)):
         raise ConfigError(f"{what} {chosen} is later than the run was triggered ({to_iso(run_after)}); a run "
-                          "cannot re-drive messages before their time", key=key)
+                          f"cannot re-drive messages before their time{hint}", key=key)
     return chosen
 
 
