@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,62 @@ def test_artemis_own_broker_xml_imports_with_its_dead_letter_address_and_default
     assert imported.repeated == []
     written = _write(tmp_path, imported.text, "policies.yaml")
     assert load_policies(written).policies == ps.policies
+
+
+def test_a_match_ending_in_a_word_and_any_words_imports_as_artemis_reads_it(tmp_path):
+    """Every broker.xml `artemis create` wrote before 2.42 holds <address-setting match="activemq.management#">, which
+    Artemis reads as activemq.management.# (Match.java drops the '.' before a '#'): the import refused it, and a
+    team could not import its broker.xml unchanged. It is written with '.#', unless its one more character of length
+    changes the broker's ranking of '#' matches (by length), or both forms are there."""
+    old = ARTEMIS_DEFAULT.read_text(encoding="utf-8").replace('match="activemq.management.#"',
+                                                              'match="activemq.management#"')
+    assert 'match="activemq.management#"' in old
+    imported = import_broker_xml(_write(tmp_path, old))
+    assert [p.match for p in imported.policies.policies] == ["activemq.management.#", "#"]
+    assert imported.spelled == ["activemq.management#"]
+    assert "written with '.#' (the addresses Artemis matches them with" in imported.summary()
+    assert "activemq.management#" in imported.text.split("policies:")[0]
+    assert imported.policies.policies == import_broker_xml(ARTEMIS_DEFAULT).policies.policies
+    resolved = {a: imported.policies.resolve(a).match  # type: ignore[union-attr]
+                for a in ("activemq.management", "activemq.management.x.y", "activemq.managementx", "orders")}
+    assert resolved == {"activemq.management": "activemq.management.#", "activemq.management.x.y":
+                        "activemq.management.#", "activemq.managementx": "#", "orders": "#"}
+    setting = '<address-setting match="{}"><redelivery-delay>5</redelivery-delay></address-setting>'
+
+    def broker(*matches: str) -> Path:
+        return _write(tmp_path, BROKER.replace('<address-setting match="#">', "".join(map(setting.format, matches))
+                                               + '<address-setting match="#">'))
+
+    for both in (("orders#", "orders.#"), ("orders.#", "orders#")):  # ranked by their length in the broker
+        with pytest.raises(ConfigError, match=r"both 'orders#' and 'orders.#', which Artemis reads alike"):
+            import_broker_xml(broker(*both))
+    # 10 characters, or 7 matching no address of orders#: ranked alike with 7 characters or 8
+    for other in ("*.abcd.x.#", "ord.x.#"):
+        assert [p.match for p in import_broker_xml(broker("orders#", other)).policies.policies][3:5] == [
+            "orders.#", other]
+    for other in ("*.abc.#", "*.abcd.#"):  # 7 and 8 characters, matching orders.abc(d) alike: the ranking changes
+        with pytest.raises(ConfigError, match=rf"the match 'orders#' is written 'orders.#'.*{re.escape(repr(other))}"):
+            import_broker_xml(broker("orders#", other))
+    # two written with '.#' keep their order between them (each one character longer), beside a third
+    assert import_broker_xml(broker("orders#", "orders.x#", "ord.#")).spelled == ["orders#", "orders.x#"]
+
+
+def test_a_broker_properties_beside_broker_xml_setting_address_settings_is_named(tmp_path):
+    """`artemis run` applies etc/broker.properties over broker.xml's configuration: address settings there changed
+    the broker's schedules, and the import, which reads broker.xml alone, said nothing of them."""
+    xml = _write(tmp_path, BROKER)
+    (tmp_path / "broker.properties").write_text("# tuned\nglobalMaxSize=1G\n", encoding="latin-1")
+    assert import_broker_xml(xml).overridden is None  # nothing about address settings
+    (tmp_path / "broker.properties").write_text(
+        'globalMaxSize=1G\naddressSettings."shop.#".maxDeliveryAttempts=7\n  addressSettings."#".redeliveryDelay'
+        ' = 5000\n#addressSettings."x".maxDeliveryAttempts=1\n', encoding="latin-1")
+    imported = import_broker_xml(xml)
+    note = f"WARNING: {tmp_path / 'broker.properties'} sets address settings (2 addressSettings.* key(s))"
+    assert (imported.overridden or "").startswith(note)
+    assert note in imported.summary()
+    assert "# WARNING: " in imported.text.split("policies:")[0]
+    written = _write(tmp_path, imported.text, "policies.yaml")
+    assert load_policies(written).policies == imported.policies.policies
 
 
 def test_artemis_dead_letter_queue_naming_is_named_as_what_it_is_not_as_unrelated(tmp_path):

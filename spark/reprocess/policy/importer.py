@@ -30,7 +30,7 @@ from xml.etree import ElementInclude
 
 from reprocess.errors import ConfigError
 from reprocess.policy.config import PolicySet, dump_policies, parse_policies, policies_from_mapping
-from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts
+from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts, overlap
 
 _LONG = re.compile(r"[+-]?[0-9]+")  # Long.parseLong / Integer.parseInt, ASCII digits
 # what both the schema's xsd:double and Double.parseDouble take (the schema refuses Java's "1.5d", Java "INF")
@@ -53,12 +53,16 @@ class Imported:
     elements: int  # <address-setting> elements read
     not_carried: dict[str, int] = field(default_factory=dict)
     repeated: list[str] = field(default_factory=list)
+    spelled: list[str] = field(default_factory=list)  # matches ending in a word and '#', written with '.#'
+    overridden: str | None = None  # a broker.properties beside broker.xml setting address settings (its note)
 
     def summary(self) -> str:
         lines = [f"{self.elements} address settings -> {len(self.policies.policies)} artemis policies, "
                  "in broker.xml order"]
         if self.repeated:
             lines.append("repeated match(es) left out, as Artemis ignores them: " + ", ".join(self.repeated))
+        if self.spelled:
+            lines.append(f"{SPELLED_NOTE}: " + ", ".join(self.spelled))
         naming = {k: n for k, n in self.not_carried.items() if k in DEAD_LETTER_NAMING}
         if naming:
             lines.append(f"{DEAD_LETTER_NAMING_NOTE}: " + ", ".join(f"{k} ({n})" for k, n in sorted(naming.items())))
@@ -68,6 +72,8 @@ class Imported:
                          + ", ".join(f"{k} ({n})" for k, n in sorted(others.items())))
         if not self.catch_all:
             lines.append(NO_CATCH_ALL)
+        if self.overridden:
+            lines.append(self.overridden)
         return "\n".join(lines)
 
     @property
@@ -299,6 +305,59 @@ def _check_match(match: str, markers: str | None, where: dict[str, str]) -> None
                           "words literally: write the addresses it is meant for", **where, key="match")
 
 
+SPELLED_NOTE = ("written with '.#' (the addresses Artemis matches them with: it reads 'x.#' as 'x#', the form "
+               "broker.xml had before Artemis 2.42)")
+
+
+def _spelled(match: str) -> str:
+    """``match`` as a policy file writes it: a ``#`` after a word's text (``activemq.management#``, every broker.xml
+    ``artemis create`` wrote before 2.42) with a ``.`` before it. Artemis's ``Match`` reads ``x.#`` as ``x#`` before it
+    compiles either, so both match ``x`` and the addresses below it, and nothing else."""
+    if len(match) > 1 and match.endswith(ANY_WORDS) and match[-2] != DELIMITER:
+        return match[:-1] + DELIMITER + ANY_WORDS
+    return match
+
+
+def _check_spelled(policies: list[dict[str, Any]], spelled: dict[str, str], where: dict[str, str]) -> None:
+    """Refuses a match written with ``.#`` (:func:`_spelled`) where its one more character changes the broker's
+    order: Artemis ranks two ``#`` matches by their length, the longer first, so a ``#`` match of the original's
+    length or one more, matching some address alike, was tied with it or ranked before it."""
+    for p in policies:
+        original = spelled.get(p["match"])
+        if original is None:
+            continue
+        for q in policies:
+            if q["match"] in spelled or ANY_WORDS not in q["match"] or not overlap(p["match"], q["match"]):
+                continue
+            if len(q["match"]) in (len(original), len(original) + 1):
+                raise ConfigError(
+                    f"the match {original!r} is written {p['match']!r} in a policy file (the same addresses), one "
+                    f"character longer, and Artemis ranks '#' matches by length: {q['match']!r}, matching some "
+                    "address alike, would rank otherwise than in the broker: write the match with '.#' in broker.xml "
+                    "(Artemis 2.42's form), check the order the broker gives, then import it", **where,
+                    policy=original, key="match")
+
+
+_ADDRESS_SETTINGS_KEY = re.compile(r"^[ \t\f]*addressSettings\.", re.MULTILINE)
+
+
+def _broker_properties(source: str) -> str | None:
+    """A note when a ``broker.properties`` beside ``source`` sets address settings: ``artemis run`` applies the one
+    in the broker's ``etc`` folder over broker.xml's configuration (``Run.java``), and the import reads broker.xml
+    alone."""
+    beside = Path(source).parent / "broker.properties"
+    try:
+        text = beside.read_text(encoding="latin-1")  # java.util.Properties' own charset
+    except OSError:
+        return None
+    keys = len(_ADDRESS_SETTINGS_KEY.findall(text))
+    if not keys:
+        return None
+    return (f"WARNING: {beside} sets address settings ({keys} addressSettings.* key(s)), which the broker applies "
+            "over broker.xml's when it starts; they are not imported: write them into broker.xml's address settings "
+            "(or the policy file) for the schedules the broker gives")
+
+
 def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = None) -> Imported:
     """The address settings of the Artemis ``broker.xml`` at ``path`` as a policy file (module docstring), its
     ``${...}`` properties given values by ``properties`` (the broker's system properties)."""
@@ -310,6 +369,8 @@ def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = N
         raise ConfigError("no <address-settings> element: nothing to import", file=source)
     policies: list[dict[str, Any]] = []
     repeated: list[str] = []
+    seen: set[str] = set()
+    spelled: dict[str, str] = {}  # a match as the policy file writes it: as broker.xml did
     not_carried: Counter[str] = Counter()
     elements = [e for e in block.iter() if local_name(e.tag) == "address-setting"]
     for n, setting in enumerate(elements):
@@ -319,19 +380,30 @@ def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = N
         where = {"file": source, "policy": match}
         _check_match(match, markers, where)
         settings = _settings(setting, where, not_carried)  # checked even when repeated, as Artemis parses it first
-        if any(p["match"] == match for p in policies):
+        if match in seen:  # the broker keys its settings by the match as written
             repeated.append(match)
             continue
-        policies.append({"match": match, "profile": "artemis", "settings": settings})
+        seen.add(match)
+        written = _spelled(match)
+        if any(p["match"] == written for p in policies):  # x# and x.#: their length decides the broker's order
+            both = sorted({match, spelled.get(written, written)}, key=len)
+            raise ConfigError(f"both {both[0]!r} and {both[1]!r}, which Artemis reads alike, rank by their length "
+                              "in the broker: keep one", **where, key="match")
+        if written != match:
+            spelled[written] = match
+        policies.append({"match": written, "profile": "artemis", "settings": settings})
     if not policies:
         raise ConfigError("<address-settings> holds no <address-setting>: nothing to import", file=source)
+    _check_spelled(policies, spelled, {"file": source})
     policy_set = policies_from_mapping({"policies": policies}, source=source)  # errors name broker.xml and the match
-    text = _render(source, policies, not_carried)
+    overridden = _broker_properties(source)
+    text = _render(source, policies, not_carried, list(spelled.values()), overridden)
     assert parse_policies(text, source) == policy_set, "the written file reads back as another policy set"
-    return Imported(text, policy_set, len(elements), dict(not_carried), repeated)
+    return Imported(text, policy_set, len(elements), dict(not_carried), repeated, list(spelled.values()), overridden)
 
 
-def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[str]) -> str:
+def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[str], spelled: list[str],
+            overridden: str | None) -> str:
     header = [
         f"# Imported from {Path(source).name} by `reprocess policies import`: its address settings, in its order",
         "# (the order decides ties between patterns Artemis ranks equal). A setting an address setting leaves out",
@@ -343,10 +415,16 @@ def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[st
         header += textwrap.wrap(f"{DEAD_LETTER_NAMING_NOTE[0].upper()}{DEAD_LETTER_NAMING_NOTE[1:]}: "
                                 + ", ".join(naming) + ".", width=116, initial_indent="# ", subsequent_indent="# ",
                                 break_on_hyphens=False)
+    if spelled:
+        header += textwrap.wrap(f"{SPELLED_NOTE[0].upper()}{SPELLED_NOTE[1:]}: " + ", ".join(spelled) + ".",
+                                width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
     others = sorted(k for k in not_carried if k not in DEAD_LETTER_NAMING)
     if others:
         header += textwrap.wrap("Not carried over (not about redelivery): " + ", ".join(others) + ".",
                                 width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+    if overridden:
+        header += textwrap.wrap(overridden, width=116, initial_indent="# ", subsequent_indent="# ",
+                                break_on_hyphens=False)
     if not any(p["match"] == ANY_WORDS for p in policies):
         header += textwrap.wrap(NO_CATCH_ALL[0].upper() + NO_CATCH_ALL[1:] + ".", width=116, initial_indent="# ",
                                 subsequent_indent="# ", break_on_hyphens=False)
