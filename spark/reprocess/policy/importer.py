@@ -30,7 +30,7 @@ from xml.etree import ElementInclude
 
 from reprocess.errors import ConfigError
 from reprocess.policy.config import PolicySet, dump_policies, parse_policies, policies_from_mapping
-from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts, overlap
+from reprocess.policy.wildcard import ANY_WORDS, DELIMITER, SINGLE_WORD, artemis_accepts, overlap, validate_pattern
 
 _LONG = re.compile(r"[+-]?[0-9]+")  # Long.parseLong / Integer.parseInt, ASCII digits
 # what both the schema's xsd:double and Double.parseDouble take (the schema refuses Java's "1.5d", Java "INF")
@@ -321,20 +321,23 @@ def _spelled(match: str) -> str:
 def _check_spelled(policies: list[dict[str, Any]], spelled: dict[str, str], where: dict[str, str]) -> None:
     """Refuses a match written with ``.#`` (:func:`_spelled`) where its one more character changes the broker's
     order: Artemis ranks two ``#`` matches by their length, the longer first, so a ``#`` match of the original's
-    length or one more, matching some address alike, was tied with it or ranked before it."""
+    length or one more, matching some address alike, was tied with it or ranked before it. Two written so keep
+    their ranking by length, but not a tie: the broker breaks it by the order its map iterates the matches in, which
+    follows their text (:func:`reprocess.policy.wildcard.artemis_iteration_order`)."""
     for p in policies:
         original = spelled.get(p["match"])
         if original is None:
             continue
         for q in policies:
-            if q["match"] in spelled or ANY_WORDS not in q["match"] or not overlap(p["match"], q["match"]):
+            if q is p or ANY_WORDS not in q["match"] or not overlap(p["match"], q["match"]):
                 continue
-            if len(q["match"]) in (len(original), len(original) + 1):
+            other = spelled.get(q["match"])
+            if len(other or q["match"]) in ((len(original),) if other else (len(original), len(original) + 1)):
                 raise ConfigError(
                     f"the match {original!r} is written {p['match']!r} in a policy file (the same addresses), one "
-                    f"character longer, and Artemis ranks '#' matches by length: {q['match']!r}, matching some "
-                    "address alike, would rank otherwise than in the broker: write the match with '.#' in broker.xml "
-                    "(Artemis 2.42's form), check the order the broker gives, then import it", **where,
+                    f"character longer, and Artemis ranks '#' matches by length: {other or q['match']!r}, matching "
+                    "some address alike, would rank otherwise than in the broker: write the match with '.#' in "
+                    "broker.xml (Artemis 2.42's form), check the order the broker gives, then import it", **where,
                     policy=original, key="match")
 
 
@@ -385,6 +388,8 @@ def import_broker_xml(path: str | Path, properties: Mapping[str, str] | None = N
             continue
         seen.add(match)
         written = _spelled(match)
+        if written != match and validate_pattern(written):  # named as broker.xml has it
+            raise ConfigError(f"bad wildcard: {validate_pattern(match)}", **where, key="match")
         if any(p["match"] == written for p in policies):  # x# and x.#: their length decides the broker's order
             both = sorted({match, spelled.get(written, written)}, key=len)
             raise ConfigError(f"both {both[0]!r} and {both[1]!r}, which Artemis reads alike, rank by their length "
