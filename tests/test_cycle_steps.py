@@ -560,6 +560,59 @@ def test_exact_duplicates_count_once_and_repeat_failures_count_a_delivery_each(s
     assert ledger(spark, tmp_path)["m1"]["deliveries"] == 3
 
 
+def test_records_differing_only_in_which_field_holds_a_value_are_two_failures(spark, tmp_path):
+    """Spark's xxhash64 of several columns skips the null ones: a record with error_class "E" and no message had the
+    fingerprint of one with error_message "E" and no class (a group of an ordering key, headers of an unknown
+    field), and the second was dropped as an exact duplicate of the first, in its batch or a later one."""
+    at = "2026-11-21T10:00:00Z"
+    pairs = [({"error_class": "E"}, {"error_message": "E"}), ({"consumer_group": "g"}, {"ordering_key": "g"}),
+             ({"headers": {"a": "b"}}, {"a": "b"})]
+    land(tmp_path / "landing", "10", "a.jsonl", [
+        *[rec(f"same-{i}", at, **one) for i, (one, _) in enumerate(pairs)],
+        *[rec(f"same-{i}", at, **other) for i, (_, other) in enumerate(pairs)],
+        *[rec(f"later-{i}", at, **one) for i, (one, _) in enumerate(pairs)],
+        rec("copy", at, error_class="E"), rec("copy", at, error_class="E")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:00:30Z")
+    assert s["duplicates"] == 1  # the copy alone
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        *[rec(f"later-{i}", at, **other) for i, (_, other) in enumerate(pairs)], rec("copy", at, error_class="E")])
+    s = cycle(spark, tmp_path, "2026-11-21T10:00:40Z")
+    assert (s["duplicates"], s["repeat_failures"]) == (1, 3)
+    rows = ledger(spark, tmp_path)
+    assert {m: r["deliveries"] for m, r in rows.items()} == {
+        **{f"same-{i}": 2 for i in range(3)}, **{f"later-{i}": 2 for i in range(3)}, "copy": 1}
+
+
+def test_a_late_landing_record_leaves_the_last_error_to_the_last_failure(spark, tmp_path):
+    """A consumer's failure landed after a re-drive's later failure was recorded: the row's last failure time stayed
+    the re-drive's, but its last error became the late record's, an older error beside a newer time. Unless the late
+    record dead-letters the message: its error is the one that decided it."""
+    policies = parse_policies(POLICIES_TEXT.replace("settings: {delays: [10m], max_deliveries: 3}",
+                                                    "settings: {delays: [5m], max_deliveries: 5}"))
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(m, "2026-11-21T10:00:00Z", error_class="First")
+                                                 for m in ("m1", "m2")])
+    cycle(spark, tmp_path, "2026-11-21T10:01:00Z", policies=policies)
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z", policies=policies)  # due: delivery 2 fails at 10:05
+    land(tmp_path / "landing", "10", "b.jsonl", [
+        rec("m1", "2026-11-21T10:03:00Z", error_class="Late", error_message="late"),
+        rec("m2", "2026-11-21T10:03:00Z", error_class="com.acme.ValidationError")])  # late, and dead-letters it
+    cycle(spark, tmp_path, "2026-11-21T10:07:00Z", policies=policies)
+    rows = ledger(spark, tmp_path)
+    m1, m2 = rows["m1"], rows["m2"]
+    assert (m1["state"], m1["deliveries"], m1["last_failed_ms"], m1["last_error_class"]) == (
+        "WAITING_RETRY", 3, parse_instant("2026-11-21T10:05:00Z"), "reprocess.targets.examples.TransientError")
+    assert m1["last_error_message"] != "late"
+    assert [h["error_class"] for h in m1["error_history"]][-1] == "Late"  # counted, and in the history
+    assert (m2["state"], m2["reason_code"], m2["last_error_class"]) == (
+        "DEAD_LETTERED", "NON_RETRYABLE", "com.acme.ValidationError")  # the error that decided it
+    land(tmp_path / "landing", "10", "c.jsonl", [rec("m1", "2026-11-21T10:08:00Z", error_class="Newer")])
+    cycle(spark, tmp_path, "2026-11-21T10:09:00Z", policies=policies)  # a newer one is the last error again
+    m1 = ledger(spark, tmp_path)["m1"]
+    assert (m1["deliveries"], m1["last_error_class"]) == (4, "Newer")
+    dead = {r.message_id: r.last_error_class for r in read_dataset(spark, str(tmp_path / "wh"), "dlq").collect()}
+    assert dead == {"m2": "com.acme.ValidationError"}
+
+
 def test_failures_at_one_time_count_in_the_order_of_the_delivery_counts_they_carry(spark, tmp_path):
     """A source whose timestamps are in seconds lands immediate redeliveries (Artemis' default redelivery-delay 0)
     at one failed_at, with delivery counts 1, 2 and 3: the message has had 3 deliveries. Taken in the order of their
@@ -634,17 +687,18 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
             variant = rnd.choice([0, 1, 2])
             # a record's content decides its fingerprint, in the opposite order of the counts
             fp = (m * 7 + 2 - variant) * 1_000_000 + failed_ms
-            rows.append((f"m{m:05d}", failed_ms, fp, (1, None, 3)[variant], f"E{variant}", "boom", "orders.created",
-                         f"p{variant}", {"h": str(variant)}, None, None, None, 0, variant == 2))
+            rows.append((f"m{m:05d}", failed_ms, fp, -fp, (1, None, 3)[variant], f"E{variant}", "boom",
+                         "orders.created", f"p{variant}", {"h": str(variant)}, None, None, None, 0, variant == 2))
     rnd.shuffle(rows)
-    schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
+    schema = ("message_id string, failed_ms long, fp long, fp_v1 long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
     got = {}
     for streamed in ("true", "false"):  # the cycle's sessions stream the aggregation; a session without the setting
         with restoring_conf(spark, SORT_AGGREGATE_KEY):  # hashes it, and its lists are sorted afterwards
             spark.conf.set(SORT_AGGREGATE_KEY, streamed)
-            aggregated = aggregate_failures(spark.createDataFrame(rows, schema).repartition(5))
+            aggregated = aggregate_failures(spark.createDataFrame(rows, schema).withColumn("errors", F.lit(0))
+                                            .repartition(5))
             plan = aggregated._jdf.queryExecution().executedPlan().toString()
             got[streamed] = {r.message_id: ([(x.failed_ms, x.fp, x.delivery_count, x.non_retryable)
                                              for x in r.new_failures],
@@ -658,9 +712,9 @@ def test_a_batchs_failures_group_per_message_in_failed_at_order_without_exact_du
     assert got["true"] == got["false"]
     want: dict[str, tuple[list[tuple[int, int, int, bool]], list[tuple[int, int, str, str]], int]] = {}
     for mid in sorted({r[0] for r in rows}):
-        mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[3] is not None, r[3] or 0, r[2]))
+        mine = sorted((r for r in rows if r[0] == mid), key=lambda r: (r[1], r[4] is not None, r[4] or 0, r[2]))
         kept = [r for i, r in enumerate(mine) if i == 0 or r[2] != mine[i - 1][2]]
-        want[mid] = ([(r[1], r[2], r[3], r[13]) for r in kept], [(r[1], r[2], r[7], r[4]) for r in kept[-RECENT:]],
+        want[mid] = ([(r[1], r[2], r[4], r[14]) for r in kept], [(r[1], r[2], r[8], r[5]) for r in kept[-RECENT:]],
                      len(mine) - len(kept))
     assert got["true"] == want
     assert sum(d for _, _, d in want.values()) > 100  # the batch has exact duplicates to drop
@@ -676,11 +730,11 @@ def test_many_failures_of_one_message_count_and_keep_their_last_history_as_the_r
     the batch's last RECENT."""
     import random
 
-    from reprocess.ledger.merge import aggregate_failures, merge_failures
+    from reprocess.ledger.merge import aggregate_failures, errors_hash, merge_failures
     from reprocess.ledger.model import HISTORY_LIMIT, LEDGER_COLUMNS
 
     rnd = random.Random(33)
-    schema = ("message_id string, failed_ms long, fp long, delivery_count long, error_class string, "
+    schema = ("message_id string, failed_ms long, fp long, fp_v1 long, delivery_count long, error_class string, "
               "error_message string, address string, payload string, headers map<string,string>, extra string, "
               "consumer_group string, ordering_key string, policy_idx int, non_retryable boolean")
     want: dict[str, tuple[int, list[tuple[int, int, int, str]], str]] = {}
@@ -698,22 +752,34 @@ def test_many_failures_of_one_message_count_and_keep_their_last_history_as_the_r
             again = rnd.sample(history, min(len(history), rnd.choice([0, 1, 3, 10]))) if n else []
             relanded += len(again)
             for failed_ms in times:
-                landed[(mid, failed_ms)] = (mid, failed_ms, m * 1_000_000 + failed_ms,
+                landed[(mid, failed_ms)] = (mid, failed_ms, m * 1_000_000 + failed_ms, -(m * 1_000_000 + failed_ms),
                                             rnd.choice([1, 1, 1, 2, 5, 14, 40]), f"E{failed_ms % 5}", "boom",
                                             "orders.created", f"p{failed_ms}", {}, None, None, None, 0, False)
-            mine = [landed[(mid, t)] for t in times] + [landed[(mid, h[0])] for h in again]
+            # failures landed again as the code after a ledger's (the fingerprints' fix) sees them: the history
+            # holds the fp the older code gave, now the record's fp_v1; and, with that fp_v1, a failure whose class
+            # is its message (the older fp took one for the other): a new one
+            def later(r: tuple[object, ...]) -> tuple[object, ...]:
+                draw = rnd.random()
+                if draw < 0.4:
+                    return r[:2] + (r[2] + 10**12, r[2]) + r[4:]  # type: ignore[operator]
+                if draw < 0.6:
+                    return r[:2] + (r[2] + 2 * 10**12, r[2], r[4], None, r[5]) + r[7:]  # type: ignore[operator]
+                return r
+
+            mine = [landed[(mid, t)] for t in times] + [later(landed[(mid, h[0])]) for h in again]
             rows += mine
-            recorded = {h[2] for h in history}
+            recorded = {h[2]: h[3] for h in history}
             for r in sorted(mine, key=lambda r: (r[1], r[2])):
-                if r[2] in recorded:
+                if r[2] in recorded or (r[3] in recorded and recorded[r[3]] == r[5]):
                     continue  # a failure the ledger already holds
-                count = max(count + 1, r[3])
-                history = [*history, (r[1], count, r[2], r[4])][-HISTORY_LIMIT:]
-                payload = r[7]
+                count = max(count + 1, r[4])
+                history = [*history, (r[1], count, r[2], r[5])][-HISTORY_LIMIT:]
+                payload = r[8]
             if mine:
                 want[mid] = (count, history, payload)
         rnd.shuffle(rows)
-        failures = aggregate_failures(spark.createDataFrame(rows, schema).repartition(3))
+        failures = aggregate_failures(spark.createDataFrame(rows, schema).withColumn(
+            "errors", F.expr(errors_hash("error_class", "error_message"))).repartition(3))
         merged = merge_failures(existing, failures, POLICIES, f"run-{batch}", 200_000, "interpreted")
         existing = merged.select(*[c for c in LEDGER_COLUMNS if c != "bucket"]).localCheckpoint()
         got = {r.message_id: (r.deliveries, [(h.failed_ms, h.delivery, h.fp, h.error_class) for h in r.error_history],
@@ -1709,10 +1775,11 @@ def test_a_late_landing_failure_waits_its_delay_from_the_messages_last_failure(s
     assert m["next_attempt_ms"] == parse_instant("2026-11-21T10:25:00Z")  # was 10:12
 
 
-def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_at_that_failure(spark, tmp_path):
+def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_after_that_failure(spark, tmp_path):
     """A retried re-drive DAG run asks at its stored run_after, which a cycle dead-lettering the message since can
     have passed: its due time was that run_after, before its last failure (the ledger suite's
-    next_attempt_after_last_failure). It is due at its last failure then."""
+    next_attempt_after_last_failure). It is due at the last cycle's as-of then, which is not before any failure the
+    ledger holds."""
     from reprocess.redrive import RedriveRequest, redrive_dead_letters
 
     bad = "com.acme.ValidationError"
@@ -1723,8 +1790,9 @@ def test_a_dlq_redrive_asked_before_the_last_failure_makes_the_message_due_at_th
     audit = redrive_dead_letters(spark, str(tmp_path / "wh"), RedriveRequest(), parse_instant("2026-11-21T09:50:00Z"))
     assert audit["moved"] == 2
     rows = ledger(spark, tmp_path)
-    assert rows["d"]["next_attempt_ms"] == rows["d"]["last_failed_ms"] == parse_instant("2026-11-21T10:00:00Z")
-    assert rows["e"]["next_attempt_ms"] == parse_instant("2026-11-21T09:50:00Z")  # after its last failure: as asked
+    # asked before the last cycle's as-of: due at it (the next cycle's first chance), after both last failures
+    assert rows["d"]["last_failed_ms"] == parse_instant("2026-11-21T10:00:00Z")
+    assert rows["d"]["next_attempt_ms"] == rows["e"]["next_attempt_ms"] == parse_instant("2026-11-21T10:30:00Z")
     # at a rate, e is not due a minute before d, which its place after d would make it: each one a spacing after the
     # one before (before, both failed re-drives dead-lettered at one as-of were due at that instant, at any rate)
     assert cycle(spark, tmp_path, "2026-11-21T10:40:00Z")["dead_lettered"]["total"] == 2  # always_fail: at 10:40
@@ -1752,6 +1820,31 @@ def test_a_paced_dlq_redrive_makes_the_oldest_dead_letter_due_first_and_takes_an
     rows = ledger(spark, tmp_path)
     assert (rows["z-old"]["next_attempt_ms"], rows["a-new"]["next_attempt_ms"]) == (
         parse_instant("2026-11-21T10:30:00Z"), parse_instant("2026-11-21T10:31:00Z"))
+
+
+def test_a_paced_dlq_redrive_applied_after_later_cycles_is_spaced_from_their_as_of(spark, tmp_path):
+    """A re-drive DAG run refused while a cycle was prepared, then cleared once cycles had committed an hour on, is
+    applied at its stored run_after: its messages were spaced from that time, so all those spaced before the last
+    as-of were due at once, and the next cycle sent them in one burst, whatever the rate. They are spaced from the
+    last as-of when it is later than the request."""
+    from reprocess.redrive import RedriveRequest, redrive_dead_letters
+
+    bad = "com.acme.ValidationError"
+    land(tmp_path / "landing", "10", "a.jsonl", [rec(f"m{i}", "2026-11-21T10:00:00Z", error_class=bad)
+                                                 for i in range(3)])
+    cycle(spark, tmp_path, "2026-11-21T10:05:00Z")
+    cycle(spark, tmp_path, "2026-11-21T11:00:00Z")  # the cycles go on
+    audit = redrive_dead_letters(spark, str(tmp_path / "wh"),
+                                 RedriveRequest(rate_per_second=1 / 60, reset_deliveries=True),
+                                 parse_instant("2026-11-21T10:10:00Z"))
+    assert audit["moved"] == 3
+    assert audit["requested_at"].startswith("2026-11-21T10:10:00")  # asked then, as the audit says
+    rows = ledger(spark, tmp_path)
+    assert [rows[f"m{i}"]["next_attempt_ms"] for i in range(3)] == [
+        parse_instant(f"2026-11-21T11:0{i}:00Z") for i in range(3)]
+    # the reset forgives the failures until the spacing starts, not until the request's time
+    assert {rows[f"m{i}"]["reset_ms"] for i in range(3)} == {parse_instant("2026-11-21T11:00:00Z")}
+    assert cycle(spark, tmp_path, "2026-11-21T11:01:30Z")["due"] == 2  # a minute apart, not the three at once
 
 
 def test_a_kept_message_failing_again_after_its_policy_was_removed_is_dead_lettered_with_reason_no_policy(spark,

@@ -209,7 +209,8 @@ _LIMIT_MAX = 2**31 - 1  # the largest row count DataFrame.limit takes (a Java in
 
 def _due_times(ordered: DataFrame, now_ms: int, rate_per_second: float | None) -> DataFrame:
     """The chosen messages (``message_id``), their place in the order they become due (``_seq``, from 0: the oldest
-    dead letter first, as they are chosen) and their due time (``_due``).
+    dead letter first, as they are chosen) and their due time (``_due``). ``now_ms``: the request's time, or the
+    warehouse's last committed as-of when later (:func:`_redrive_on`).
 
     At a rate, the k-th is due ``k`` spacings after ``now``, and never before its last failure: a retried DAG run asks
     at its stored run_after, which a cycle that dead-lettered the message since can have passed (the ledger suite's
@@ -256,7 +257,11 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
     ordered = latest.orderBy("dead_lettered_at", "message_id")
     if req.max_messages:  # Spark's limit takes a Java int: a larger max ("drain everything") is every one there
         ordered = ordered.limit(min(req.max_messages, _LIMIT_MAX))
-    chosen = pins.pin(_due_times(ordered, now_ms, req.rate_per_second), StorageLevel.MEMORY_AND_DISK_DESER, False)
+    # spaced from the request's time, or from the last cycle's as-of when that is later: a request applied late (a
+    # DAG run cleared once the cycles committed again, or a --now in the past) made every message spaced before that
+    # as-of due at once, and the next cycle sent them in one burst, at no rate
+    start_ms = max(now_ms, snap.as_of_ms if snap.as_of_ms is not None else now_ms)
+    chosen = pins.pin(_due_times(ordered, start_ms, req.rate_per_second), StorageLevel.MEMORY_AND_DISK_DESER, False)
     moved = chosen.count()
     steps.done("select", dlq_files=len(dlq_files), moved=moved)
     if moved == 0:
@@ -287,9 +292,10 @@ def _redrive_on(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, req: Redr
         .otherwise(F.col("resets")).cast("long"),
         # failures from before the reset that land later carry the count it forgave: the merge does not take it. Not
         # earlier than the failures it forgave and the dead-lettering: a retried DAG run asks at its stored run_after,
-        # which a cycle that dead-lettered the message since can have passed (as _due_times)
+        # which a cycle that dead-lettered the message since can have passed; nor than the last cycle's as-of, where
+        # its spacing starts (_due_times) when the request is applied after it
         "reset_ms": F.when(sel & F.lit(req.reset_deliveries), F.greatest(
-            F.lit(now_ms).cast("long"), F.col("last_failed_ms"), F.col("terminal_ms"))).otherwise(F.col("reset_ms")),
+            F.lit(start_ms).cast("long"), F.col("last_failed_ms"), F.col("terminal_ms"))).otherwise(F.col("reset_ms")),
     })
     stage = wh.new_stage(req.request_id)
     parquet_options(with_bucket(updated).select(*LEDGER_COLUMNS).write.mode("overwrite").partitionBy("bucket"),

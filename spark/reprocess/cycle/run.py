@@ -40,6 +40,7 @@ from reprocess.landing.manifest import LandingFile, ManifestEntry, list_landing,
 from reprocess.ledger.merge import (
     aggregate_failures,
     apply_outcomes,
+    errors_hash,
     merge_failures,
     non_retryable_column,
     under_current_policy,
@@ -372,9 +373,11 @@ def _execute_run(spark: SparkSession, wh: AnyWarehouse, snap: Snapshot, opts: Cy
                                                                exc.scanned)
     bad = rec.filter(F.col("bad"))
     fresh = rec.filter(F.col("in_window"))
-    fresh = fresh.withColumn(
-        "non_retryable", non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
-                                              F.col("error_message")))
+    fresh = fresh.withColumns({
+        "non_retryable": non_retryable_column(policies, F.col("policy_idx"), F.col("error_class"),
+                                              F.col("error_message")),
+        "fp_v1": fingerprints()[1],  # not in the cache: the new failures' alone (merge.recorded_dropped)
+        "errors": F.expr(errors_hash("error_class", "error_message"))})
     failures = aggregate_failures(fresh)
 
     steps.done("landing", files=len(files), records=records_read, codegen=codegen, cache=cache,
@@ -613,9 +616,7 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
                                                         F.array_join("expectations", ", ")))
         .otherwise(F.col("problem_detail")),
         "problem": F.when(breaks_suite, F.lit(contract.EXPECTATION_FAILED)).otherwise(F.col("problem"))})
-    fp = F.xxhash64(F.col("message_id"), F.col("address"), F.col("payload"), F.col("failed_ms"),
-                    F.col("delivery_count"), F.col("error_class"), F.col("error_message"),
-                    F.to_json(F.col("headers")), F.col("consumer_group"), F.col("ordering_key"), F.col("extra"))
+    fp = fingerprints()[0]
     t, new_file, ok = F.col("failed_ms"), F.col("is_new_file"), F.col("problem").isNull()
     after_last = F.coalesce(t > F.col("prev_through_ms"), F.lit(False))
     # a file first read by the code before future_ms was kept quarantined every problem at that read: its re-reads
@@ -637,6 +638,25 @@ def landed(spark: SparkSession, files: list[LandingFile], manifest: dict[str, Ma
     return batch, rec.withColumns({"fp": fp, "bad": bad, "in_window": in_window, "deferred": deferred,
                                    "earlier": earlier,
                                    "raw": F.when(F.col("problem").isNotNull(), F.col("raw"))}).drop(AS_OF_COLUMN)
+
+
+# The fields of a record its fingerprint hashes, in order (a record's copy is an exact duplicate: the same in each)
+FINGERPRINTED = ("message_id", "address", "payload", "failed_ms", "delivery_count", "error_class", "error_message",
+                 "headers", "consumer_group", "ordering_key", "extra")
+
+
+def fingerprints() -> tuple[Column, Column]:
+    """A landing record's fingerprint (``fp``: equal for exact duplicates), and the one the code before it gave
+    (``fp_v1``), which the error histories written by that code hold.
+
+    Spark's ``xxhash64`` of several columns skips a null one, and each hash seeds the next: ``fp_v1`` took a record
+    with ``error_class: "E"`` and none of ``error_message`` for one with ``error_message: "E"`` and no class (a
+    group for an ordering key, headers for an unknown field), and the second was dropped as an exact duplicate of
+    the first, a failure lost. ``fp`` hashes, after the fields, which of them are null (a bit each, left out when
+    none is: such a record's ``fp`` is its ``fp_v1``)."""
+    cols = [F.to_json(F.col(c)) if c == "headers" else F.col(c) for c in FINGERPRINTED]
+    nulls = sum((F.when(c.isNull(), F.lit(1 << i)).otherwise(F.lit(0)) for i, c in enumerate(cols)), F.lit(0))
+    return F.xxhash64(*cols, F.nullif(nulls, F.lit(0))), F.xxhash64(*cols)
 
 
 def due_at(merged: DataFrame, as_of: int, codegen: str) -> DataFrame:

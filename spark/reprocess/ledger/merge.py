@@ -140,12 +140,19 @@ def exhausted_reason_column(policies: PolicySet, policy_idx: Column) -> Column:
 RECENT = 2 * HISTORY_LIMIT
 
 
+def errors_hash(error_class: str, error_message: str) -> str:
+    """SQL: the hash of a failure's error class and message, which of them are null told apart (``xxhash64`` skips a
+    null input); alike for a landing record's columns and a history entry's fields."""
+    return (f"xxhash64({error_class}, {error_message}, nullif(CASE WHEN {error_class} IS NULL THEN 1 ELSE 0 END + "
+            f"CASE WHEN {error_message} IS NULL THEN 2 ELSE 0 END, 0))")
+
+
 def aggregate_failures(failures: DataFrame) -> DataFrame:
     """One row per message of the batch, its failures without exact duplicates (same ``fp``), sorted by
     (failed_ms, delivery_count, fp), a null count first:
 
     - ``new_failures``: every one of them, with only what :func:`merge_failures` needs of each (``failed_ms``,
-      ``fp``, ``delivery_count``, ``non_retryable``);
+      ``fp``, ``fp_v1``, ``errors``, ``delivery_count``, ``non_retryable``);
     - ``recent``: the whole records of the last :data:`RECENT` of them, from which the merge takes the message's
       fields and its history;
     - ``batch_duplicates``: the records that were exact duplicates of another;
@@ -191,10 +198,10 @@ def aggregate_failures(failures: DataFrame) -> DataFrame:
 
     # The whole list of full records is only in the aggregation's buffer; the row keeps its last RECENT (the
     # aggregation is computed once, for both references).
-    full = in_order("failed_ms, fp, delivery_count, error_class, error_message, address, payload, headers, extra, "
-                    "consumer_group, ordering_key, policy_idx, non_retryable")
+    full = in_order("failed_ms, fp, fp_v1, errors, delivery_count, error_class, error_message, address, payload, "
+                    "headers, extra, consumer_group, ordering_key, policy_idx, non_retryable")
     return marked.groupBy("message_id").agg(
-        sql_lambda(in_order("failed_ms, fp, delivery_count, non_retryable")).alias("new_failures"),
+        sql_lambda(in_order("failed_ms, fp, fp_v1, errors, delivery_count, non_retryable")).alias("new_failures"),
         sql_lambda(f"slice({full}, greatest(size({full}) - {RECENT} + 1, 1), {RECENT})").alias("recent"),
         F.sum(F.col("_dup").cast("long")).alias("batch_duplicates"),
         F.min(named_group).alias("group_min"),
@@ -261,11 +268,14 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     one = F.element_at(F.col("rf_all"), 1)
 
     def recorded_dropped(name: str) -> Column:
-        """Without exact duplicates of failures already recorded for this message. array_contains is NULL (not
-        false) when the array holds a null: re-drive entries have no fp. (Lambdas in SQL: sparkutil.sql_lambda.)"""
+        """Without exact duplicates of failures already recorded for this message: its fingerprint in the history,
+        or the one the code before it gave (``fp_v1``, :func:`reprocess.cycle.run.fingerprints`), which the entries
+        that code wrote hold, with the entry's error class and message (``errors``: ``fp_v1`` took one for the
+        other). An entry's fp is null (re-drive entries have none): the test is null, not false.
+        (Lambdas in SQL: sparkutil.sql_lambda.)"""
         return F.when(single, F.col(name)).otherwise(sql_lambda(
-            f"filter({name}, x -> NOT coalesce(array_contains("
-            "transform(coalesce(e_error_history, array()), h -> h.fp), x.fp), false))"))
+            f"filter({name}, x -> NOT coalesce(exists(coalesce(e_error_history, array()), h -> h.fp = x.fp OR "
+            f"(h.fp = x.fp_v1 AND {errors_hash('h.error_class', 'h.error_message')} = x.errors)), false))"))
 
     # nf: every new failure (a few fields each); rf: the whole records of its last ones (RECENT before dropping)
     c |= {"_single": single, "nf": recorded_dropped("nf_all"), "rf": recorded_dropped("rf_all"),
@@ -315,6 +325,8 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
     # the delay runs from the message's last failure: a late landing record (a consumer's failure older than a
     # re-drive's failure already recorded) must not make it due before that failure (the ledger suite's
     # next_attempt_after_last_failure)
+    # the batch's last failure is the message's (none in the ledger: it is new), or decided its dead-lettering
+    newest = F.coalesce(last["failed_ms"] >= F.col("e_last_failed_ms"), F.lit(True)) | (new_state == DEAD_LETTERED)
     next_ms = F.when(new_state == WAITING, sat_add(
         F.greatest(F.coalesce(F.col("e_last_failed_ms"), F.lit(0)), last["failed_ms"]), delay))
     c["out"] = [
@@ -333,8 +345,10 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
                                          F.element_at(F.col("nf"), 1)["failed_ms"])),
         pick("last_failed_ms", F.greatest(F.coalesce(F.col("e_last_failed_ms"), F.lit(0)), last["failed_ms"])),
         pick("next_attempt_ms", next_ms),
-        pick("last_error_class", last["error_class"]),
-        pick("last_error_message", last["error_message"]),
+        # the last failure's error: a late landing record's (older than the ledger's last failure, a re-drive's
+        # say) is in the history, not the row's last error, unless the merge dead-letters the message
+        pick("last_error_class", F.when(newest, last["error_class"]).otherwise(F.col("e_last_error_class"))),
+        pick("last_error_message", F.when(newest, last["error_message"]).otherwise(F.col("e_last_error_message"))),
         pick("error_history", history),
         pick("reason_code", reason),
         pick("dead_letter_address", F.when(new_state == DEAD_LETTERED,
