@@ -322,11 +322,11 @@ def _merge_columns(policies: PolicySet) -> dict[str, Any]:
         return F.when(has_new, new_value).otherwise(F.col(f"e_{name}")).alias(name)
 
     state_col = F.when(has_new, new_state).otherwise(F.col("e_state"))
+    # the batch's last failure is the message's (none in the ledger: it is new), or decided its dead-lettering
+    newest = F.coalesce(last["failed_ms"] >= F.col("e_last_failed_ms"), F.lit(True)) | (new_state == DEAD_LETTERED)
     # the delay runs from the message's last failure: a late landing record (a consumer's failure older than a
     # re-drive's failure already recorded) must not make it due before that failure (the ledger suite's
     # next_attempt_after_last_failure)
-    # the batch's last failure is the message's (none in the ledger: it is new), or decided its dead-lettering
-    newest = F.coalesce(last["failed_ms"] >= F.col("e_last_failed_ms"), F.lit(True)) | (new_state == DEAD_LETTERED)
     next_ms = F.when(new_state == WAITING, sat_add(
         F.greatest(F.coalesce(F.col("e_last_failed_ms"), F.lit(0)), last["failed_ms"]), delay))
     c["out"] = [
