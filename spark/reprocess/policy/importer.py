@@ -415,24 +415,24 @@ def _render(source: str, policies: list[dict[str, Any]], not_carried: Counter[st
         "# is merged from the less specific ones matching the same address, then Artemis's default, as the broker",
         "# does (docs/adr/0008-artemis-settings-merge.md).",
     ]
+
+    def comment(text: str) -> list[str]:
+        """``text`` as comment lines, its first letter a capital."""
+        return textwrap.wrap(text[:1].upper() + text[1:], width=116, initial_indent="# ", subsequent_indent="# ",
+                             break_on_hyphens=False)
+
     naming = sorted(k for k in not_carried if k in DEAD_LETTER_NAMING)
     if naming:
-        header += textwrap.wrap(f"{DEAD_LETTER_NAMING_NOTE[0].upper()}{DEAD_LETTER_NAMING_NOTE[1:]}: "
-                                + ", ".join(naming) + ".", width=116, initial_indent="# ", subsequent_indent="# ",
-                                break_on_hyphens=False)
+        header += comment(f"{DEAD_LETTER_NAMING_NOTE}: " + ", ".join(naming) + ".")
     if spelled:
-        header += textwrap.wrap(f"{SPELLED_NOTE[0].upper()}{SPELLED_NOTE[1:]}: " + ", ".join(spelled) + ".",
-                                width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+        header += comment(f"{SPELLED_NOTE}: " + ", ".join(spelled) + ".")
     others = sorted(k for k in not_carried if k not in DEAD_LETTER_NAMING)
     if others:
-        header += textwrap.wrap("Not carried over (not about redelivery): " + ", ".join(others) + ".",
-                                width=116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+        header += comment("Not carried over (not about redelivery): " + ", ".join(others) + ".")
     if overridden:
-        header += textwrap.wrap(overridden, width=116, initial_indent="# ", subsequent_indent="# ",
-                                break_on_hyphens=False)
+        header += comment(overridden)
     if not any(p["match"] == ANY_WORDS for p in policies):
-        header += textwrap.wrap(NO_CATCH_ALL[0].upper() + NO_CATCH_ALL[1:] + ".", width=116, initial_indent="# ",
-                                subsequent_indent="# ", break_on_hyphens=False)
+        header += comment(NO_CATCH_ALL + ".")
     body = dump_policies({"policies": policies}, sort_keys=False, allow_unicode=True, default_flow_style=None,
                           width=120)
     return "\n".join(header) + "\n" + body
